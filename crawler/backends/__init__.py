@@ -1,0 +1,72 @@
+"""Backends behind one factory, keyed by ``DEDUP_BACKEND``.
+
+``local`` (default): the Bloom filter (:mod:`crawler.bloom`) and the content index
+(:mod:`crawler.backends.local`) live in this process. ``redis``: both live in Redis
+(:mod:`crawler.backends.redis`) and are shared by every crawler process on that server.
+
+Both kinds satisfy the same two protocols, documented on :class:`SeenSet` and
+:class:`ContentIndex`; the dupefilter and the near-duplicate pipeline only see those.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from crawler import config, defaults
+
+if TYPE_CHECKING:
+    from crawler.config import SettingsLike
+
+
+class SeenSet(Protocol):
+    """A set of request fingerprints (``bytes``) that may answer "seen" for a new key.
+
+    ``add(key)`` is an atomic test-and-set: it returns True when the key was (probably) present
+    already and False when it was certainly new, and records it. ``key in s`` is read-only.
+    """
+
+    capacity: int
+    error_rate: float
+
+    def add(self, key: bytes) -> bool: ...
+    def __contains__(self, key: bytes) -> bool: ...
+    def __len__(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class ContentIndex(Protocol):
+    """Exact-copy and near-duplicate decisions over kept pages (see crawler.backends.local)."""
+
+    def check_and_add(self, page: Any) -> Any: ...
+    def close(self) -> None: ...
+
+
+def backend_name(settings: SettingsLike) -> str:
+    return config.get_choice(
+        settings, "DEDUP_BACKEND", defaults.DEDUP_BACKEND, defaults.DEDUP_BACKEND_CHOICES
+    )
+
+
+def make_seen_set(settings: SettingsLike, **kwargs: Any) -> SeenSet:
+    """The seen set for ``DEDUP_BACKEND``; ``kwargs`` go to the backend's ``from_settings``."""
+    if backend_name(settings) == "redis":
+        from crawler.backends.redis import RedisSeenSet
+
+        return RedisSeenSet.from_settings(settings, **kwargs)
+    from crawler.bloom import LocalSeenSet
+
+    return LocalSeenSet.from_settings(settings, **kwargs)
+
+
+def make_content_index(settings: SettingsLike, **kwargs: Any) -> ContentIndex:
+    """The content index for ``DEDUP_BACKEND``; ``kwargs`` go to ``from_settings``."""
+    if backend_name(settings) == "redis":
+        from crawler.backends.redis import RedisContentIndex
+
+        return RedisContentIndex.from_settings(settings, **kwargs)
+    from crawler.backends.local import LocalContentIndex
+
+    return LocalContentIndex.from_settings(settings, **kwargs)
+
+
+config.register(backend_name)

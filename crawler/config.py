@@ -1,0 +1,151 @@
+"""Setting validation shared by every component.
+
+Each component reads its settings through the typed helpers below, which raise
+:class:`SettingError` naming the setting, the bad value and the allowed range. The ``crawl`` and
+``demo`` commands call :func:`validate_settings` before the crawler starts, so a bad value stops
+the crawl with one line and a non-zero exit instead of a traceback from inside Scrapy.
+
+Validators register themselves with :func:`register`; a module that owns settings calls it at
+import time and ``validate_settings`` imports those modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+
+class SettingsLike(Protocol):
+    def get(self, name: str, default: Any = None) -> Any: ...
+
+
+class SettingError(ValueError):
+    """A setting has a value the crawler cannot use."""
+
+    def __init__(self, name: str, value: object, allowed: str) -> None:
+        self.name = name
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"setting {name}={value!r} is invalid: allowed {allowed}")
+
+
+def _raw(settings: SettingsLike, name: str, default: Any) -> Any:
+    value = settings.get(name, default)
+    return default if value is None else value
+
+
+def get_int(
+    settings: SettingsLike, name: str, default: int, lo: int | None = None, hi: int | None = None
+) -> int:
+    """Read an integer setting and check ``lo <= value <= hi`` (either bound optional)."""
+    raw = _raw(settings, name, default)
+    try:
+        if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+            raise ValueError
+        value = int(str(raw).replace("_", "")) if isinstance(raw, str) else int(raw)
+    except (TypeError, ValueError):
+        raise SettingError(name, raw, _range_text(lo, hi, "an integer")) from None
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise SettingError(name, raw, _range_text(lo, hi, "an integer"))
+    return value
+
+
+def get_float(
+    settings: SettingsLike,
+    name: str,
+    default: float,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    open_interval: bool = False,
+) -> float:
+    """Read a float setting; with ``open_interval`` the bounds themselves are refused."""
+    raw = _raw(settings, name, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise SettingError(name, raw, _range_text(lo, hi, "a number", open_interval)) from None
+    bad_lo = lo is not None and (value <= lo if open_interval else value < lo)
+    bad_hi = hi is not None and (value >= hi if open_interval else value > hi)
+    if bad_lo or bad_hi or value != value:  # NaN is never in range
+        raise SettingError(name, raw, _range_text(lo, hi, "a number", open_interval))
+    return value
+
+
+def get_bool(settings: SettingsLike, name: str, default: bool) -> bool:
+    raw = _raw(settings, name, default)
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise SettingError(name, raw, "True or False")
+
+
+def get_choice(settings: SettingsLike, name: str, default: str, choices: Iterable[str]) -> str:
+    raw = _raw(settings, name, default)
+    options = tuple(choices)
+    value = str(raw).strip().lower()
+    if value not in options:
+        raise SettingError(name, raw, "one of " + ", ".join(repr(c) for c in options))
+    return value
+
+
+def get_list(settings: SettingsLike, name: str, default: Iterable[str]) -> list[str]:
+    """A list setting given as a list/tuple or a comma-separated string."""
+    raw = _raw(settings, name, list(default))
+    if isinstance(raw, str):
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    try:
+        return [str(part).strip() for part in raw if str(part).strip()]
+    except TypeError:
+        raise SettingError(name, raw, "a list of strings or a comma-separated string") from None
+
+
+def _range_text(lo: object, hi: object, kind: str, open_interval: bool = False) -> str:
+    if lo is not None and hi is not None:
+        brackets = ("(", ")") if open_interval else ("[", "]")
+        return f"{kind} in {brackets[0]}{lo}, {hi}{brackets[1]}"
+    if lo is not None:
+        return f"{kind} {'>' if open_interval else '>='} {lo}"
+    if hi is not None:
+        return f"{kind} {'<' if open_interval else '<='} {hi}"
+    return kind
+
+
+# --- registry ----------------------------------------------------------------------------------
+
+Validator = Callable[[SettingsLike], object]
+_VALIDATORS: list[Validator] = []
+
+#: Modules whose import registers their validators; imported lazily by validate_settings.
+VALIDATED_MODULES = (
+    "crawler.urlnorm",
+    "crawler.bloom",
+    "crawler.simindex",
+    "crawler.storage",
+    "crawler.middlewares.links",
+    "crawler.backends",
+)
+
+
+def register(validator: Validator) -> Validator:
+    """Register ``validator(settings)``, which raises SettingError on a bad value."""
+    if validator not in _VALIDATORS:
+        _VALIDATORS.append(validator)
+    return validator
+
+
+def validate_settings(settings: SettingsLike) -> None:
+    """Run every registered validator; raises the first :class:`SettingError`."""
+    for module in VALIDATED_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    for validator in list(_VALIDATORS):
+        validator(settings)

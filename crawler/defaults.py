@@ -1,0 +1,68 @@
+"""Every default of dedup-crawler, in one place.
+
+``settings/base.py`` exposes these as Scrapy settings and the components read the same
+constants when a setting is absent, so a default is never written twice. Names are part of the
+public contract (see README, "Settings"); values may change between minor versions.
+"""
+
+from __future__ import annotations
+
+BOT_NAME = "dedup-crawler"
+
+# --- URL normalization (crawler.urlnorm) -------------------------------------------------------
+#: Query parameters removed from every URL before it is keyed; glob patterns, matched exactly
+#: against the lower-cased parameter name.
+URLNORM_STRIP_PARAMS: tuple[str, ...] = (
+    "utm_*",
+    "gclid",
+    "dclid",
+    "gbraid",
+    "wbraid",
+    "fbclid",
+    "msclkid",
+    "yclid",
+    "twclid",
+    "igshid",
+    "mc_cid",
+    "mc_eid",
+    "_hsenc",
+    "_hsmi",
+    "mkt_tok",
+)
+URLNORM_SORT_QUERY = True
+
+# --- Spider-trap guards (crawler.middlewares) --------------------------------------------------
+URLLENGTH_LIMIT = 2083
+TRAP_MAX_SEGMENT_REPEAT = 3  # the same path segment at most this many times
+TRAP_MAX_PATH_DEPTH = 16  # path segments
+TRAP_MAX_QUERY_PARAMS = 16  # query pairs
+
+# --- Bloom filter "seen" set (crawler.bloom, crawler.dupefilter) -------------------------------
+BLOOM_CAPACITY = 10_000_000
+BLOOM_ERROR_RATE = 0.001
+BLOOM_ON_FULL = "grow"  # "grow" | "stop"
+BLOOM_ON_FULL_CHOICES = ("grow", "stop")
+BLOOM_VERIFY = False
+
+# --- SimHash near-duplicate detection (crawler.simhash, crawler.simindex) ----------------------
+SIMHASH_MAX_DISTANCE = 3
+SIMHASH_MAX_DISTANCE_RANGE = (0, 16)
+SIMHASH_BLOCKS: int | None = None  # None means SIMHASH_MAX_DISTANCE + 1
+SIMHASH_MIN_TOKENS = 30
+SIMHASH_PERSIST = True
+SIMHASH_SHINGLE = 1  # word n-gram size of the features (1 = words)
+
+# --- Storage (crawler.storage, crawler.pipelines.storage) --------------------------------------
+STORAGE_URL = "sqlite:///crawl.db"
+STORAGE_BATCH_SIZE = 100
+STORAGE_BATCH_SECONDS = 2.0
+DROPPED_LOG = "dropped.jsonl"
+
+# --- Backends ---------------------------------------------------------------------------------
+DEDUP_BACKEND = "local"  # "local" | "redis"
+DEDUP_BACKEND_CHOICES = ("local", "redis")
+REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_KEY_PREFIX = "dedup"
+
+# --- Seeds and scope (crawler.seeds, crawler.spiders.web) --------------------------------------
+SEED_DEFAULT_SCHEME = "https"

@@ -1,0 +1,34 @@
+"""Exceptions shared across components."""
+
+from __future__ import annotations
+
+from scrapy.exceptions import DropItem
+
+EXACT_DUPLICATE = "exact_duplicate"
+NEAR_DUPLICATE = "near_duplicate"
+
+
+class DuplicatePage(DropItem):
+    """A page dropped because it duplicates one already kept.
+
+    ``reason`` is ``exact_duplicate`` or ``near_duplicate``; ``duplicate_of`` the URL of the kept
+    page; ``distance`` the Hamming distance in bits (0 for exact copies); ``simhash`` and
+    ``duplicate_simhash`` the unsigned 64-bit fingerprints of both pages (None when not computed).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        reason: str,
+        duplicate_of: str,
+        distance: int,
+        simhash: int | None = None,
+        duplicate_simhash: int | None = None,
+    ) -> None:
+        self.url = url
+        self.reason = reason
+        self.duplicate_of = duplicate_of
+        self.distance = distance
+        self.simhash = simhash
+        self.duplicate_simhash = duplicate_simhash
+        super().__init__(f"{reason} of {duplicate_of} (distance {distance}): {url}")

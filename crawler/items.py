@@ -1,0 +1,33 @@
+"""The item the ``web`` spider yields: one per HTML response."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PageItem:
+    """A fetched HTML page.
+
+    ``url`` is the URL fetched (after redirects), ``canonical_url`` its normalized key (see
+    :func:`crawler.urlnorm.normalize_url`). ``fingerprints`` holds the hex request fingerprints of
+    every request that led to this response (the redirect chain included), so the dupefilter's
+    journal can mark all of them finished once the page is committed. ``fetched_at`` is ISO 8601
+    UTC. ``text`` is the visible text; the dedup pipeline fills ``content_hash`` and ``simhash``
+    (an unsigned 64-bit int) before storage.
+    """
+
+    url: str
+    status: int
+    content_type: str
+    title: str
+    text: str
+    html: str
+    depth: int
+    referer: str | None
+    fetched_at: str
+    canonical_url: str = ""
+    fingerprints: list[str] = field(default_factory=list)
+    content_hash: str | None = None
+    simhash: int | None = None
+    encoding: str | None = None

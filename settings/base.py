@@ -1,0 +1,82 @@
+"""Every setting of dedup-crawler, with its default and a one-line comment.
+
+Profiles (``settings/__init__.py`` embedded, ``settings/distributed.py``) import this module and
+override what they change. Project defaults come from :mod:`crawler.defaults`, so components and
+this file never disagree.
+"""
+
+from crawler import defaults as _d
+
+# --- Project ----------------------------------------------------------------------------------
+BOT_NAME = _d.BOT_NAME  # bot name, also in the User-Agent
+SPIDER_MODULES = ["crawler.spiders"]  # where `scrapy crawl` finds spiders
+NEWSPIDER_MODULE = "crawler.spiders"  # where `scrapy genspider` writes
+COMMANDS_MODULE = "crawler.commands"  # project commands: crawl (checked), demo, dropped, dedupreport
+USER_AGENT = f"{_d.BOT_NAME}/0.1 (+https://example.invalid/bot)"  # say who you are; set a contact URL
+
+# --- Politeness ---------------------------------------------------------------------------------
+ROBOTSTXT_OBEY = True  # honour robots.txt
+CONCURRENT_REQUESTS = 16  # requests in flight overall
+CONCURRENT_REQUESTS_PER_DOMAIN = 4  # requests in flight per host
+DOWNLOAD_DELAY = 0.5  # seconds between requests to one host (randomized 0.5x-1.5x)
+AUTOTHROTTLE_ENABLED = False  # adapt the delay to server latency (turn on for real sites)
+AUTOTHROTTLE_START_DELAY = 1.0  # initial AutoThrottle delay, seconds
+AUTOTHROTTLE_MAX_DELAY = 30.0  # AutoThrottle delay ceiling, seconds
+AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0  # AutoThrottle target requests per host
+DOWNLOAD_TIMEOUT = 30  # seconds before a request fails
+DOWNLOAD_MAXSIZE = 32 * 1024 * 1024  # refuse bodies over 32 MiB
+DOWNLOAD_WARNSIZE = 8 * 1024 * 1024  # warn on bodies over 8 MiB
+RETRY_TIMES = 2  # retries after a network error or 5xx
+DEPTH_LIMIT = 0  # link depth limit (0 = none)
+REDIRECT_MAX_TIMES = 10  # redirect chain limit
+
+# --- Security -----------------------------------------------------------------------------------
+TELNETCONSOLE_ENABLED = False  # the telnet console runs code: off
+REMOTE_CONTROL_ENABLED = False  # Scrapy 2.19 RemoteControl runs code: off
+DOWNLOAD_HANDLERS = {"file": None, "data": None, "s3": None, "ftp": None}  # http(s) only
+
+# --- Output -------------------------------------------------------------------------------------
+FEED_EXPORT_ENCODING = "utf-8"  # feeds in UTF-8, not \u escapes
+LOG_LEVEL = "INFO"  # Scrapy log level
+LOG_FORMATTER = "crawler.logformatter.DedupLogFormatter"  # one short line per dropped page
+
+# --- URL dedup ----------------------------------------------------------------------------------
+REQUEST_FINGERPRINTER_CLASS = "crawler.fingerprint.CanonicalRequestFingerprinter"  # keyed on canonical URL
+DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # Bloom-filter seen set
+DUPEFILTER_DEBUG = False  # log every filtered request, not only the first
+URLNORM_STRIP_PARAMS = list(_d.URLNORM_STRIP_PARAMS)  # tracking parameters removed (globs)
+URLNORM_SORT_QUERY = _d.URLNORM_SORT_QUERY  # sort query pairs in the canonical key
+URLLENGTH_LIMIT = _d.URLLENGTH_LIMIT  # longer URLs are dropped (trap guard)
+TRAP_MAX_SEGMENT_REPEAT = _d.TRAP_MAX_SEGMENT_REPEAT  # same path segment repeated more: trap
+TRAP_MAX_PATH_DEPTH = _d.TRAP_MAX_PATH_DEPTH  # more path segments: trap
+TRAP_MAX_QUERY_PARAMS = _d.TRAP_MAX_QUERY_PARAMS  # more query pairs: trap
+BLOOM_CAPACITY = _d.BLOOM_CAPACITY  # URLs the filter is sized for (n)
+BLOOM_ERROR_RATE = _d.BLOOM_ERROR_RATE  # false "seen" rate at capacity (p), in (0, 1)
+BLOOM_ON_FULL = _d.BLOOM_ON_FULL  # past capacity: "grow" (add a layer) or "stop" the crawl
+BLOOM_VERIFY = _d.BLOOM_VERIFY  # confirm every "seen" against an exact on-disk set
+
+# --- Content dedup ------------------------------------------------------------------------------
+SIMHASH_MAX_DISTANCE = _d.SIMHASH_MAX_DISTANCE  # k: within k bits is a near duplicate (0..16)
+SIMHASH_BLOCKS = _d.SIMHASH_BLOCKS  # block tables (None = k + 1)
+SIMHASH_MIN_TOKENS = _d.SIMHASH_MIN_TOKENS  # shorter pages: exact-copy check only
+SIMHASH_PERSIST = _d.SIMHASH_PERSIST  # load stored fingerprints at start (dedup across crawls)
+SIMHASH_SHINGLE = _d.SIMHASH_SHINGLE  # word n-gram size of the features
+
+# --- Storage ------------------------------------------------------------------------------------
+STORAGE_URL = _d.STORAGE_URL  # SQLAlchemy URL of the crawl database
+STORAGE_BATCH_SIZE = _d.STORAGE_BATCH_SIZE  # rows per write transaction
+STORAGE_BATCH_SECONDS = _d.STORAGE_BATCH_SECONDS  # a partial batch is written after this long
+DROPPED_LOG = _d.DROPPED_LOG  # JSON Lines log of every dropped page
+
+# --- Backends -----------------------------------------------------------------------------------
+DEDUP_BACKEND = _d.DEDUP_BACKEND  # "local" (in process) or "redis" (shared)
+REDIS_URL = _d.REDIS_URL  # Redis server of the distributed profile
+REDIS_KEY_PREFIX = _d.REDIS_KEY_PREFIX  # prefix of every key we write in Redis
+
+ITEM_PIPELINES = {
+    "crawler.pipelines.neardup.NearDuplicatePipeline": 300,  # drops exact and near duplicates
+    "crawler.pipelines.storage.StoragePipeline": 800,  # stores kept pages and drop records
+}
+SPIDER_MIDDLEWARES = {
+    "crawler.middlewares.links.UrlNormalizationMiddleware": 550,  # link filter, traps, canonical key
+}
