@@ -66,3 +66,4 @@ REDIS_KEY_PREFIX = "dedup"
 
 # --- Seeds and scope (crawler.seeds, crawler.spiders.web) --------------------------------------
 SEED_DEFAULT_SCHEME = "https"
+DEDUP_EARLY_SKIP = True  # skip already-seen links before a Request is built

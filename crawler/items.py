@@ -14,7 +14,8 @@ class PageItem:
     every request that led to this response (the redirect chain included), so the dupefilter's
     journal can mark all of them finished once the page is committed. ``fetched_at`` is ISO 8601
     UTC. ``text`` is the visible text; the dedup pipeline fills ``content_hash`` and ``simhash``
-    (an unsigned 64-bit int) before storage.
+    (an unsigned 64-bit int) before storage. ``binary`` marks a body served as HTML that is
+    not text (magic bytes, NUL bytes): such a page has empty ``html``/``text`` and no fingerprint.
     """
 
     url: str
@@ -31,3 +32,4 @@ class PageItem:
     content_hash: str | None = None
     simhash: int | None = None
     encoding: str | None = None
+    binary: bool = False  # body is not text although served as HTML: no text stored

@@ -39,11 +39,13 @@ DOWNLOAD_HANDLERS = {"file": None, "data": None, "s3": None, "ftp": None}  # htt
 FEED_EXPORT_ENCODING = "utf-8"  # feeds in UTF-8, not \u escapes
 LOG_LEVEL = "INFO"  # Scrapy log level
 LOG_FORMATTER = "crawler.logformatter.DedupLogFormatter"  # one short line per dropped page
+STATS_FILE = ""  # if set, the final stats are written there as JSON (atomically)
 
 # --- URL dedup ----------------------------------------------------------------------------------
 REQUEST_FINGERPRINTER_CLASS = "crawler.fingerprint.CanonicalRequestFingerprinter"  # keyed on canonical URL
 DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # Bloom-filter seen set
 DUPEFILTER_DEBUG = False  # log every filtered request, not only the first
+DEDUP_EARLY_SKIP = _d.DEDUP_EARLY_SKIP  # skip already-seen links before building a Request
 URLNORM_STRIP_PARAMS = list(_d.URLNORM_STRIP_PARAMS)  # tracking parameters removed (globs)
 URLNORM_SORT_QUERY = _d.URLNORM_SORT_QUERY  # sort query pairs in the canonical key
 URLLENGTH_LIMIT = _d.URLLENGTH_LIMIT  # longer URLs are dropped (trap guard)
@@ -79,4 +81,7 @@ ITEM_PIPELINES = {
 }
 SPIDER_MIDDLEWARES = {
     "crawler.middlewares.links.UrlNormalizationMiddleware": 550,  # link filter, traps, canonical key
+}
+EXTENSIONS = {
+    "crawler.statsfile.StatsFile": 900,  # STATS_FILE writer
 }

@@ -1,0 +1,81 @@
+"""``scrapy crawl``, checked: nothing starts until the seeds, settings and database are usable.
+
+Scrapy's own ``crawl`` builds the crawler first and lets a bad argument explode inside it (a
+``ValueError`` in a spider's ``__init__`` prints a traceback). This command runs every check that
+must stop a crawl *before* the crawler exists, prints one clear message and exits non-zero:
+
+* exit 2 — bad seeds (every invalid line with its number) or a setting out of range;
+* exit 1 — the database in ``STORAGE_URL`` (or Redis for ``DEDUP_BACKEND=redis``) is unreachable
+  or misconfigured, or the crawl ended for a reason that means it is incomplete
+  (``bloom_full``, ``storage_error``, ``jobdir_error``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+
+from crawler.config import SettingError, validate_settings
+from crawler.seeds import SeedError, seeds_from_args
+
+if TYPE_CHECKING:
+    import argparse
+
+#: Finish reasons after which the crawl is incomplete: the command exits 1.
+FAILED_FINISH_REASONS = frozenset({"bloom_full", "storage_error", "jobdir_error", "redis_error"})
+
+
+def preflight(settings: object, spargs: dict[str, str], spider: str = "web") -> None:
+    """Every check that must pass before a crawl starts; raises with a one-line-per-problem text.
+
+    Raises :class:`SeedError`, :class:`SettingError` or the storage/backend error types.
+    """
+    validate_settings(settings)  # type: ignore[arg-type]
+    if spider == "web":
+        seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"))
+    from crawler.storage import check_storage
+
+    check_storage(settings)
+    from crawler.backends import backend_name
+
+    if backend_name(settings) == "redis":  # type: ignore[arg-type]
+        from crawler.backends.redis import check_redis
+
+        check_redis(settings)
+
+
+class Command(ScrapyCrawlCommand):
+    def short_desc(self) -> str:
+        return "Run a spider, after checking its seeds, settings and database"
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) != 1:
+            super().run(args, opts)  # Scrapy's usage errors
+            return
+        assert self.settings is not None
+        try:
+            preflight(self.settings, opts.spargs, spider=args[0])
+        except (SeedError, SettingError) as exc:
+            self._fail(exc, 2)
+            return
+        except Exception as exc:  # storage/backend errors: their own types, one-line messages
+            if type(exc).__name__ not in ("StorageError", "RedisBackendError"):
+                raise
+            self._fail(exc, 1)
+            return
+        crawler = self._create_crawler(args[0])
+        assert self.crawler_process is not None
+        self.crawler_process.crawl(crawler, **opts.spargs)
+        self.crawler_process.start()
+        if self.crawler_process.bootstrap_failed:
+            self.exitcode = 1
+        reason = crawler.stats.get_value("finish_reason") if crawler.stats else None
+        if reason in FAILED_FINISH_REASONS:
+            print(f"crawl stopped early: {reason} (see the log above)", file=sys.stderr)
+            self.exitcode = 1
+
+    def _fail(self, exc: Exception, code: int) -> None:
+        print(f"error: {exc}", file=sys.stderr)
+        self.exitcode = code

@@ -1,0 +1,113 @@
+"""Seed lists: parsing and checking, before any crawler exists.
+
+Format of a seeds file (UTF-8, a BOM is tolerated):
+
+* one URL per line; surrounding white space is ignored;
+* blank lines and lines whose first non-blank character is ``#`` are ignored;
+* a line with no scheme means ``https://`` (``example.com/docs`` → ``https://example.com/docs``);
+* only ``http`` and ``https`` URLs with a host are accepted; anything else is an error.
+
+:func:`parse_seeds` never stops at the first bad line: it reports every invalid line with its
+line number, so a user fixes the whole file in one go. The ``crawl`` command calls it before the
+crawler starts and exits non-zero when it finds errors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crawler import defaults
+from crawler.urlnorm import InvalidUrl, normalize_url
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_HOST_PORT = re.compile(r"^[^/?#\s]+:\d+(?:[/?#]|$)")
+
+
+class SeedError(ValueError):
+    """The seed list cannot be used; ``str()`` lists every problem, one per line."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"{len(problems)} invalid seed line(s) in {source}:\n{lines}")
+
+
+@dataclass
+class Seeds:
+    """Valid seed URLs (as written, scheme added) and their canonical forms, in file order."""
+
+    urls: list[str] = field(default_factory=list)
+    canonical: list[str] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> set[str]:
+        """The hosts the crawl stays within (IDN hosts in punycode, no port)."""
+        from urllib.parse import urlsplit
+
+        return {urlsplit(url).hostname or "" for url in self.canonical}
+
+
+def _with_scheme(line: str) -> str:
+    # "example.com:8080/x" has a colon but no scheme: a host:port prefix is not a scheme.
+    if _SCHEME.match(line) and not _HOST_PORT.match(line):
+        return line
+    if line.startswith("//"):
+        return f"{defaults.SEED_DEFAULT_SCHEME}:{line}"
+    return f"{defaults.SEED_DEFAULT_SCHEME}://{line}"
+
+
+def parse_seeds(lines: Iterable[str], source: str = "<seeds>") -> Seeds:
+    """Parse seed lines; raise :class:`SeedError` listing every invalid line (1-based numbers)."""
+    seeds = Seeds()
+    problems: list[str] = []
+    for number, raw in enumerate(lines, start=1):
+        line = raw.strip().lstrip("\ufeff").strip()
+        if not line or line.startswith("#"):
+            continue
+        url = _with_scheme(line)
+        try:
+            canonical = normalize_url(url)
+        except InvalidUrl as exc:
+            problems.append(f"line {number}: {line!r}: {exc.reason}")
+            continue
+        seeds.urls.append(url)
+        seeds.canonical.append(canonical)
+    if problems:
+        raise SeedError(source, problems)
+    if not seeds.urls:
+        raise SeedError(source, ["no seed URL found (every line is blank or a comment)"])
+    return seeds
+
+
+def load_seeds(path: str | Path) -> Seeds:
+    """Read and parse a seeds file; a missing or unreadable file is a :class:`SeedError` too."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise SeedError(str(file), ["file not found: give -a seeds=PATH to a seed list"]) from None
+    except UnicodeDecodeError as exc:
+        raise SeedError(str(file), [f"not UTF-8 text (byte {exc.start}): save it as UTF-8"]) from None
+    except OSError as exc:
+        raise SeedError(str(file), [f"cannot read: {exc.strerror}"]) from None
+    return parse_seeds(text.splitlines(), source=str(file))
+
+
+def seeds_from_args(seeds: str | None = None, urls: str | None = None) -> Seeds:
+    """The seeds of ``-a seeds=FILE`` and/or ``-a urls=U1,U2`` (both may be given)."""
+    if not seeds and not urls:
+        raise SeedError("the command line", ["give -a seeds=FILE or -a urls=URL1,URL2"])
+    result = Seeds()
+    if seeds:
+        loaded = load_seeds(seeds)
+        result.urls += loaded.urls
+        result.canonical += loaded.canonical
+    if urls:
+        parsed = parse_seeds(urls.split(","), source="-a urls")
+        result.urls += parsed.urls
+        result.canonical += parsed.canonical
+    return result

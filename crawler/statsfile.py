@@ -1,0 +1,71 @@
+"""Write the crawl's final stats to a JSON file (``STATS_FILE``), for scripts and the demo.
+
+The file is written atomically (temp file, fsync, rename) when the spider closes, so a reader
+never sees half a file. Values that JSON cannot hold (datetimes) are written as ISO 8601 strings.
+Off when ``STATS_FILE`` is empty (the default).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` via a temp file in the same directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class StatsFile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.crawler: Crawler | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> StatsFile:
+        path = crawler.settings.get("STATS_FILE")
+        if not path:
+            raise NotConfigured
+        ext = cls(Path(path))
+        ext.crawler = crawler
+        # Low priority on the signal: run after the other spider_closed handlers filled stats.
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed, priority=-1000)
+        return ext
+
+    def spider_closed(self, spider: Any, reason: str) -> None:
+        assert self.crawler is not None and self.crawler.stats is not None
+        stats = {k: _jsonable(v) for k, v in self.crawler.stats.get_stats().items()}
+        stats.setdefault("finish_reason", reason)
+        write_json_atomic(self.path, stats)
+        logger.info("Stats written to %s", self.path, extra={"spider": spider})

@@ -1,0 +1,147 @@
+"""Shared fixtures: real servers on 127.0.0.1, and a crawl run as a subprocess.
+
+``pg_url`` and ``redis_url`` connect to the real PostgreSQL and Redis servers. Outside CI a
+missing server skips the test with the reason; with ``CI=true`` it fails, so CI can never go
+green by skipping them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PG_URL = os.environ.get("DEDUP_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("DEDUP_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _port_open(url: str, default_port: int) -> bool:
+    parts = urlsplit(url.replace("+psycopg", ""))
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port), 2):
+            return True
+    except OSError:
+        return False
+
+
+def _need_service(name: str, url: str, port: int) -> str:
+    if not _port_open(url, port):
+        message = f"{name} is not reachable at {url}"
+        if IN_CI:
+            pytest.fail(message + " (CI=true: .ci/run must start it)")
+        pytest.skip(message)
+    return url
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """SQLAlchemy URL of the real PostgreSQL test database."""
+    return _need_service("PostgreSQL", PG_URL, 5432)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """URL of the real Redis server (database 15, reserved for tests)."""
+    return _need_service("Redis", REDIS_URL, 6379)
+
+
+@pytest.fixture(scope="session")
+def demo_server():
+    """The built-in demo site served on 127.0.0.1 for the whole session."""
+    from crawler.sitegen import demo_site
+    from crawler.siteserver import SiteServer
+
+    with SiteServer(demo_site()) as server:
+        yield server
+
+
+@dataclass
+class CrawlRun:
+    """What a ``scrapy crawl web`` subprocess left behind."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    workdir: Path
+    db_path: Path
+    dropped_log: Path
+    stats_path: Path
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with sqlite3.connect(self.db_path) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def stored_urls(self) -> set[str]:
+        return {row[0] for row in self.rows("SELECT url FROM documents")}
+
+
+def crawl_command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "scrapy", *args]
+
+
+def run_crawl(
+    workdir: Path,
+    urls: list[str] | None = None,
+    seeds: Path | None = None,
+    settings: dict[str, Any] | None = None,
+    timeout: float = 180,
+    env: dict[str, str] | None = None,
+) -> CrawlRun:
+    """Run ``scrapy crawl web`` from the project root with test-friendly settings."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    db_path = workdir / "crawl.db"
+    dropped = workdir / "dropped.jsonl"
+    stats_path = workdir / "stats.json"
+    merged: dict[str, Any] = {
+        "STORAGE_URL": f"sqlite:///{db_path}",
+        "DROPPED_LOG": str(dropped),
+        "STATS_FILE": str(stats_path),
+        "DOWNLOAD_DELAY": 0,
+        "AUTOTHROTTLE_ENABLED": False,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+        "LOG_LEVEL": "INFO",
+        "DEDUP_PROGRESS_INTERVAL": 0,
+        "STORAGE_BATCH_SECONDS": 0.5,
+    }
+    merged.update(settings or {})
+    args = ["crawl", "web"]
+    if urls:
+        args += ["-a", "urls=" + ",".join(urls)]
+    if seeds:
+        args += ["-a", f"seeds={seeds}"]
+    for key, value in merged.items():
+        args += ["-s", f"{key}={value}"]
+    proc = subprocess.run(
+        crawl_command(args),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+    return CrawlRun(proc.returncode, proc.stdout, proc.stderr, workdir, db_path, dropped,
+                    stats_path, stats)
+
+
+@pytest.fixture
+def crawl(tmp_path):
+    """``crawl(urls=[...], settings={...})`` runs a crawl into ``tmp_path``."""
+
+    def _run(**kwargs: Any) -> CrawlRun:
+        kwargs.setdefault("workdir", tmp_path / "run")
+        return run_crawl(**kwargs)
+
+    return _run
