@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 
-from crawler.config import SettingError, validate_settings
-from crawler.seeds import SeedError, seeds_from_args
 
 if TYPE_CHECKING:
     import argparse
@@ -32,6 +30,9 @@ def preflight(settings: object, spargs: dict[str, str], spider: str = "web") -> 
 
     Raises :class:`SeedError`, :class:`SettingError` or the storage/backend error types.
     """
+    from crawler.config import validate_settings
+    from crawler.seeds import seeds_from_args
+
     validate_settings(settings)  # type: ignore[arg-type]
     if spider == "web":
         seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"))
@@ -55,6 +56,10 @@ class Command(ScrapyCrawlCommand):
             super().run(args, opts)  # Scrapy's usage errors
             return
         assert self.settings is not None
+        # Imported here: Scrapy imports every project command for every `scrapy` invocation.
+        from crawler.config import SettingError
+        from crawler.seeds import SeedError
+
         try:
             preflight(self.settings, opts.spargs, spider=args[0])
         except (SeedError, SettingError) as exc:

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import pytest
+
+from crawler.seeds import SeedError, load_seeds, parse_seeds, seeds_from_args
+
+
+def test_comments_blank_lines_and_default_scheme():
+    seeds = parse_seeds(
+        [
+            "# my seeds",
+            "",
+            "   ",
+            "https://Example.com/a#top",
+            "example.org/docs",
+            "  http://example.net:8080/x  ",
+            "\t# indented comment",
+        ]
+    )
+    assert seeds.urls == [
+        "https://Example.com/a#top",
+        "https://example.org/docs",
+        "http://example.net:8080/x",
+    ]
+    assert seeds.canonical == [
+        "https://example.com/a",
+        "https://example.org/docs",
+        "http://example.net:8080/x",
+    ]
+    assert seeds.hosts == {"example.com", "example.org", "example.net"}
+
+
+def test_host_with_port_and_no_scheme_means_https():
+    seeds = parse_seeds(["localhost:8080/start"])
+    assert seeds.urls == ["https://localhost:8080/start"]
+
+
+def test_every_invalid_line_is_reported_with_its_number():
+    lines = [
+        "https://ok.example/",
+        "ftp://files.example/x",
+        "# fine",
+        "mailto:someone@example.com",
+        "http://",
+        "https://good.example/",
+        "http://exa mple.com/",
+    ]
+    with pytest.raises(SeedError) as info:
+        parse_seeds(lines, source="seeds.txt")
+    message = str(info.value)
+    assert "seeds.txt" in message
+    numbers = [p.split(":", 1)[0] for p in info.value.problems]
+    assert numbers == ["line 2", "line 4", "line 5", "line 7"]
+    assert "ftp://files.example/x" in message
+    assert "line 1" not in message and "line 6" not in message
+
+
+def test_idn_seed_host_is_matched_in_punycode():
+    seeds = parse_seeds(["https://Bücher.example/katalog"])
+    assert seeds.hosts == {"xn--bcher-kva.example"}
+
+
+def test_file_errors_name_the_file(tmp_path):
+    with pytest.raises(SeedError, match="file not found"):
+        load_seeds(tmp_path / "missing.txt")
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("https://caf\xe9.example/\n".encode("latin-1"))
+    with pytest.raises(SeedError, match="not UTF-8") as info:
+        load_seeds(latin)
+    assert str(latin) in str(info.value)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing here\n\n")
+    with pytest.raises(SeedError, match="no seed URL"):
+        load_seeds(empty)
+
+
+def test_bom_is_tolerated(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffhttps://example.com/\n".encode())
+    assert load_seeds(path).urls == ["https://example.com/"]
+
+
+def test_seeds_and_urls_arguments_combine(tmp_path):
+    path = tmp_path / "seeds.txt"
+    path.write_text("https://a.example/\n")
+    seeds = seeds_from_args(seeds=str(path), urls="https://b.example/,c.example")
+    assert seeds.urls == ["https://a.example/", "https://b.example/", "https://c.example"]
+    with pytest.raises(SeedError, match="-a seeds=FILE"):
+        seeds_from_args()
