@@ -57,6 +57,7 @@ STORAGE_URL = "sqlite:///crawl.db"
 STORAGE_BATCH_SIZE = 100
 STORAGE_BATCH_SECONDS = 2.0
 DROPPED_LOG = "dropped.jsonl"
+DROPPED_TEXT_MAX_CHARS = 20_000  # text kept per dropped page (for `scrapy dropped --explain`)
 
 # --- Backends ---------------------------------------------------------------------------------
 DEDUP_BACKEND = "local"  # "local" | "redis"

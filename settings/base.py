@@ -69,6 +69,7 @@ STORAGE_URL = _d.STORAGE_URL  # SQLAlchemy URL of the crawl database
 STORAGE_BATCH_SIZE = _d.STORAGE_BATCH_SIZE  # rows per write transaction
 STORAGE_BATCH_SECONDS = _d.STORAGE_BATCH_SECONDS  # a partial batch is written after this long
 DROPPED_LOG = _d.DROPPED_LOG  # JSON Lines log of every dropped page
+DROPPED_TEXT_MAX_CHARS = _d.DROPPED_TEXT_MAX_CHARS  # characters of text stored per dropped page
 
 # --- Backends -----------------------------------------------------------------------------------
 DEDUP_BACKEND = _d.DEDUP_BACKEND  # "local" (in process) or "redis" (shared)

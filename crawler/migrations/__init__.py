@@ -1,0 +1,89 @@
+"""Schema migrations of the crawl database (alembic), shipped inside the package.
+
+:func:`upgrade` is called by :meth:`crawler.storage.Store.check` on a connection inside a
+transaction; no ``alembic.ini`` is needed. The alembic ``script_location`` is
+``crawler:migrations`` (this package); the version is kept in the ``alembic_version`` table.
+
+For developers: ``python -m crawler.migrations revision -m "why" [--autogenerate]
+[--url URL]`` writes a new revision under ``crawler/migrations/versions/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+SCRIPT_LOCATION = "crawler:migrations"
+logger = logging.getLogger(__name__)
+
+
+class SchemaTooNewError(Exception):
+    """The database is at a revision this code does not know (written by a newer version)."""
+
+    def __init__(self, revisions: list[str], head: str | None) -> None:
+        self.revisions = revisions
+        self.head = head
+        super().__init__(f"unknown schema revision(s) {revisions}; latest known {head}")
+
+
+def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
+    """An alembic Config built in code; ``connection`` is used by env.py when given."""
+    cfg = Config()
+    cfg.set_main_option("script_location", SCRIPT_LOCATION)
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head() -> str | None:
+    """The latest revision this code knows."""
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revisions(connection: Connection) -> list[str]:
+    """Revisions recorded in the database (empty before the first migration)."""
+    return sorted(MigrationContext.configure(connection).get_current_heads())
+
+
+def upgrade(connection: Connection) -> None:
+    """Migrate to the latest revision; :class:`SchemaTooNewError` for an unknown revision."""
+    cfg = alembic_config(connection)
+    script = ScriptDirectory.from_config(cfg)
+    current = set(current_revisions(connection))
+    known = {rev.revision for rev in script.walk_revisions()}
+    unknown = sorted(current - known)
+    if unknown:
+        raise SchemaTooNewError(unknown, script.get_current_head())
+    if current != set(script.get_heads()):
+        logger.info("Migrating the crawl database from %s to %s",
+                    ", ".join(sorted(current)) or "an empty schema", script.get_current_head())
+        command.upgrade(cfg, "head")
+
+
+def _main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m crawler.migrations")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    rev = sub.add_parser("revision", help="write a new revision file")
+    rev.add_argument("-m", "--message", required=True)
+    rev.add_argument("--autogenerate", action="store_true")
+    rev.add_argument("--url", default="sqlite:///:memory:", help="database to compare against")
+    args = parser.parse_args(argv)
+    command.revision(alembic_config(url=args.url), message=args.message,
+                     autogenerate=args.autogenerate)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,703 @@
+"""The crawl database: SQLAlchemy models and the few queries the pipelines and commands need.
+
+Tables (the schema is versioned by the alembic revisions in :mod:`crawler.migrations`, applied
+on open; a database at a newer revision than this code is refused):
+
+``documents``
+    One row per kept page, unique on ``url`` (the URL fetched, after redirects); a re-crawl
+    updates the row (``updated_at``, ``crawl_id``) instead of failing.
+``dropped``
+    One row per page dropped as a duplicate: ``reason`` (``exact_duplicate`` |
+    ``near_duplicate``), ``duplicate_of`` (URL of the kept page), ``distance`` (Hamming bits),
+    and the page's title and text (truncated by the pipeline, ``DROPPED_TEXT_MAX_CHARS``) so a
+    decision can be explained after the crawl.
+``crawls``
+    One row per crawl: start, finish, finish reason, spider, seeds, the settings that shape
+    dedup (JSON) and the final stats (JSON).
+
+Fingerprints are unsigned 64-bit ints in Python and a *signed* BIGINT in the database (SQLite
+refuses integers >= 2**63); :class:`Fingerprint64` converts both ways, so callers never see the
+signed form. Timestamps are stored in UTC and read back timezone-aware.
+
+Text columns cannot hold NUL characters on PostgreSQL and unpaired surrogates on any driver:
+both are removed or replaced on write. Every driver error surfaces as :class:`StorageError`
+naming the URL (password masked) and what to check. Methods are blocking: call them from a
+worker thread inside a crawl.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DataError,
+    IntegrityError,
+    ProgrammingError,
+    SQLAlchemyError,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.pool import StaticPool
+
+from crawler import config, defaults
+from crawler.config import SettingsLike
+
+logger = logging.getLogger(__name__)
+
+_U64 = 1 << 64
+_I63 = 1 << 63
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+PG_CONNECT_TIMEOUT_S = 10  # a firewalled host fails in seconds, not minutes
+#: Key of the PostgreSQL advisory lock held while migrating (two workers starting at once).
+_MIGRATION_LOCK_KEY = 0x6465647570  # "dedup"
+#: Settings recorded in ``crawls.settings``: every name with one of these prefixes, or listed.
+_DEDUP_SETTING_PREFIXES = ("URLNORM_", "BLOOM_", "SIMHASH_", "TRAP_", "STORAGE_BATCH_", "DEDUP_")
+_DEDUP_SETTING_NAMES = ("URLLENGTH_LIMIT", "DROPPED_TEXT_MAX_CHARS", "DEPTH_LIMIT")
+
+
+def to_signed64(value: int) -> int:
+    """The signed BIGINT form of an unsigned 64-bit fingerprint (``2**63`` -> ``-2**63``)."""
+    if not 0 <= value < _U64:
+        raise ValueError(f"fingerprint {value!r} is not an unsigned 64-bit integer")
+    return value - _U64 if value >= _I63 else value
+
+
+def to_unsigned64(value: int) -> int:
+    """The unsigned fingerprint stored as a signed BIGINT (inverse of :func:`to_signed64`)."""
+    if not -_I63 <= value < _I63:
+        raise ValueError(f"stored fingerprint {value!r} is not a signed 64-bit integer")
+    return value & (_U64 - 1)
+
+
+class Fingerprint64(sa.types.TypeDecorator[int]):
+    """Unsigned 64-bit int in Python, signed BIGINT in the database."""
+
+    impl = sa.BigInteger
+    cache_ok = True
+
+    def process_bind_param(self, value: int | None, dialect: sa.Dialect) -> int | None:
+        return None if value is None else to_signed64(int(value))
+
+    def process_result_value(self, value: int | None, dialect: sa.Dialect) -> int | None:
+        return None if value is None else to_unsigned64(int(value))
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A timestamp stored in UTC and read back timezone-aware (SQLite keeps no zone)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | str | None, dialect: sa.Dialect) -> Any:
+        if value is None:
+            return None
+        value = parse_time(value)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def parse_time(value: datetime | str) -> datetime:
+    """A UTC datetime from a datetime (naive means UTC) or an ISO 8601 string."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+# SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT identity.
+_Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    def as_dict(self) -> dict[str, Any]:
+        """Column values by name (fingerprints unsigned, times aware UTC datetimes)."""
+        return {c.key: getattr(self, c.key) for c in sa.inspect(type(self)).column_attrs}
+
+    def __repr__(self) -> str:
+        key = getattr(self, "url", None) or getattr(self, "id", None)
+        return f"<{type(self).__name__} {key!r}>"
+
+
+class Crawl(Base):
+    __tablename__ = "crawls"
+
+    id: Mapped[int] = mapped_column(_Id, primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finish_reason: Mapped[str | None] = mapped_column(sa.String(64))
+    spider: Mapped[str | None] = mapped_column(sa.String(128))
+    seeds: Mapped[list[str] | None] = mapped_column(sa.JSON)
+    settings: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    stats: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+
+
+class Document(Base):
+    __tablename__ = "documents"
+
+    id: Mapped[int] = mapped_column(_Id, primary_key=True)
+    url: Mapped[str] = mapped_column(sa.Text, unique=True)
+    canonical_url: Mapped[str] = mapped_column(sa.Text, index=True, default="")
+    title: Mapped[str | None] = mapped_column(sa.Text)
+    text: Mapped[str | None] = mapped_column(sa.Text)
+    content_hash: Mapped[str | None] = mapped_column(sa.String(128), index=True)
+    simhash: Mapped[int | None] = mapped_column(Fingerprint64)
+    status: Mapped[int | None] = mapped_column(sa.Integer)
+    content_type: Mapped[str | None] = mapped_column(sa.String(255))
+    encoding: Mapped[str | None] = mapped_column(sa.String(64))
+    depth: Mapped[int | None] = mapped_column(sa.Integer)
+    referer: Mapped[str | None] = mapped_column(sa.Text)
+    fetched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    crawl_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("crawls.id", ondelete="SET NULL"), index=True
+    )
+
+
+class Dropped(Base):
+    __tablename__ = "dropped"
+
+    id: Mapped[int] = mapped_column(_Id, primary_key=True)
+    url: Mapped[str] = mapped_column(sa.Text, index=True)
+    canonical_url: Mapped[str | None] = mapped_column(sa.Text)
+    reason: Mapped[str] = mapped_column(sa.String(32), index=True)
+    duplicate_of: Mapped[str | None] = mapped_column(sa.Text, index=True)
+    distance: Mapped[int | None] = mapped_column(sa.Integer)
+    simhash: Mapped[int | None] = mapped_column(Fingerprint64)
+    duplicate_simhash: Mapped[int | None] = mapped_column(Fingerprint64)
+    content_hash: Mapped[str | None] = mapped_column(sa.String(128))
+    title: Mapped[str | None] = mapped_column(sa.Text)
+    text: Mapped[str | None] = mapped_column(sa.Text)
+    dropped_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    crawl_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("crawls.id", ondelete="SET NULL"), index=True
+    )
+
+
+DOCUMENT_COLUMNS = tuple(c.key for c in Document.__table__.columns if c.key != "id")
+DROPPED_COLUMNS = tuple(c.key for c in Dropped.__table__.columns if c.key != "id")
+_TEXT_COLUMNS = frozenset(
+    c.key for c in (*Document.__table__.columns, *Dropped.__table__.columns)
+    if isinstance(c.type, (sa.Text, sa.String))
+)
+
+
+class StorageError(Exception):
+    """The crawl database failed; the message is one line naming the URL and what to check.
+
+    ``transient`` is True for errors worth retrying (connection lost, server down, database
+    locked) and False for errors a retry cannot fix (bad data, schema mismatch).
+    """
+
+    def __init__(self, message: str, url: str = "", transient: bool = False) -> None:
+        super().__init__(message)
+        self.url = url
+        self.transient = transient
+
+
+def mask_url(url: str | URL) -> str:
+    """``url`` with its password replaced by ``***`` (also for strings that fail to parse)."""
+    if isinstance(url, URL):
+        return url.render_as_string(hide_password=True)
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def parse_url(url: str | URL) -> URL:
+    """The SQLAlchemy URL; ``postgresql://`` and ``postgres://`` mean psycopg 3."""
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except ArgumentError:
+        raise StorageError(
+            f"STORAGE_URL {mask_url(url)!r} is not a database URL "
+            "(expected e.g. sqlite:///crawl.db or postgresql+psycopg://user@host/db)",
+            mask_url(url),
+        ) from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StorageError(
+            f"STORAGE_URL {mask_url(parsed)!r}: only sqlite and postgresql are supported",
+            mask_url(parsed),
+        )
+    return parsed
+
+
+def _hint(url: URL) -> str:
+    if url.get_backend_name() == "sqlite":
+        return "is the file writable and not locked by another program? check STORAGE_URL"
+    return (
+        f"is the server at {url.host or 'localhost'}:{url.port or 5432} running? does database "
+        f"{url.database!r} exist and may user {url.username!r} use it? check STORAGE_URL"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    lines = [line.strip() for line in str(orig).splitlines() if line.strip()]
+    return lines[0] if lines else type(orig).__name__
+
+
+def wrap_error(exc: Exception, url: URL, action: str) -> StorageError:
+    """A one-line :class:`StorageError` for a driver error raised while doing ``action``."""
+    transient = not isinstance(exc, (IntegrityError, DataError, ProgrammingError))
+    hint = _hint(url) if transient else "check the data written and STORAGE_URL"
+    masked = mask_url(url)
+    return StorageError(f"{action} on {masked} failed: {_first_line(exc)} ({hint})",
+                        masked, transient)
+
+
+# --- engines: one per process and URL ---------------------------------------------------------
+
+_ENGINES: dict[str, tuple[Engine, int]] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS:d}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _create_engine(url: URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
+        memory = url.database in (None, "", ":memory:")
+        engine = sa.create_engine(
+            url,
+            poolclass=StaticPool if memory else None,
+            connect_args={"check_same_thread": False},
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2,
+                            connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
+
+
+def acquire_engine(url: URL) -> Engine:
+    """The process-wide engine for ``url`` (reference counted; see :func:`release_engine`)."""
+    key = url.render_as_string(hide_password=False)
+    with _ENGINES_LOCK:
+        engine, refs = _ENGINES.get(key) or (_create_engine(url), 0)
+        _ENGINES[key] = (engine, refs + 1)
+        return engine
+
+
+def release_engine(url: URL) -> None:
+    key = url.render_as_string(hide_password=False)
+    with _ENGINES_LOCK:
+        engine, refs = _ENGINES.get(key, (None, 0))
+        if engine is None:
+            return
+        if refs <= 1:
+            del _ENGINES[key]
+            engine.dispose()
+        else:
+            _ENGINES[key] = (engine, refs - 1)
+
+
+def _check_sqlite_path(url: URL, create: bool) -> None:
+    database = url.database
+    if database in (None, "", ":memory:") or database.startswith("file:"):
+        return
+    path = os.path.abspath(database)
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise StorageError(
+            f"cannot open {mask_url(url)}: directory {parent} does not exist "
+            "(create it or change STORAGE_URL)",
+            mask_url(url),
+        )
+    if not create and not os.path.exists(path):
+        raise StorageError(
+            f"no crawl database at {path} (run a crawl first, or check STORAGE_URL / --db)",
+            mask_url(url),
+        )
+
+
+def clean_text(value: Any) -> Any:
+    """``value`` safe for any text column: NUL removed, unpaired surrogates replaced."""
+    if not isinstance(value, str):
+        return value
+    if "\x00" in value:
+        value = value.replace("\x00", "")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data (datetimes as ISO 8601, NaN and unknown types as text)."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def dedup_settings(settings: SettingsLike) -> dict[str, Any]:
+    """The settings that shape dedup decisions, as recorded in ``crawls.settings``."""
+    names = [str(name) for name in settings]  # type: ignore[attr-defined]
+    picked = {
+        name: settings.get(name)
+        for name in sorted(names)
+        if name.startswith(_DEDUP_SETTING_PREFIXES) or name in _DEDUP_SETTING_NAMES
+    }
+    picked["STORAGE_URL"] = mask_url(str(settings.get("STORAGE_URL", defaults.STORAGE_URL)))
+    return jsonable(picked)
+
+
+def _row(row: Mapping[str, Any], columns: tuple[str, ...], kind: str) -> dict[str, Any]:
+    unknown = set(row) - set(columns) - {"id"}
+    if unknown:
+        raise ValueError(f"unknown {kind} column(s): {', '.join(sorted(unknown))}")
+    if not row.get("url"):
+        raise ValueError(f"{kind} row without a url: {dict(row)!r:.200}")
+    values = {c: row.get(c) for c in columns}
+    for name in _TEXT_COLUMNS.intersection(values):
+        values[name] = clean_text(values[name])
+    return values
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class Store:
+    """The crawl database at one SQLAlchemy URL.
+
+    ``Store(url)`` does not connect; :meth:`check` (called by every other method on first use)
+    connects, applies pending migrations and raises :class:`StorageError` when the database is
+    unreachable or newer than this code. With ``create=False`` a missing SQLite file or a
+    database without our tables is an error instead of being created (for review commands).
+    """
+
+    documents: ClassVar[sa.Table] = Document.__table__  # type: ignore[assignment]
+    dropped_table: ClassVar[sa.Table] = Dropped.__table__  # type: ignore[assignment]
+
+    def __init__(self, url: str | URL, *, create: bool = True) -> None:
+        self.sa_url = parse_url(url)
+        self.url = mask_url(self.sa_url)
+        self.backend = self.sa_url.get_backend_name()
+        self._create = create
+        self._ready = False
+        self._lock = threading.Lock()
+        self.engine = acquire_engine(self.sa_url)
+        self._closed = False
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike, *, create: bool = True) -> Store:
+        return cls(str(settings.get("STORAGE_URL") or defaults.STORAGE_URL), create=create)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise wrap_error(exc, self.sa_url, action) from exc
+
+    # --- schema -----------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Connect and migrate to the latest schema (once per Store; thread-safe)."""
+        with self._lock:
+            if self._ready:
+                return
+            if self.backend == "sqlite":
+                _check_sqlite_path(self.sa_url, self._create)
+            with self._errors("opening the database"), self.engine.begin() as conn:
+                self._migrate(conn)
+            self._ready = True
+
+    def _migrate(self, conn: sa.Connection) -> None:
+        from crawler import migrations
+
+        if self.backend == "postgresql":  # two workers starting at once migrate one at a time
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                         {"key": _MIGRATION_LOCK_KEY})
+        current = migrations.current_revisions(conn)
+        if not current and not self._create:
+            raise StorageError(
+                f"{self.url} holds no crawl database (run a crawl first, or check "
+                "STORAGE_URL / --db)", self.url)
+        try:
+            migrations.upgrade(conn)
+        except migrations.SchemaTooNewError as exc:
+            raise StorageError(
+                f"{self.url} has schema revision {', '.join(exc.revisions)}, newer than this "
+                f"dedup-crawler (latest known: {exc.head}): upgrade dedup-crawler or use "
+                "another STORAGE_URL", self.url) from None
+
+    def schema_revision(self) -> str | None:
+        """The alembic revision the database is at (None before the first migration)."""
+        from crawler import migrations
+
+        with self._errors("reading the schema version"), self.engine.connect() as conn:
+            revisions = migrations.current_revisions(conn)
+        return revisions[0] if revisions else None
+
+    # --- writes -----------------------------------------------------------------------------
+
+    def _upsert_stmt(self) -> Any:
+        insert = postgresql.insert if self.backend == "postgresql" else sqlite.insert
+        stmt = insert(self.documents)
+        update = {c: stmt.excluded[c] for c in DOCUMENT_COLUMNS if c != "url"}
+        return stmt.on_conflict_do_update(index_elements=["url"], set_=update)
+
+    def _upsert(self, conn: sa.Connection, rows: list[Mapping[str, Any]]) -> int:
+        now = utcnow()
+        by_url: dict[str, dict[str, Any]] = {}
+        for row in rows:  # one statement may not touch a row twice: the last version wins
+            values = _row(row, DOCUMENT_COLUMNS, "document")
+            values["updated_at"] = now
+            values["canonical_url"] = values["canonical_url"] or values["url"]
+            by_url[values["url"]] = values
+        if by_url:
+            conn.execute(self._upsert_stmt(), list(by_url.values()))
+        return len(by_url)
+
+    def _insert_dropped(self, conn: sa.Connection, rows: list[Mapping[str, Any]]) -> int:
+        now = utcnow()
+        values = [_row(row, DROPPED_COLUMNS, "dropped") for row in rows]
+        for value in values:
+            value["dropped_at"] = value["dropped_at"] or now
+        if values:
+            conn.execute(sa.insert(self.dropped_table), values)
+        return len(values)
+
+    def upsert_documents(self, rows: list[Mapping[str, Any]]) -> int:
+        """Insert or update (on ``url``) every row in one transaction; returns rows written.
+
+        Keys are :data:`DOCUMENT_COLUMNS` (missing ones are NULL); ``simhash`` unsigned,
+        ``fetched_at`` a datetime or ISO 8601 string. Within one call the last row per URL wins.
+        """
+        return self.write_batch(rows, [])[0]
+
+    def insert_dropped(self, rows: list[Mapping[str, Any]]) -> int:
+        """Append drop records (keys :data:`DROPPED_COLUMNS`) in one transaction."""
+        return self.write_batch([], rows)[1]
+
+    def write_batch(
+        self, documents: list[Mapping[str, Any]], dropped: list[Mapping[str, Any]]
+    ) -> tuple[int, int]:
+        """Upsert ``documents`` and append ``dropped`` in ONE transaction: all or nothing."""
+        self.check()
+        with self._errors("writing a batch"), self.engine.begin() as conn:
+            return self._upsert(conn, documents), self._insert_dropped(conn, dropped)
+
+    def start_crawl(
+        self, spider: str, seeds: list[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Record a new crawl; returns its id."""
+        self.check()
+        row = {"spider": spider, "seeds": jsonable(list(seeds or [])),
+               "settings": jsonable(dict(settings or {})), "started_at": utcnow()}
+        with self._errors("recording the crawl start"), self.engine.begin() as conn:
+            result = conn.execute(sa.insert(Crawl.__table__).returning(Crawl.__table__.c.id), row)
+            return int(result.scalar_one())
+
+    def finish_crawl(self, crawl_id: int, reason: str, stats: Mapping[str, Any]) -> None:
+        """Record the finish time, reason and final stats (made JSON-safe) of a crawl."""
+        self.check()
+        table = Crawl.__table__
+        values = {"finished_at": utcnow(), "finish_reason": reason, "stats": jsonable(stats)}
+        with self._errors("recording the crawl finish"), self.engine.begin() as conn:
+            conn.execute(sa.update(table).where(table.c.id == crawl_id).values(values))
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def iter_fingerprint_batches(
+        self, batch_size: int = 50_000, crawl_id: int | None = None
+    ) -> Iterator[list[tuple[str, str, str | None, int | None]]]:
+        """Lists of ``(url, canonical_url, content_hash, simhash)`` for stored documents.
+
+        Streams (server-side cursor on PostgreSQL) in insertion order; ``simhash`` unsigned or
+        None. Converting here rather than per value keeps 10**7 rows in seconds.
+        """
+        self.check()
+        t = self.documents
+        raw = sa.type_coerce(t.c.simhash, sa.BigInteger)  # skip the per-row TypeDecorator
+        stmt = sa.select(t.c.url, t.c.canonical_url, t.c.content_hash, raw).order_by(t.c.id)
+        if crawl_id is not None:
+            stmt = stmt.where(t.c.crawl_id == crawl_id)
+        mask = _U64 - 1
+        with self._errors("reading fingerprints"), self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=batch_size).execute(stmt)
+            for part in result.partitions():
+                yield [(u, c, h, None if s is None else s & mask) for u, c, h, s in part]
+
+    def iter_fingerprints(
+        self, crawl_id: int | None = None
+    ) -> Iterator[tuple[str, str, str | None, int | None]]:
+        """Every stored document as ``(url, canonical_url, content_hash, simhash_or_None)``."""
+        for batch in self.iter_fingerprint_batches(crawl_id=crawl_id):
+            yield from batch
+
+    def _session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    def _scalar(self, stmt: Any, action: str) -> Any:
+        self.check()
+        with self._errors(action), self._session() as session:
+            return session.scalar(stmt)
+
+    def _all(self, stmt: Any, action: str) -> list[Any]:
+        self.check()
+        with self._errors(action), self._session() as session:
+            return list(session.scalars(stmt))
+
+    def count_documents(self, crawl_id: int | None = None) -> int:
+        stmt = sa.select(sa.func.count()).select_from(Document)
+        if crawl_id is not None:
+            stmt = stmt.where(Document.crawl_id == crawl_id)
+        return int(self._scalar(stmt, "counting documents"))
+
+    def document_by_url(self, url: str) -> Document | None:
+        """The stored page fetched at ``url``, else the latest one with that canonical URL."""
+        stmt = (sa.select(Document).where(sa.or_(Document.url == url,
+                                                 Document.canonical_url == url))
+                .order_by((Document.url == url).desc(), Document.id.desc()).limit(1))
+        return self._scalar(stmt, "reading a document")
+
+    @staticmethod
+    def _dropped_where(
+        *, crawl_id: int | None = None, reason: str | None = None, host: str | None = None,
+        min_distance: int | None = None, max_distance: int | None = None,
+        since: datetime | str | None = None,
+    ) -> list[Any]:
+        conds: list[Any] = []
+        if crawl_id is not None:
+            conds.append(Dropped.crawl_id == crawl_id)
+        if reason:
+            conds.append(Dropped.reason == reason)
+        if host:
+            name = _like_escape(host.strip().lower().rstrip("."))
+            conds.append(sa.or_(*(
+                Dropped.url.like(f"{scheme}://{name}{end}%", escape="\\")
+                for scheme in ("http", "https") for end in ("/", ":")
+            )))
+        if min_distance is not None:
+            conds.append(Dropped.distance >= min_distance)
+        if max_distance is not None:
+            conds.append(Dropped.distance <= max_distance)
+        if since is not None:
+            conds.append(Dropped.dropped_at >= parse_time(since))
+        return conds
+
+    def dropped(
+        self, crawl_id: int | None = None, *, reason: str | None = None,
+        host: str | None = None, min_distance: int | None = None,
+        max_distance: int | None = None, since: datetime | str | None = None,
+        limit: int | None = None,
+    ) -> list[Dropped]:
+        """Drop records matching every given filter, newest first.
+
+        ``host`` matches the dropped URL's host exactly (any port, http or https); ``since``
+        is a datetime or ISO 8601 string (naive means UTC); ``limit`` None means all.
+        """
+        stmt = (sa.select(Dropped)
+                .where(*self._dropped_where(crawl_id=crawl_id, reason=reason, host=host,
+                                            min_distance=min_distance,
+                                            max_distance=max_distance, since=since))
+                .order_by(Dropped.dropped_at.desc(), Dropped.id.desc()))
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return self._all(stmt, "reading dropped pages")
+
+    def count_dropped(self, crawl_id: int | None = None, **filters: Any) -> int:
+        """How many drop records :meth:`dropped` would return without a limit."""
+        stmt = (sa.select(sa.func.count()).select_from(Dropped)
+                .where(*self._dropped_where(crawl_id=crawl_id, **filters)))
+        return int(self._scalar(stmt, "counting dropped pages"))
+
+    def dropped_by_url(self, url: str) -> Dropped | None:
+        """The latest drop record of ``url`` (matched on url, then canonical_url)."""
+        stmt = (sa.select(Dropped).where(sa.or_(Dropped.url == url,
+                                                Dropped.canonical_url == url))
+                .order_by((Dropped.url == url).desc(), Dropped.id.desc()).limit(1))
+        return self._scalar(stmt, "reading a dropped page")
+
+    def crawl(self, crawl_id: int) -> Crawl | None:
+        return self._scalar(sa.select(Crawl).where(Crawl.id == crawl_id), "reading a crawl")
+
+    def latest_crawl(self) -> Crawl | None:
+        return self._scalar(sa.select(Crawl).order_by(Crawl.id.desc()).limit(1),
+                            "reading the latest crawl")
+
+    def crawls(self) -> list[Crawl]:
+        """Every crawl, newest first."""
+        return self._all(sa.select(Crawl).order_by(Crawl.id.desc()), "reading crawls")
+
+    def close(self) -> None:
+        """Release this Store's hold on the shared engine (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            release_engine(self.sa_url)
+
+
+def check_storage(settings: SettingsLike) -> None:
+    """Connect to ``STORAGE_URL`` and migrate, before a crawl starts.
+
+    Raises :class:`StorageError` with a one-line message (URL masked, what to check).
+    """
+    store = Store.from_settings(settings)
+    try:
+        store.check()
+    finally:
+        store.close()
+
+
+def validate(settings: SettingsLike) -> None:
+    """Check the storage settings (no connection; see :func:`check_storage`)."""
+    config.get_int(settings, "STORAGE_BATCH_SIZE", defaults.STORAGE_BATCH_SIZE, lo=1)
+    config.get_float(settings, "STORAGE_BATCH_SECONDS", defaults.STORAGE_BATCH_SECONDS, lo=0,
+                     open_interval=True)
+    config.get_int(settings, "DROPPED_TEXT_MAX_CHARS", defaults.DROPPED_TEXT_MAX_CHARS, lo=0)
+    url = str(settings.get("STORAGE_URL") or defaults.STORAGE_URL)
+    try:
+        parse_url(url)
+    except StorageError:
+        raise config.SettingError(
+            "STORAGE_URL", mask_url(url),
+            "a SQLAlchemy URL such as sqlite:///crawl.db or postgresql+psycopg://user@host/db",
+        ) from None
+
+
+config.register(validate)
