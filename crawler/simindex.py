@@ -79,10 +79,6 @@ def _rotl_array(values: np.ndarray, shift: int) -> np.ndarray:
     return (values << np.uint64(shift)) | (values >> np.uint64(BITS - shift))
 
 
-def _rotr_array(values: np.ndarray, shift: int) -> np.ndarray:
-    return _rotl_array(values, (BITS - shift) % BITS)
-
-
 class SimIndex:
     """Fingerprints within Hamming distance ``k``, exact, over ``blocks`` sorted tables.
 
@@ -270,6 +266,21 @@ class SimIndex:
             for row, d in zip(rows, dist[found].tolist(), strict=True):
                 hits[row] = d
 
+    def contains_many(self, fps: np.ndarray) -> np.ndarray:
+        """For each fingerprint, whether some entry (live or tombstoned) holds exactly it.
+
+        Vectorized; used to find, among many new values, the few that need a closer look.
+        """
+        fps = np.ascontiguousarray(fps, dtype=np.uint64)
+        found = np.zeros(len(fps), np.bool_)
+        if self._merged:
+            table = self._perm[0]  # block 0 starts at the top bit: table 0 is not rotated
+            at = np.minimum(table.searchsorted(fps), len(table) - 1)
+            found |= table[at] == fps
+        if self._buffered:
+            found |= np.isin(fps, self._buffer[: self._buffered])
+        return found
+
     # --- removing ---------------------------------------------------------------------------
     def remove(self, key: int) -> int:
         """Tombstone every live entry with ``key``; returns how many were removed."""
@@ -305,8 +316,7 @@ class SimIndex:
         total = self._total
         fps = np.empty(total, np.uint64)
         if self._merged:
-            start = self._layout[0][0]
-            fps[self._rows[0]] = _rotr_array(self._perm[0], start)
+            fps[self._rows[0]] = self._perm[0]  # table 0 is not rotated
         fps[self._merged : total] = self._buffer[: self._buffered]
         alive = ~self._dead[:total]
         return fps[alive], self._keys[:total][alive].copy()
