@@ -69,7 +69,7 @@ class SnapshotError(ValueError):
     """A snapshot file cannot be read; the message names the file and what to do."""
 
     def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
-        self.path = str(path)
+        self.path, self.problem = str(path), problem
         super().__init__(
             f"{self.path}: {problem}; delete the job directory to start the crawl over,"
             " or restore the file from a backup"
@@ -331,7 +331,7 @@ class LocalSeenSet:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Replace this filter's layers with the snapshot at ``path``.
@@ -381,7 +381,7 @@ def read_snapshot(path: str | os.PathLike[str]) -> tuple[int, float, int, list[B
     return n, p, count, layers
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

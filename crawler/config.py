@@ -125,6 +125,7 @@ _VALIDATORS: list[Validator] = []
 VALIDATED_MODULES = (
     "crawler.urlnorm",
     "crawler.bloom",
+    "crawler.jobstate",
     "crawler.simindex",
     "crawler.storage",
     "crawler.middlewares.links",

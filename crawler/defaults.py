@@ -43,6 +43,8 @@ BLOOM_ERROR_RATE = 0.001
 BLOOM_ON_FULL = "grow"  # "grow" | "stop"
 BLOOM_ON_FULL_CHOICES = ("grow", "stop")
 BLOOM_VERIFY = False
+JOBDIR_SNAPSHOT_RECORDS = 50_000  # journal records between two snapshots of the filter
+JOBDIR_SNAPSHOT_SECONDS = 60.0  # seconds between two snapshots of the filter
 
 # --- SimHash near-duplicate detection (crawler.simhash, crawler.simindex) ----------------------
 SIMHASH_MAX_DISTANCE = 3
