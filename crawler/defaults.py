@@ -58,6 +58,8 @@ SIMHASH_SHINGLE = 1  # word n-gram size of the features (1 = words)
 STORAGE_URL = "sqlite:///crawl.db"
 STORAGE_BATCH_SIZE = 100
 STORAGE_BATCH_SECONDS = 2.0
+STORAGE_RETRY_TIMES = 5  # retries of a failed batch write before the crawl stops
+STORAGE_RETRY_BACKOFF = 1.0  # seconds before the first retry; doubles each time, capped at 30
 DROPPED_LOG = "dropped.jsonl"
 DROPPED_TEXT_MAX_CHARS = 20_000  # text kept per dropped page (for `scrapy dropped --explain`)
 

@@ -197,6 +197,12 @@ _TEXT_COLUMNS = frozenset(
     c.key for c in (*Document.__table__.columns, *Dropped.__table__.columns)
     if isinstance(c.type, (sa.Text, sa.String))
 )
+#: Bounded columns are cut to fit: PostgreSQL refuses a longer value and fails the whole batch.
+_MAX_LENGTHS = {
+    c.key: c.type.length
+    for c in (*Document.__table__.columns, *Dropped.__table__.columns)
+    if isinstance(c.type, sa.String) and not isinstance(c.type, sa.Text) and c.type.length
+}
 
 
 class StorageError(Exception):
@@ -385,7 +391,9 @@ def _row(row: Mapping[str, Any], columns: tuple[str, ...], kind: str) -> dict[st
         raise ValueError(f"{kind} row without a url: {dict(row)!r:.200}")
     values = {c: row.get(c) for c in columns}
     for name in _TEXT_COLUMNS.intersection(values):
-        values[name] = clean_text(values[name])
+        value = clean_text(values[name])
+        limit = _MAX_LENGTHS.get(name)
+        values[name] = value[:limit] if limit and isinstance(value, str) else value
     return values
 
 
@@ -690,6 +698,8 @@ def validate(settings: SettingsLike) -> None:
     config.get_float(settings, "STORAGE_BATCH_SECONDS", defaults.STORAGE_BATCH_SECONDS, lo=0,
                      open_interval=True)
     config.get_int(settings, "DROPPED_TEXT_MAX_CHARS", defaults.DROPPED_TEXT_MAX_CHARS, lo=0)
+    config.get_int(settings, "STORAGE_RETRY_TIMES", defaults.STORAGE_RETRY_TIMES, lo=0, hi=100)
+    config.get_float(settings, "STORAGE_RETRY_BACKOFF", defaults.STORAGE_RETRY_BACKOFF, lo=0)
     url = str(settings.get("STORAGE_URL") or defaults.STORAGE_URL)
     try:
         parse_url(url)

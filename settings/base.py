@@ -68,6 +68,8 @@ SIMHASH_SHINGLE = _d.SIMHASH_SHINGLE  # word n-gram size of the features
 STORAGE_URL = _d.STORAGE_URL  # SQLAlchemy URL of the crawl database
 STORAGE_BATCH_SIZE = _d.STORAGE_BATCH_SIZE  # rows per write transaction
 STORAGE_BATCH_SECONDS = _d.STORAGE_BATCH_SECONDS  # a partial batch is written after this long
+STORAGE_RETRY_TIMES = _d.STORAGE_RETRY_TIMES  # write retries before closing (storage_error)
+STORAGE_RETRY_BACKOFF = _d.STORAGE_RETRY_BACKOFF  # first retry delay, seconds (doubles, max 30)
 DROPPED_LOG = _d.DROPPED_LOG  # JSON Lines log of every dropped page
 DROPPED_TEXT_MAX_CHARS = _d.DROPPED_TEXT_MAX_CHARS  # characters of text stored per dropped page
 

@@ -1,0 +1,350 @@
+"""``StoragePipeline``: kept pages and drop records into the crawl database, in batches.
+
+* At open: records a ``crawls`` row and publishes its id as the stat ``dedup/crawl_id`` and the
+  attribute ``crawler.dedup_crawl_id``.
+* ``process_item`` queues a ``documents`` row; the ``item_dropped`` signal queues a
+  ``dropped`` row for a :class:`~crawler.exceptions.DuplicatePage` (text cut to
+  ``DROPPED_TEXT_MAX_CHARS``). Any dropped page's request fingerprints join the batch too, so the
+  dupefilter journal hears of every finished page.
+* A batch is written when it holds ``STORAGE_BATCH_SIZE`` rows or ``STORAGE_BATCH_SECONDS``
+  after the last write, in a worker thread (one writer at a time, in order), in ONE transaction.
+  After the commit, on the reactor thread, ``crawler.signals.batch_committed`` is sent with
+  every request fingerprint of the batch. While more than 10 batches wait, ``process_item``
+  waits too (back-pressure instead of unbounded memory).
+* A failed write is retried ``STORAGE_RETRY_TIMES`` times (delay ``STORAGE_RETRY_BACKOFF``
+  doubling, at most 30 s) with the batch kept in memory. Still failing: an error naming the URL
+  and the spider closes with reason ``storage_error``; the close tries once more and logs how
+  many rows were not stored. A row the database refuses as bad data is isolated by writing the
+  batch row by row; only that row is rejected, logged and counted.
+* At close: everything queued is written, then the ``spider_closed`` handler records the finish
+  time, reason and final stats in the ``crawls`` row. ``spider_closed`` (not ``close_spider``)
+  because Scrapy closes the item pipelines *before* it sends ``spider_closed``, and extensions
+  (CoreStats: ``finish_reason``, ``elapsed_time_seconds``) fill their stats in that signal;
+  extensions are connected before pipelines, so their handlers have run when ours runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+from scrapy import signals
+from scrapy.utils.asyncio import create_looping_call, run_in_thread, sleep
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred
+
+from crawler import config, defaults
+from crawler import signals as dedup_signals
+from crawler.exceptions import DuplicatePage
+from crawler.storage import StorageError, Store, dedup_settings, utcnow
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+MAX_BACKOFF = 30.0
+MAX_QUEUED_BATCHES = 10
+
+
+@dataclass
+class Batch:
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    fingerprints: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.documents) + len(self.dropped)
+
+
+def document_row(item: Any, crawl_id: int | None) -> dict[str, Any]:
+    """The ``documents`` row of a page item (binary pages: no text)."""
+    page = ItemAdapter(item)
+    return {
+        "url": page["url"],
+        "canonical_url": page.get("canonical_url") or page["url"],
+        "title": page.get("title") or None,
+        "text": page.get("text") or None,
+        "content_hash": page.get("content_hash"),
+        "simhash": page.get("simhash"),
+        "status": page.get("status"),
+        "content_type": page.get("content_type"),
+        "encoding": page.get("encoding"),
+        "depth": page.get("depth"),
+        "referer": page.get("referer"),
+        "fetched_at": page.get("fetched_at") or utcnow(),
+        "crawl_id": crawl_id,
+    }
+
+
+def dropped_row(
+    item: Any, exc: DuplicatePage, crawl_id: int | None, max_chars: int
+) -> dict[str, Any]:
+    """The ``dropped`` row of a duplicate page; text cut to ``max_chars`` (0: no text)."""
+    page = ItemAdapter(item)
+    text = page.get("text") or ""
+    simhash = exc.simhash if exc.simhash is not None else page.get("simhash")
+    return {
+        "url": exc.url or page["url"],
+        "canonical_url": page.get("canonical_url") or None,
+        "reason": exc.reason,
+        "duplicate_of": exc.duplicate_of,
+        "distance": exc.distance,
+        "simhash": simhash,
+        "duplicate_simhash": exc.duplicate_simhash,
+        "content_hash": page.get("content_hash"),
+        "title": page.get("title") or None,
+        "text": text[:max_chars] if max_chars and text else None,
+        "dropped_at": utcnow(),
+        "crawl_id": crawl_id,
+    }
+
+
+def _seed_urls(spider: Any) -> list[str]:
+    seeds = getattr(spider, "seeds", None)
+    urls = getattr(seeds, "urls", None) if seeds is not None else None
+    return [str(u) for u in (urls or getattr(spider, "start_urls", None) or [])]
+
+
+class StoragePipeline:
+    """Batched, ordered, retried writes of pages and drop records (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        batch_size: int = defaults.STORAGE_BATCH_SIZE,
+        batch_seconds: float = defaults.STORAGE_BATCH_SECONDS,
+        dropped_text_max_chars: int = defaults.DROPPED_TEXT_MAX_CHARS,
+        retry_times: int = defaults.STORAGE_RETRY_TIMES,
+        retry_backoff: float = defaults.STORAGE_RETRY_BACKOFF,
+    ) -> None:
+        self.store = store
+        self.batch_size = batch_size
+        self.batch_seconds = batch_seconds
+        self.dropped_text_max_chars = dropped_text_max_chars
+        self.retry_times = retry_times
+        self.retry_backoff = retry_backoff
+        self.crawler: Crawler | None = None
+        self.crawl_id: int | None = None
+        self._pending = Batch()
+        self._queue: deque[Batch] = deque()
+        self._writing = False
+        self._failed = False
+        self._closing = False
+        self._idle_waiters: list[Deferred[None]] = []
+        self._timer: Any = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
+        s = crawler.settings
+        pipe = cls(
+            Store.from_settings(s),
+            batch_size=config.get_int(s, "STORAGE_BATCH_SIZE", defaults.STORAGE_BATCH_SIZE, lo=1),
+            batch_seconds=config.get_float(s, "STORAGE_BATCH_SECONDS",
+                                           defaults.STORAGE_BATCH_SECONDS, lo=0,
+                                           open_interval=True),
+            dropped_text_max_chars=config.get_int(s, "DROPPED_TEXT_MAX_CHARS",
+                                                  defaults.DROPPED_TEXT_MAX_CHARS, lo=0),
+            retry_times=config.get_int(s, "STORAGE_RETRY_TIMES", defaults.STORAGE_RETRY_TIMES,
+                                       lo=0, hi=100),
+            retry_backoff=config.get_float(s, "STORAGE_RETRY_BACKOFF",
+                                           defaults.STORAGE_RETRY_BACKOFF, lo=0),
+        )
+        pipe.crawler = crawler
+        crawler.signals.connect(pipe.item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(pipe.spider_closed, signal=signals.spider_closed)
+        return pipe
+
+    # --- stats ------------------------------------------------------------------------------
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.crawler is not None and self.crawler.stats is not None and count:
+            self.crawler.stats.inc_value(key, count)
+
+    # --- Scrapy hooks -----------------------------------------------------------------------
+
+    async def open_spider(self) -> None:
+        spider = self.crawler.spider if self.crawler else None
+        name = getattr(spider, "name", None) or "unknown"
+        settings = dedup_settings(self.crawler.settings) if self.crawler else {}
+        self.crawl_id = await run_in_thread(
+            self.store.start_crawl, name, _seed_urls(spider), settings
+        )
+        if self.crawler is not None:
+            self.crawler.stats.set_value("dedup/crawl_id", self.crawl_id)
+            self.crawler.dedup_crawl_id = self.crawl_id  # type: ignore[attr-defined]
+        logger.info("Storing pages in %s (crawl %d)", self.store.url, self.crawl_id,
+                    extra={"spider": spider})
+        self._timer = create_looping_call(self._tick)
+        self._timer.start(self.batch_seconds, now=False)
+
+    async def process_item(self, item: Any) -> Any:
+        page = ItemAdapter(item)
+        if not page.get("url"):
+            self._inc("storage/skipped")
+            return item
+        self._pending.documents.append(document_row(item, self.crawl_id))
+        self._pending.fingerprints.extend(page.get("fingerprints") or [])
+        if len(self._pending) >= self.batch_size:
+            self.flush()
+        if len(self._queue) > MAX_QUEUED_BATCHES and not self._failed:
+            await self.wait_idle()
+        return item
+
+    def item_dropped(self, item: Any, response: Any, exception: BaseException,
+                     spider: Any = None) -> None:
+        """Queue a drop record for a duplicate; any dropped page's fingerprints join the batch."""
+        page = ItemAdapter(item) if ItemAdapter.is_item(item) else None
+        if page is None:
+            return
+        if isinstance(exception, DuplicatePage):
+            row = dropped_row(item, exception, self.crawl_id, self.dropped_text_max_chars)
+            self._pending.dropped.append(row)
+        self._pending.fingerprints.extend(page.get("fingerprints") or [])
+        if len(self._pending) >= self.batch_size:
+            self.flush()
+
+    async def close_spider(self) -> None:
+        self._closing = True
+        if self._timer is not None and self._timer.running:
+            self._timer.stop()
+        self.flush()
+        await self.wait_idle()
+        if self._queue:  # the database was down: one last round of retries
+            self._failed = False
+            self._start_writer()
+            await self.wait_idle()
+        if self._queue:
+            self._report_unsaved()
+
+    async def spider_closed(self, spider: Any, reason: str) -> None:
+        try:
+            if self.crawl_id is not None and self.crawler is not None:
+                stats = dict(self.crawler.stats.get_stats())
+                stats.setdefault("finish_reason", reason)
+                await run_in_thread(self.store.finish_crawl, self.crawl_id, reason, stats)
+        except StorageError as exc:
+            logger.error("Could not record the end of crawl %s: %s", self.crawl_id, exc,
+                         extra={"spider": spider})
+        finally:
+            self.store.close()
+
+    # --- batching and the writer ------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self.flush()
+
+    def flush(self) -> None:
+        """Move the pending rows into the write queue and make sure the writer runs."""
+        if len(self._pending) or self._pending.fingerprints:
+            self._queue.append(self._pending)
+            self._pending = Batch()
+        self._start_writer()
+
+    def _start_writer(self) -> None:
+        if self._writing or self._failed or not self._queue:
+            return
+        self._writing = True
+        deferred_from_coro(self._drain())
+
+    async def wait_idle(self) -> None:
+        """Wait until the writer has nothing left it can write."""
+        if not self._writing:
+            return
+        waiter: Deferred[None] = Deferred()
+        self._idle_waiters.append(waiter)
+        await maybe_deferred_to_future(waiter)
+
+    async def _drain(self) -> None:
+        try:
+            while self._queue and not self._failed:
+                batch = self._queue[0]
+                if not await self._write(batch):
+                    self._fail()
+                    break
+                self._queue.popleft()
+                self._committed(batch)
+        except Exception:  # never leave waiters hanging
+            logger.exception("Storage writer crashed")
+            self._failed = True
+        finally:
+            self._writing = False
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                waiter.callback(None)
+
+    def _committed(self, batch: Batch) -> None:
+        self._inc("storage/documents", len(batch.documents))
+        self._inc("storage/dropped", len(batch.dropped))
+        self._inc("storage/batches")
+        if self.crawler is not None:
+            self.crawler.signals.send_catch_log(
+                signal=dedup_signals.batch_committed, fingerprints=list(batch.fingerprints)
+            )
+
+    async def _write(self, batch: Batch) -> bool:
+        """Write one batch, retrying transient errors; False when the database stays down."""
+        for attempt in range(self.retry_times + 1):
+            try:
+                await run_in_thread(self.store.write_batch, batch.documents, batch.dropped)
+                return True
+            except StorageError as exc:
+                self._inc("storage/errors")
+                if not exc.transient:
+                    return await self._write_each(batch, exc)
+                if attempt == self.retry_times:
+                    logger.error("Storage write failed %d times, giving up: %s",
+                                 attempt + 1, exc)
+                    return False
+                delay = min(self.retry_backoff * 2**attempt, MAX_BACKOFF)
+                logger.warning("Storage write failed (attempt %d of %d), retrying in %.1f s: %s",
+                               attempt + 1, self.retry_times + 1, delay, exc)
+                await sleep(delay)
+        return False
+
+    async def _write_each(self, batch: Batch, first: StorageError) -> bool:
+        """Isolate rows the database refuses by writing the batch one row at a time.
+
+        False (fatal) when a transient error occurs or no row at all is accepted (a schema
+        problem rather than bad rows); the batch is then left untouched.
+        """
+        logger.warning("A batch was refused (%s); writing its rows one by one", first)
+        kept: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+        refused: list[tuple[str, StorageError]] = []
+        for kind, rows in enumerate((batch.documents, batch.dropped)):
+            for row in rows:
+                one = ([row], []) if kind == 0 else ([], [row])
+                try:
+                    await run_in_thread(self.store.write_batch, *one)
+                    kept[kind].append(row)
+                except StorageError as exc:
+                    if exc.transient:
+                        return False
+                    refused.append((row["url"], exc))
+        if refused and not (kept[0] or kept[1]):
+            return False
+        for url, exc in refused:
+            logger.error("Storage refused the row for %s: %s", url, exc)
+        self._inc("storage/rejected", len(refused))
+        batch.documents, batch.dropped = kept
+        return True
+
+    def _fail(self) -> None:
+        self._failed = True
+        logger.error("The crawl database at %s is unavailable; closing the spider "
+                     "(storage_error). %d rows are kept in memory for a last attempt at close.",
+                     self.store.url, sum(len(b) for b in self._queue) + len(self._pending))
+        if not self._closing and self.crawler is not None and self.crawler.engine is not None:
+            deferred_from_coro(self.crawler.engine.close_spider_async(reason="storage_error"))
+
+    def _report_unsaved(self) -> None:
+        documents = sum(len(b.documents) for b in self._queue)
+        dropped = sum(len(b.dropped) for b in self._queue)
+        first = next((r["url"] for b in self._queue for r in (*b.documents, *b.dropped)), "-")
+        logger.error("%d pages and %d drop records were NOT stored in %s (first: %s); "
+                     "re-crawl them once the database is back", documents, dropped,
+                     self.store.url, first)
+        self._inc("storage/unsaved", documents + dropped)
