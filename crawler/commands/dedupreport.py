@@ -1,0 +1,104 @@
+"""``scrapy dedupreport``: one self-contained HTML page (or JSON) about a crawl's dedup.
+
+::
+
+    scrapy dedupreport -o report.html [--db URL] [--crawl ID] [--format html|json]
+
+The report (see :mod:`crawler.report` for how each number is computed) shows the crawl's dedup
+settings and totals, counts by reason and by host, a histogram of the distance from each page to
+its nearest other page (kept and dropped in two colours, the threshold drawn), the near misses
+(kept pairs at k+1..k+3 bits with the command that compares them) and a what-if table for every
+threshold 0..k+3. The HTML has inline CSS and SVG only: it opens offline and can be mailed.
+
+``--format json`` writes the same numbers; ``-o -`` (the default for json) writes to stdout.
+The output file is written atomically (temp file, then rename). ``--db`` takes a SQLAlchemy URL
+or a SQLite file path (default ``STORAGE_URL``); a missing file is reported, never created.
+Exit status 1 when the database is missing or empty, the crawl is unknown or has no pages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+if TYPE_CHECKING:
+    import argparse
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "-o report.html [--db URL] [--crawl ID] [--format html|json]"
+
+    def short_desc(self) -> str:
+        return "Write an HTML (or JSON) report of a crawl's duplicate detection"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        group = parser.add_argument_group("Report")
+        group.add_argument("-o", "--output", metavar="FILE",
+                           help="output file ('-' for stdout; default report.html, or - for json)")
+        group.add_argument("--db", metavar="URL", help="crawl database (default STORAGE_URL)")
+        group.add_argument("--crawl", type=int, metavar="ID", help="crawl id (default: latest)")
+        group.add_argument("--format", default="html", choices=("html", "json"))
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        # Imported here: Scrapy imports every project command for every `scrapy` invocation.
+        from crawler import report, review
+
+        if args:
+            raise UsageError(f"unexpected argument {args[0]!r}", print_help=False)
+        assert self.settings is not None
+        output = opts.output or ("-" if opts.format == "json" else "report.html")
+        db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
+        try:
+            with review.CrawlDB.open(db_url) as db:
+                db.require_content()
+                data = report.build_report(db, opts.crawl, db_arg=opts.db)
+        except review.ReviewError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
+        if opts.format == "json":
+            text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        else:
+            text = report.render_html(data)
+        try:
+            write_output(output, text)
+        except OSError as exc:
+            print(f"error: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
+        if output != "-":
+            totals = data["totals"]
+            print(f"wrote {output}: crawl {data['crawl']['id']}, {totals['pages']} pages, "
+                  f"{totals['dropped']} dropped ({totals['exact_duplicate']} exact, "
+                  f"{totals['near_duplicate']} near)", file=sys.stderr)
+
+
+def write_output(output: str, text: str) -> None:
+    """Write ``text`` to ``output`` atomically (temp file, fsync, rename); ``-`` is stdout."""
+    if output == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(output)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
