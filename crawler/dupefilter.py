@@ -1,0 +1,286 @@
+"""``BloomDupeFilter``: Scrapy's ``DUPEFILTER_CLASS`` on a Bloom-filter seen set.
+
+Behaviour:
+
+* ``request_seen`` asks the seen set of ``DEDUP_BACKEND`` (:func:`crawler.backends.make_seen_set`)
+  to test-and-set the request's fingerprint (``crawler.request_fingerprinter``, which keys on the
+  canonical URL). ``dont_filter`` is honoured by the scheduler, as in Scrapy.
+* ``dupefilter/filtered`` counts filtered requests; the first one is logged, ``DUPEFILTER_DEBUG``
+  logs every one with its referer. Stats ``dedup/bloom/*`` describe the filter (capacity, bits,
+  hashes, fill_ratio, expected_false_positives, false_positives_avoided) and are refreshed at
+  start, every minute, at each JOBDIR snapshot and at close.
+* ``seen_fingerprint(fp)`` is the read-only check the spider uses to skip links before building
+  a ``Request``; it never records anything.
+* Saturation: with ``BLOOM_ON_FULL=stop`` the first new URL past ``BLOOM_CAPACITY`` closes the
+  spider with finish reason ``bloom_full`` (stat ``dedup/bloom/full`` = 1); the ``crawl`` command
+  exits 1 for it.
+* ``JOBDIR`` (local backend): state in ``JOBDIR/dedup`` (:mod:`crawler.jobstate`). Scrapy's
+  ``requests.queue`` is discarded at start — it is not crash-safe — and every request seen but
+  never finished is re-scheduled once the spider opens, through this filter with the meta flag
+  ``dedup_resumed``. A journal write failure closes the spider with ``jobdir_error``.
+
+Built by ``from_crawler`` (Scrapy's scheduler), ``from_spider`` (scrapy-redis) or
+``from_settings`` (scrapy-redis without a spider; no stats, signals or JOBDIR then).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.defer import _schedule_coro
+from scrapy.utils.job import job_dir
+from scrapy.utils.misc import load_object
+from scrapy.utils.request import referer_str
+
+from crawler import config, defaults
+from crawler import signals as dedup_signals
+from crawler.backends import backend_name, make_seen_set
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from scrapy.spiders import Spider
+    from scrapy.statscollectors import StatsCollector
+    from scrapy.utils.request import RequestFingerprinterProtocol
+
+    from crawler.backends import SeenSet
+    from crawler.jobstate import JobState, PendingRequest
+
+logger = logging.getLogger(__name__)
+
+RESUME_META = "dedup_resumed"
+STATS_SECONDS = 60.0
+
+
+class BloomDupeFilter(BaseDupeFilter):
+    """Dupefilter on a :class:`crawler.backends.SeenSet`, optionally made durable by a JobState."""
+
+    def __init__(self, seen: SeenSet, fingerprinter: RequestFingerprinterProtocol | None = None,
+                 debug: bool = False, stats: StatsCollector | None = None,
+                 jobstate: JobState | None = None) -> None:
+        if fingerprinter is None:
+            from crawler.fingerprint import CanonicalRequestFingerprinter
+
+            fingerprinter = CanonicalRequestFingerprinter()
+        self.seen, self.fingerprinter, self.debug, self.stats = seen, fingerprinter, debug, stats
+        self.jobstate = jobstate
+        self.crawler: Crawler | None = None
+        self.logdupes = True
+        self.stopping = False
+        self._resume: dict[bytes, PendingRequest] = {}
+        self._closed = False
+        self._stats_due = time.monotonic() + STATS_SECONDS
+        if jobstate is not None:
+            self._resume = {rec.fp: rec for rec in jobstate.open()}
+
+    # --- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BloomDupeFilter:
+        settings = crawler.settings
+        jobdir = job_dir(settings)
+        local = backend_name(settings) == "local"
+        seen = make_seen_set(settings, **cls._seen_kwargs(jobdir if local else None))
+        jobstate = cls._jobstate(settings, jobdir, seen) if jobdir and local else None
+        if jobdir and not local:
+            logger.info("JOBDIR %s: the seen set lives in Redis; no local snapshot or journal",
+                        jobdir)
+        dupefilter = cls(seen, crawler.request_fingerprinter,
+                         debug=settings.getbool("DUPEFILTER_DEBUG"), stats=crawler.stats,
+                         jobstate=jobstate)
+        dupefilter.crawler = crawler
+        crawler.signals.connect(dupefilter._spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(dupefilter._spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(dupefilter._finished, signal=dedup_signals.batch_committed)
+        crawler.signals.connect(dupefilter._finished, signal=dedup_signals.request_finished)
+        return dupefilter
+
+    @classmethod
+    def from_spider(cls, spider: Spider) -> BloomDupeFilter:
+        """scrapy-redis builds custom dupefilters this way, after the spider is open."""
+        return cls.from_crawler(spider.crawler)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> BloomDupeFilter:
+        """Without a crawler: no stats, no signals, no JOBDIR."""
+        fingerprinter_cls = load_object(settings["REQUEST_FINGERPRINTER_CLASS"])
+        fingerprinter = (fingerprinter_cls.from_settings(settings)
+                         if hasattr(fingerprinter_cls, "from_settings") else fingerprinter_cls())
+        return cls(make_seen_set(settings), fingerprinter,
+                   debug=settings.getbool("DUPEFILTER_DEBUG"))
+
+    @staticmethod
+    def _seen_kwargs(jobdir: str | None) -> dict[str, Any]:
+        if not jobdir:
+            return {}
+        from crawler.jobstate import state_dir
+
+        return {"verify_dir": state_dir(jobdir)}
+
+    @staticmethod
+    def _jobstate(settings: BaseSettings, jobdir: str, seen: Any) -> JobState:
+        from crawler.jobstate import JobState
+
+        queue = Path(jobdir, "requests.queue")
+        if queue.exists():
+            logger.info("JOBDIR %s: discarding Scrapy's requests.queue (not crash-safe); the "
+                        "dedup journal re-schedules what was not finished", jobdir)
+            shutil.rmtree(queue)
+        return JobState(
+            jobdir, seen,
+            snapshot_records=config.get_int(settings, "JOBDIR_SNAPSHOT_RECORDS",
+                                            defaults.JOBDIR_SNAPSHOT_RECORDS, lo=1),
+            snapshot_seconds=config.get_float(settings, "JOBDIR_SNAPSHOT_SECONDS",
+                                              defaults.JOBDIR_SNAPSHOT_SECONDS, lo=0.0),
+        )
+
+    # --- the dupefilter API ------------------------------------------------------------------
+
+    def request_seen(self, request: Request) -> bool:
+        fp = self.fingerprinter.fingerprint(request)
+        if self._resume and request.meta.get(RESUME_META) and self._resume.pop(fp, None):
+            return False  # already recorded and journaled before the restart
+        if self.seen.add(fp):
+            return True
+        if self.jobstate is not None:
+            self._journal(fp, request)
+        if not self.stopping and getattr(self.seen, "full", False):
+            self._stop_full()
+        if time.monotonic() >= self._stats_due:
+            self.update_stats()
+        return False
+
+    def seen_fingerprint(self, fp: bytes) -> bool:
+        """Read-only: True when ``fp`` is (probably) in the seen set. Records nothing."""
+        return fp in self.seen
+
+    def note_skipped(self, url: str, referer: str | None = None) -> None:
+        """Log a link the spider skipped as already seen (only with ``DUPEFILTER_DEBUG``).
+
+        The spider counts ``dedup/links_skipped_seen`` itself, in bulk.
+        """
+        if self.debug:
+            logger.debug("Skipped already-seen link: %(url)s (referer: %(referer)s)",
+                         {"url": url, "referer": referer})
+
+    def log(self, request: Request, spider: Spider) -> None:
+        if self.debug:
+            logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
+                         {"request": request, "referer": referer_str(request)},
+                         extra={"spider": spider})
+        elif self.logdupes:
+            logger.info("Filtered duplicate request: %(request)s - no more duplicates will be "
+                        "shown (see DUPEFILTER_DEBUG to show all duplicates)",
+                        {"request": request}, extra={"spider": spider})
+            self.logdupes = False
+        stats = self.stats or getattr(getattr(spider, "crawler", None), "stats", None)
+        if stats is not None:
+            stats.inc_value("dupefilter/filtered")
+
+    def open(self) -> None:
+        describe = getattr(self.seen, "describe", None)
+        text = describe() if describe else f"{type(self.seen).__name__} seen set"
+        logger.info("%s; BLOOM_ON_FULL=%s", text, getattr(self.seen, "on_full", "n/a"))
+        self.update_stats()
+
+    def close(self, reason: str) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.jobstate is not None:
+            try:
+                self.jobstate.close()
+            except OSError as exc:
+                logger.error("JOBDIR: final snapshot failed: %s", exc)
+        self.update_stats()
+        self.seen.close()
+
+    def clear(self) -> None:
+        """scrapy-redis ``flush``: empty the seen set when the backend can."""
+        clear = getattr(self.seen, "clear", None)
+        if clear is not None:
+            clear()
+
+    # --- stats -------------------------------------------------------------------------------
+
+    def update_stats(self) -> None:
+        self._stats_due = time.monotonic() + STATS_SECONDS
+        if self.stats is None:
+            return
+        seen, values = self.seen, {"capacity": self.seen.capacity, "urls": len(self.seen)}
+        for name in ("bits", "hashes", "fill_ratio", "false_positives_avoided"):
+            if hasattr(seen, name):
+                values[name] = getattr(seen, name)
+        if hasattr(seen, "expected_false_positives"):
+            values["expected_false_positives"] = round(seen.expected_false_positives(), 3)
+        if hasattr(seen, "layers"):
+            values["layers"] = len(seen.layers)
+        if "fill_ratio" in values:
+            values["fill_ratio"] = round(values["fill_ratio"], 6)
+        for name, value in values.items():
+            self.stats.set_value(f"dedup/bloom/{name}", value)
+        if self.jobstate is not None:
+            self.stats.set_value("dedup/jobdir/pending", len(self.jobstate.pending))
+            self.stats.set_value("dedup/jobdir/snapshots", self.jobstate.snapshots)
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _journal(self, fp: bytes, request: Request) -> None:
+        jobstate, meta = self.jobstate, request.meta
+        assert jobstate is not None
+        try:
+            snapshots = jobstate.snapshots
+            canonical = meta.get("canonical_url") or request.url
+            jobstate.scheduled(fp, request.url, int(meta.get("depth", 0)), canonical)
+            if jobstate.snapshots != snapshots:
+                self.update_stats()
+        except OSError as exc:
+            self._fail_jobdir(exc)
+
+    def _finished(self, fingerprints: list[str], **_: Any) -> None:
+        if self.jobstate is None:
+            return
+        try:
+            self.jobstate.finished(bytes.fromhex(fp) for fp in fingerprints)
+        except OSError as exc:
+            self._fail_jobdir(exc)
+
+    def _fail_jobdir(self, exc: OSError) -> None:
+        logger.error("JOBDIR: cannot write %s (%s); closing the spider", exc.filename, exc)
+        self.jobstate = None
+        self._close_spider("jobdir_error")
+
+    def _stop_full(self) -> None:
+        self.stopping = True
+        logger.error("Bloom filter full (BLOOM_ON_FULL=stop): closing the spider; raise "
+                     "BLOOM_CAPACITY (now %d) and resume with the same JOBDIR or start over",
+                     self.seen.capacity)
+        if self.stats is not None:
+            self.stats.set_value("dedup/bloom/full", 1)
+        self._close_spider("bloom_full")
+
+    def _close_spider(self, reason: str) -> None:
+        if self.crawler is not None and self.crawler.engine is not None:
+            _schedule_coro(self.crawler.engine.close_spider_async(reason=reason))
+
+    def _spider_opened(self, spider: Spider) -> None:
+        if not self._resume or self.crawler is None or self.crawler.engine is None:
+            return
+        errback = getattr(spider, "on_error", None)
+        count = len(self._resume)
+        for rec in list(self._resume.values()):
+            meta = {"canonical_url": rec.canonical_url, "depth": rec.depth, RESUME_META: True}
+            self.crawler.engine.crawl(Request(rec.url, meta=meta, errback=errback))
+        logger.info("JOBDIR: re-scheduled %d requests seen but not finished before the restart",
+                    count, extra={"spider": spider})
+        if self.stats is not None:
+            self.stats.set_value("dedup/jobdir/resumed", count)
+
+    def _spider_closed(self, spider: Spider, reason: str) -> None:
+        self.close(reason)  # scrapy-redis's scheduler never calls close()
