@@ -185,9 +185,15 @@ class RedisSeenSet(_RedisBacked):
     set); the rate of the Redis filter is the configured p.
     """
 
-    def __init__(self, client: redis.Redis, base: str, capacity: int = defaults.BLOOM_CAPACITY,
-                 error_rate: float = defaults.BLOOM_ERROR_RATE, on_full: str = "grow",
-                 url: str = "") -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        base: str,
+        capacity: int = defaults.BLOOM_CAPACITY,
+        error_rate: float = defaults.BLOOM_ERROR_RATE,
+        on_full: str = "grow",
+        url: str = "",
+    ) -> None:
         super().__init__(client, base + ":bloom", url)
         self.capacity, self.error_rate, self.on_full = capacity, error_rate, on_full
         self.full = False
@@ -208,33 +214,40 @@ class RedisSeenSet(_RedisBacked):
         fields: dict[str, Any] = {}
         capacity = self.capacity
         for i in range(MAX_LAYERS):
-            rate = self.error_rate if self.on_full == "stop" else (
-                self.error_rate * (1 - bloom.TIGHTEN) * bloom.TIGHTEN**i)
+            rate = (
+                self.error_rate
+                if self.on_full == "stop"
+                else (self.error_rate * (1 - bloom.TIGHTEN) * bloom.TIGHTEN**i)
+            )
             m, k = bloom.bloom_size(capacity, rate)
             fields.update({f"m{i}": m, f"k{i}": k, f"c{i}": capacity, f"n{i}": 0})
             capacity *= bloom.GROWTH
         return fields
 
     def _create_or_check(self) -> None:
-        wanted = json.dumps({"capacity": self.capacity, "error_rate": self.error_rate,
-                             "on_full": self.on_full}, sort_keys=True)
+        wanted = json.dumps(
+            {"capacity": self.capacity, "error_rate": self.error_rate, "on_full": self.on_full},
+            sort_keys=True,
+        )
         if self._call("hsetnx", self.base, "config", wanted):
-            self._call("hset", self.base, mapping={**self._layer_specs(), "active": 1,
-                                                     "count": 0})
-            logger.info("%s in Redis (%s)", bloom.describe(self.capacity, self.error_rate),
-                        self.base)
+            self._call("hset", self.base, mapping={**self._layer_specs(), "active": 1, "count": 0})
+            logger.info(
+                "%s in Redis (%s)", bloom.describe(self.capacity, self.error_rate), self.base
+            )
             return
         stored = self._call("hget", self.base, "config").decode()
         if stored != wanted:
             raise ValueError(
                 f"the Redis seen set {self.base} was created with {stored}, not {wanted}: "
                 "keep BLOOM_CAPACITY, BLOOM_ERROR_RATE and BLOOM_ON_FULL, or use another "
-                "DEDUP_NAMESPACE (or delete its keys)")
+                "DEDUP_NAMESPACE (or delete its keys)"
+            )
 
     # --- the SeenSet protocol -------------------------------------------------------------
     def add(self, key: bytes) -> bool:
-        present, count = self._run(self._script, [self.base],
-                                   [_fp16(key), "add", int(self.on_full == "grow")])
+        present, count = self._run(
+            self._script, [self.base], [_fp16(key), "add", int(self.on_full == "grow")]
+        )
         if not present and self._warn_at and count >= self._warn_at[0]:
             self._on_threshold(count)
         return bool(present)
@@ -283,8 +296,9 @@ class RedisSeenSet(_RedisBacked):
         total = 0.0
         for m, k, n in self._layers():
             width = n / 32
-            total += sum(width * (1.0 - math.exp(-k * (s + 0.5) * width / m)) ** k
-                         for s in range(32))
+            total += sum(
+                width * (1.0 - math.exp(-k * (s + 0.5) * width / m)) ** k for s in range(32)
+            )
         return total
 
     def describe(self) -> str:
@@ -295,9 +309,14 @@ class RedisSeenSet(_RedisBacked):
             self._warn_at.pop(0)
         if count >= self.capacity and self.on_full == "stop":
             self.full = True
-        logger.warning("Redis Bloom filter %s holds %d URLs, %d%% of BLOOM_CAPACITY=%d%s",
-                       self.base, count, round(100 * count / self.capacity), self.capacity,
-                       "; the crawl stops (BLOOM_ON_FULL=stop)" if self.full else "")
+        logger.warning(
+            "Redis Bloom filter %s holds %d URLs, %d%% of BLOOM_CAPACITY=%d%s",
+            self.base,
+            count,
+            round(100 * count / self.capacity),
+            self.capacity,
+            "; the crawl stops (BLOOM_ON_FULL=stop)" if self.full else "",
+        )
 
 
 def _fp16(key: bytes) -> bytes:
@@ -338,7 +357,9 @@ local function add(base, e)
 end
 """
 
-_CHECK_AND_ADD_LUA = _CI_COMMON + """
+_CHECK_AND_ADD_LUA = (
+    _CI_COMMON
+    + """
 local base, k = KEYS[1], tonumber(ARGV[1])
 local e = {u = ARGV[2], c = ARGV[3], h = ARGV[4], f = ARGV[5], b = {}}
 for i = 6, #ARGV do e.b[#e.b + 1] = ARGV[i] end
@@ -374,8 +395,11 @@ if old then remove(base, old) end
 add(base, e)
 return false
 """
+)
 
-_LOAD_LUA = _CI_COMMON + """
+_LOAD_LUA = (
+    _CI_COMMON
+    + """
 local base, loaded = KEYS[1], 0
 for i = 1, #ARGV do
   local e = cjson.decode(ARGV[i])
@@ -390,6 +414,7 @@ for i = 1, #ARGV do
 end
 return loaded
 """
+)
 
 
 class RedisContentIndex(_RedisBacked):
@@ -400,8 +425,9 @@ class RedisContentIndex(_RedisBacked):
     A query reads ``blocks`` sets of about ``n / 2**(64 / blocks)`` members each.
     """
 
-    def __init__(self, client: redis.Redis, base: str, k: int = 3, blocks: int | None = None,
-                 url: str = "") -> None:
+    def __init__(
+        self, client: redis.Redis, base: str, k: int = 3, blocks: int | None = None, url: str = ""
+    ) -> None:
         super().__init__(client, base + ":ci", url)
         self.k = k
         self.blocks = k + 1 if blocks is None else blocks
@@ -417,8 +443,13 @@ class RedisContentIndex(_RedisBacked):
         """From ``REDIS_URL``, the namespace settings, ``SIMHASH_MAX_DISTANCE``/``_BLOCKS``."""
         k, blocks = settings_params(settings)
         url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
-        return cls(connect(url), namespace(settings), k=kwargs.get("k", k),
-                   blocks=kwargs.get("blocks", blocks), url=url)
+        return cls(
+            connect(url),
+            namespace(settings),
+            k=kwargs.get("k", k),
+            blocks=kwargs.get("blocks", blocks),
+            url=url,
+        )
 
     def _create_or_check(self) -> None:
         meta = self.base + ":meta"
@@ -430,7 +461,8 @@ class RedisContentIndex(_RedisBacked):
             raise ValueError(
                 f"the Redis content index {self.base} was built with SIMHASH_MAX_DISTANCE="
                 f"{int(stored[0])}, SIMHASH_BLOCKS={int(stored[1])}, not {self.k}, "
-                f"{self.blocks}: keep those settings or use another DEDUP_NAMESPACE")
+                f"{self.blocks}: keep those settings or use another DEDUP_NAMESPACE"
+            )
 
     def block_keys(self, fp: int) -> list[str]:
         """The block-set suffixes of a fingerprint: ``"{table}:{block value hex}"``."""
@@ -440,8 +472,9 @@ class RedisContentIndex(_RedisBacked):
             keys.append(f"{t}:{value:x}")
         return keys
 
-    def _entry(self, url: str, canonical: str, content_hash: str,
-               simhash: int | None) -> tuple[str, list[str]]:
+    def _entry(
+        self, url: str, canonical: str, content_hash: str, simhash: int | None
+    ) -> tuple[str, list[str]]:
         if simhash is None:
             return "", []
         simhash = int(simhash)
@@ -472,8 +505,11 @@ class RedisContentIndex(_RedisBacked):
             for url, canonical, content_hash, simhash in batch:
                 canonical = canonical or url
                 fp_hex, blocks = self._entry(url, canonical, content_hash, simhash)
-                entries.append(json.dumps({"u": url, "c": canonical, "h": content_hash,
-                                           "f": fp_hex, "b": blocks}))
+                entries.append(
+                    json.dumps(
+                        {"u": url, "c": canonical, "h": content_hash, "f": fp_hex, "b": blocks}
+                    )
+                )
             loaded += int(self._run(self._load, [self.base], entries))
         return loaded
 
