@@ -130,6 +130,7 @@ VALIDATED_MODULES = (
     "crawler.storage",
     "crawler.middlewares.links",
     "crawler.backends",
+    "crawler.progress",
 )
 
 

@@ -62,6 +62,7 @@ STORAGE_RETRY_TIMES = 5  # retries of a failed batch write before the crawl stop
 STORAGE_RETRY_BACKOFF = 1.0  # seconds before the first retry; doubles each time, capped at 30
 DROPPED_LOG = "dropped.jsonl"
 DROPPED_TEXT_MAX_CHARS = 20_000  # text kept per dropped page (for `scrapy dropped --explain`)
+DEDUP_PROGRESS_INTERVAL = 30.0  # seconds between progress log lines (crawler.progress); 0 = off
 
 # --- Backends ---------------------------------------------------------------------------------
 DEDUP_BACKEND = "local"  # "local" | "redis"

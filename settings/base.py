@@ -72,6 +72,7 @@ STORAGE_RETRY_TIMES = _d.STORAGE_RETRY_TIMES  # write retries before closing (st
 STORAGE_RETRY_BACKOFF = _d.STORAGE_RETRY_BACKOFF  # first retry delay, seconds (doubles, max 30)
 DROPPED_LOG = _d.DROPPED_LOG  # JSON Lines log of every dropped page
 DROPPED_TEXT_MAX_CHARS = _d.DROPPED_TEXT_MAX_CHARS  # characters of text stored per dropped page
+DEDUP_PROGRESS_INTERVAL = _d.DEDUP_PROGRESS_INTERVAL  # seconds between progress lines (0 = off)
 
 # --- Backends -----------------------------------------------------------------------------------
 DEDUP_BACKEND = _d.DEDUP_BACKEND  # "local" (in process) or "redis" (shared)
@@ -86,5 +87,6 @@ SPIDER_MIDDLEWARES = {
     "crawler.middlewares.links.UrlNormalizationMiddleware": 550,  # link filter, traps, canonical key
 }
 EXTENSIONS = {
+    "crawler.progress.DedupProgress": 500,  # progress line + dedup summary (before StatsFile)
     "crawler.statsfile.StatsFile": 900,  # STATS_FILE writer
 }
