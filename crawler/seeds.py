@@ -46,9 +46,21 @@ class Seeds:
     @property
     def hosts(self) -> set[str]:
         """The hosts the crawl stays within (IDN hosts in punycode, no port)."""
-        from urllib.parse import urlsplit
+        return {canonical_host(url) for url in self.canonical}
 
-        return {urlsplit(url).hostname or "" for url in self.canonical}
+
+def canonical_host(canonical_url: str) -> str:
+    """Host of a URL already in canonical form, without port or IPv6 brackets; cheap.
+
+    >>> canonical_host("http://user@[2001:db8::1]:8080/x")
+    '2001:db8::1'
+    >>> canonical_host("https://xn--bcher-kva.example:8443/")
+    'xn--bcher-kva.example'
+    """
+    netloc = canonical_url.split("/", 3)[2].rpartition("@")[2]
+    if netloc.startswith("["):
+        return netloc[1 : netloc.find("]")]
+    return netloc.partition(":")[0]
 
 
 def _with_scheme(line: str) -> str:

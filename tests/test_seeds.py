@@ -87,3 +87,18 @@ def test_seeds_and_urls_arguments_combine(tmp_path):
     assert seeds.urls == ["https://a.example/", "https://b.example/", "https://c.example"]
     with pytest.raises(SeedError, match="-a seeds=FILE"):
         seeds_from_args()
+
+
+def test_canonical_host_matches_urlsplit_on_canonical_urls():
+    from urllib.parse import urlsplit
+
+    from crawler.seeds import canonical_host
+
+    for url in [
+        "http://example.com/",
+        "https://user:pw@example.com:8443/a?b#c",
+        "http://[2001:db8::1]:8080/x",
+        "http://[::1]/",
+        "http://127.0.0.1:5000/p",
+    ]:
+        assert canonical_host(url) == urlsplit(url).hostname

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from scrapy import Request, Spider
 from scrapy.http import HtmlResponse
@@ -32,7 +32,7 @@ from crawler import config, defaults
 from crawler import signals as dedup_signals
 from crawler.fingerprint import fingerprint_url
 from crawler.items import PageItem
-from crawler.seeds import seeds_from_args
+from crawler.seeds import canonical_host, seeds_from_args
 from crawler.text import is_binary, visible_text
 from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url
 
@@ -134,7 +134,7 @@ class WebSpider(Spider):
             except InvalidUrl:
                 dropped += 1
                 continue
-            if urlsplit(canonical).hostname not in self.hosts:
+            if canonical_host(canonical) not in self.hosts:
                 continue
             if seen_check is not None and seen_check(fingerprint_url(canonical)):
                 skipped += 1
