@@ -1,0 +1,126 @@
+"""Fingerprints: bit-identical to simhash.Simhash on the same features and hash, real pages."""
+
+from __future__ import annotations
+
+import glob
+import random
+
+import pytest
+import simhash as simhash_pkg
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crawler.simhash import (
+    content_hash,
+    feature_hash,
+    features,
+    fingerprint,
+    hamming,
+    simhash,
+    to_hex,
+    to_signed,
+    to_unsigned,
+)
+from crawler.text import extract, tokens
+
+DOCS = sorted(glob.glob("/usr/share/doc/python3.11/html/**/*.html", recursive=True))
+
+
+def _reference(weighted: dict[str, int]) -> int:
+    return simhash_pkg.Simhash(list(weighted.items()), hashfunc=feature_hash).value
+
+
+def _demo_pages() -> list[str]:
+    try:
+        from crawler.sitegen import demo_site
+    except ImportError:
+        return []
+    site = demo_site()
+    pages = site.pages.values() if isinstance(site.pages, dict) else site.pages
+    out = []
+    for page in pages:
+        body = getattr(page, "body", page)
+        if isinstance(body, bytes):
+            body = body.decode("utf-8", "replace")
+        if isinstance(body, str):
+            out.append(body)
+    return out
+
+
+def _real_pages() -> list[str]:
+    pages = _demo_pages()
+    # A fixed sample keeps the test fast; the bench covers every page.
+    for path in random.Random(4).sample(DOCS, min(80, len(DOCS))):
+        with open(path, encoding="utf-8") as handle:
+            pages.append(handle.read())
+    return pages
+
+
+def test_bit_identical_to_simhash_package_on_real_pages() -> None:
+    pages = _real_pages()
+    if not pages:
+        pytest.skip("neither python3.11-doc nor crawler.sitegen is available")
+    compared = 0
+    for html in pages:
+        toks = extract(html).tokens
+        for shingle in (1, 2, 3):
+            weighted = features(toks, shingle)
+            if weighted:
+                assert fingerprint(weighted) == _reference(weighted)
+                compared += 1
+    assert compared >= len(pages)
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=12), st.integers(1, 255), min_size=1))
+def test_bit_identical_on_arbitrary_features(weighted: dict[str, int]) -> None:
+    assert fingerprint(weighted) == _reference(weighted)
+
+
+def test_pairs_and_mapping_agree() -> None:
+    weighted = {"alpha": 3, "beta": 1, "line\nbreak": 2}
+    assert fingerprint(weighted) == fingerprint(list(weighted.items())) == _reference(weighted)
+
+
+def test_weights_are_log_scaled_and_never_overflow_the_package() -> None:
+    weighted = features(["word"] * 10_000 + ["other"])
+    assert weighted == {"word": 14, "other": 1}
+    assert fingerprint(weighted) == _reference(weighted)
+    assert simhash(["word"] * 10_000) == feature_hash(b"word")
+
+
+def test_shingles() -> None:
+    assert features(["a", "b", "c"], 2) == {"a b": 1, "b c": 1}
+    assert features(["a"], 3) == {"a": 1}
+    assert features([], 2) == {}
+    with pytest.raises(ValueError, match="shingle"):
+        features(["a"], 0)
+
+
+def test_empty_page_fingerprint_is_zero() -> None:
+    assert simhash([]) == 0
+    assert fingerprint({}) == 0
+
+
+def test_near_texts_are_near_and_distinct_texts_far() -> None:
+    base = " ".join(f"topic{i} word{i % 37} idea{i % 11}" for i in range(300))
+    edited = base.replace("topic5 ", "changed ")
+    other = " ".join(f"else{i} thing{i % 29}" for i in range(300))
+    a, b, c = (simhash(tokens(t)) for t in (base, edited, other))
+    assert hamming(a, b) <= 3
+    assert hamming(a, c) > 10
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))
+def test_hamming_and_signed_round_trip(a: int, b: int) -> None:
+    assert hamming(a, b) == bin(a ^ b).count("1") == hamming(to_signed(a), to_signed(b))
+    assert -(2**63) <= to_signed(a) < 2**63
+    assert to_unsigned(to_signed(a)) == a
+    assert to_hex(a) is not None and len(to_hex(a) or "") == 16
+    assert int(to_hex(a) or "", 16) == a
+
+
+def test_content_hash_normalizes_case_width_and_whitespace() -> None:
+    assert content_hash("Hello   World\n") == content_hash("hello world")
+    assert content_hash("\uff21\uff22\uff23") == content_hash("abc")
+    assert content_hash("hello world") != content_hash("hello worlds")
+    assert len(content_hash("")) == 32
