@@ -43,6 +43,7 @@ from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_seen_set
 
 if TYPE_CHECKING:
+    from scrapy.core.engine import ExecutionEngine
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
     from scrapy.spiders import Spider
@@ -265,18 +266,26 @@ class BloomDupeFilter(BaseDupeFilter):
             self.stats.set_value("dedup/bloom/full", 1)
         self._close_spider("bloom_full")
 
+    def _engine(self) -> ExecutionEngine | None:
+        try:  # Crawler.engine raises until the crawl starts
+            return self.crawler.engine if self.crawler is not None else None
+        except RuntimeError:
+            return None
+
     def _close_spider(self, reason: str) -> None:
-        if self.crawler is not None and self.crawler.engine is not None:
-            _schedule_coro(self.crawler.engine.close_spider_async(reason=reason))
+        engine = self._engine()
+        if engine is not None:
+            _schedule_coro(engine.close_spider_async(reason=reason))
 
     def _spider_opened(self, spider: Spider) -> None:
-        if not self._resume or self.crawler is None or self.crawler.engine is None:
+        engine = self._engine()
+        if not self._resume or engine is None:
             return
         errback = getattr(spider, "on_error", None)
         count = len(self._resume)
         for rec in list(self._resume.values()):
             meta = {"canonical_url": rec.canonical_url, "depth": rec.depth, RESUME_META: True}
-            self.crawler.engine.crawl(Request(rec.url, meta=meta, errback=errback))
+            engine.crawl(Request(rec.url, meta=meta, errback=errback))
         logger.info("JOBDIR: re-scheduled %d requests seen but not finished before the restart",
                     count, extra={"spider": spider})
         if self.stats is not None:
