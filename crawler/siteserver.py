@@ -1,0 +1,158 @@
+"""Serve a generated :class:`~crawler.sitegen.Site` over real HTTP on 127.0.0.1.
+
+``SiteServer(site)`` is a context manager (or ``start()``/``stop()``) running a
+``ThreadingHTTPServer`` in a daemon thread on an ephemeral port. The base URL is
+``http://localhost:PORT`` (the host name a crawler sees, so upper-case and zero-padded-port
+spellings of it also reach this server). Each request target is resolved with
+:meth:`Site.lookup` — the exact target first, then as a web server would (escapes, dot segments,
+tracking parameters, query order) — and answered with the page's status, type and headers, the
+``{base}``/``{port}`` placeholders filled in; anything else is a 404. GET and HEAD; HTTP/1.1 with
+keep-alive. ``hits`` counts raw request targets (as sent, query order kept), so a test can see
+what a crawler fetched and how often. Silent: no per-request log lines; a client that hangs up
+mid-response is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from crawler.sitegen import Site
+
+logger = logging.getLogger(__name__)
+NOT_FOUND = (
+    b"<!DOCTYPE html>\n<html><head><title>Not found</title></head><body>Not found</body></html>\n"
+)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._answer(send_body=True)
+
+    def do_HEAD(self) -> None:
+        self._answer(send_body=False)
+
+    def _answer(self, send_body: bool) -> None:
+        owner = self.server.owner
+        owner.record(self.path)
+        found = owner.site.lookup(self.path)
+        if found is None:
+            status, ctype, headers, body = 404, "text/html; charset=utf-8", {}, NOT_FOUND
+        else:
+            page = found[1]
+            status, ctype, headers = page.status, page.content_type, page.headers
+            body = owner.site.render(page, owner.base_url)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in headers.items():
+                self.send_header(name, owner.site.expand(value, owner.base_url))
+            self.end_headers()
+            if send_body:
+                self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Per-request lines would swamp test output; the hit counter says what was fetched."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    owner: SiteServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Disconnects and resets are normal for a crawler that times out or closes early.
+        logger.debug("site server: error serving %s", client_address, exc_info=True)
+
+
+class SiteServer:
+    """A generated site on ``host:port`` (0 = ephemeral); see the module docstring."""
+
+    def __init__(self, site: Site, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.site = site
+        self.host = host
+        self.requested_port = port
+        self.hits: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._httpd: _Server | None = None
+        self._port: int | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port; still readable after ``stop()``."""
+        if self._port is None:
+            raise RuntimeError("SiteServer is not started: call start() or use it as a context")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://localhost:{self.port}"
+
+    def url(self, path: str = "/") -> str:
+        """Absolute URL of a site path (placeholders in ``path`` filled in too)."""
+        path = self.site.expand(path, self.base_url)
+        return path if "://" in path else self.base_url + path
+
+    def record(self, target: str) -> None:
+        with self._lock:
+            self.hits[target] += 1
+
+    def reset_hits(self) -> None:
+        with self._lock:
+            self.hits.clear()
+
+    def canonical_hits(self) -> Counter[str]:
+        """Hits per site page (raw targets mapped with ``Site.canonical_of``; 404s left out)."""
+        counts: Counter[str] = Counter()
+        with self._lock:
+            items = list(self.hits.items())
+        for target, n in items:
+            key = self.site.canonical_of(target)
+            if key is not None:
+                counts[key] += n
+        return counts
+
+    def start(self) -> SiteServer:
+        if self._httpd is not None:
+            return self
+        httpd = _Server((self.host, self.requested_port), _Handler)
+        httpd.owner = self
+        self._httpd = httpd
+        self._port = int(httpd.server_address[1])
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
+            name=f"site-server-{self.port}", daemon=True,
+        )  # fmt: skip
+        self._thread.start()
+        logger.debug("serving site %r at %s", self.site.name, self.base_url)
+        return self
+
+    def stop(self) -> None:
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> SiteServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self.stop()
