@@ -420,7 +420,10 @@ class Store:
         self._create = create
         self._ready = False
         self._lock = threading.Lock()
-        self.engine = acquire_engine(self.sa_url)
+        try:
+            self.engine = acquire_engine(self.sa_url)
+        except (ArgumentError, ImportError) as exc:  # e.g. an unknown +driver
+            raise StorageError(f"STORAGE_URL {self.url!r}: {_first_line(exc)}", self.url) from None
         self._closed = False
 
     @classmethod

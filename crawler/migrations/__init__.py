@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from alembic import command
@@ -52,7 +54,8 @@ def head() -> str | None:
 
 def current_revisions(connection: Connection) -> list[str]:
     """Revisions recorded in the database (empty before the first migration)."""
-    return sorted(MigrationContext.configure(connection).get_current_heads())
+    with _quiet_alembic():
+        return sorted(MigrationContext.configure(connection).get_current_heads())
 
 
 def upgrade(connection: Connection) -> None:
@@ -67,7 +70,20 @@ def upgrade(connection: Connection) -> None:
     if current != set(script.get_heads()):
         logger.info("Migrating the crawl database from %s to %s",
                     ", ".join(sorted(current)) or "an empty schema", script.get_current_head())
-        command.upgrade(cfg, "head")
+        with _quiet_alembic():
+            command.upgrade(cfg, "head")
+
+
+@contextmanager
+def _quiet_alembic() -> Iterator[None]:
+    """alembic logs its plugin setup and every step at INFO: noise in a crawl log."""
+    alembic_logger = logging.getLogger("alembic")
+    level = alembic_logger.level
+    alembic_logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        alembic_logger.setLevel(level)
 
 
 def _main(argv: list[str]) -> int:

@@ -300,7 +300,7 @@ class StoragePipeline:
                                  attempt + 1, exc)
                     return False
                 delay = min(self.retry_backoff * 2**attempt, MAX_BACKOFF)
-                logger.warning("Storage write failed (attempt %d of %d), retrying in %.1f s: %s",
+                logger.warning("Storage write failed (attempt %d of %d), retrying in %.2f s: %s",
                                attempt + 1, self.retry_times + 1, delay, exc)
                 await sleep(delay)
         return False
@@ -334,10 +334,12 @@ class StoragePipeline:
 
     def _fail(self) -> None:
         self._failed = True
+        if self._closing:  # the last attempt at close: _report_unsaved says what is lost
+            return
         logger.error("The crawl database at %s is unavailable; closing the spider "
                      "(storage_error). %d rows are kept in memory for a last attempt at close.",
                      self.store.url, sum(len(b) for b in self._queue) + len(self._pending))
-        if not self._closing and self.crawler is not None and self.crawler.engine is not None:
+        if self.crawler is not None and self.crawler.engine is not None:
             deferred_from_coro(self.crawler.engine.close_spider_async(reason="storage_error"))
 
     def _report_unsaved(self) -> None:

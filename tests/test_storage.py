@@ -1,0 +1,317 @@
+"""crawler.storage on real SQLite files and the real PostgreSQL server.
+
+PostgreSQL tests run in a throw-away schema per test (:func:`pg_schema_url`): the URL carries
+``options=-csearch_path=<schema>``, so every table, index and ``alembic_version`` lands there
+and the shared ``test`` database is left as found.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crawler import config, migrations
+from crawler.storage import (
+    Base,
+    StorageError,
+    Store,
+    check_storage,
+    dedup_settings,
+    mask_url,
+    to_signed64,
+    to_unsigned64,
+    validate,
+)
+
+TOP_BIT_VALUES = [0, 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1]
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """``url`` whose connections use ``schema`` first (PostgreSQL ``options``)."""
+    return sa.make_url(url).update_query_dict({"options": f"-csearch_path={schema}"}) \
+        .render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def pg_schema_url(pg_url: str) -> Iterator[str]:
+    """A PostgreSQL URL bound to a fresh schema, dropped (CASCADE) after the test."""
+    schema = f"test_storage_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(pg_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))  # generated name, not user input
+    try:
+        yield with_search_path(pg_url, schema)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'crawl.db'}"
+    return request.getfixturevalue("pg_schema_url")
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    with Store(db_url) as s:
+        yield s
+
+
+def doc(url: str, **extra) -> dict:
+    row = {"url": url, "canonical_url": url, "title": "T", "text": "some text", "status": 200,
+           "content_type": "text/html", "fetched_at": "2026-01-02T03:04:05Z"}
+    row.update(extra)
+    return row
+
+
+def drop(url: str, **extra) -> dict:
+    row = {"url": url, "reason": "near_duplicate", "duplicate_of": "http://a.test/kept",
+           "distance": 2, "simhash": 2**64 - 1, "duplicate_simhash": 2**63}
+    row.update(extra)
+    return row
+
+
+# --- fingerprints -----------------------------------------------------------------------------
+
+@given(st.integers(min_value=0, max_value=2**64 - 1))
+def test_signed_form_round_trips_and_fits_bigint(value: int) -> None:
+    signed = to_signed64(value)
+    assert -(2**63) <= signed < 2**63
+    assert to_unsigned64(signed) == value
+
+
+@pytest.mark.parametrize("bad", [-1, 2**64])
+def test_signed_form_refuses_out_of_range(bad: int) -> None:
+    with pytest.raises(ValueError, match="64-bit"):
+        to_signed64(bad)
+
+
+def test_top_bit_fingerprints_round_trip(store: Store) -> None:
+    rows = [doc(f"http://a.test/{i}", simhash=v) for i, v in enumerate(TOP_BIT_VALUES)]
+    rows.append(doc("http://a.test/none", simhash=None))
+    store.write_batch(rows, [drop("http://a.test/d", simhash=2**64 - 1, duplicate_simhash=2**63)])
+    got = {url: fp for url, _, _, fp in store.iter_fingerprints()}
+    assert got == {r["url"]: r["simhash"] for r in rows}
+    assert store.document_by_url("http://a.test/3").simhash == 2**63
+    record = store.dropped_by_url("http://a.test/d")
+    assert (record.simhash, record.duplicate_simhash) == (2**64 - 1, 2**63)
+    with store.engine.connect() as conn:  # on disk: the signed form
+        raw = conn.execute(sa.text("SELECT simhash FROM documents WHERE url = :u"),
+                           {"u": "http://a.test/5"}).scalar_one()
+    assert raw == -1
+
+
+# --- writes -----------------------------------------------------------------------------------
+
+def test_upsert_updates_instead_of_failing(store: Store) -> None:
+    store.upsert_documents([doc("http://a.test/p", title="old", simhash=1)])
+    first = store.document_by_url("http://a.test/p")
+    store.upsert_documents([doc("http://a.test/p", title="new", simhash=2**63)])
+    again = store.document_by_url("http://a.test/p")
+    assert store.count_documents() == 1
+    assert (again.id, again.title, again.simhash) == (first.id, "new", 2**63)
+    assert again.updated_at >= first.updated_at
+
+
+def test_one_batch_may_hold_the_same_url_twice(store: Store) -> None:
+    # PostgreSQL refuses ON CONFLICT touching one row twice in a statement: the last row wins.
+    written = store.upsert_documents([doc("http://a.test/x", title="1"),
+                                      doc("http://a.test/x", title="2")])
+    assert written == 1
+    assert store.document_by_url("http://a.test/x").title == "2"
+
+
+def test_write_batch_is_one_transaction(store: Store) -> None:
+    with pytest.raises(StorageError) as info:
+        store.write_batch([doc("http://a.test/ok")], [drop("http://a.test/bad", reason=None)])
+    assert not info.value.transient
+    assert store.count_documents() == 0  # the document went with the refused drop record
+
+
+def test_text_is_made_storable(store: Store) -> None:
+    store.upsert_documents([doc("http://a.test/n", text="a\x00b\ud800c", title="t\x00",
+                                content_type="text/html; " + "x" * 400)])
+    page = store.document_by_url("http://a.test/n")
+    assert (page.text, page.title) == ("ab?c", "t")
+    assert len(page.content_type) == 255
+
+
+def test_unknown_columns_are_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="unknown document column"):
+        store.upsert_documents([doc("http://a.test/u", html="<p>")])
+
+
+def test_crawl_rows(store: Store) -> None:
+    crawl_id = store.start_crawl("web", ["https://a.test/"], {"SIMHASH_MAX_DISTANCE": 3})
+    store.upsert_documents([doc("http://a.test/c", crawl_id=crawl_id)])
+    started = datetime.now(UTC)
+    store.finish_crawl(crawl_id, "finished", {"start_time": started, "item_scraped_count": 1,
+                                              "ratio": float("nan")})
+    row = store.crawl(crawl_id)
+    assert store.latest_crawl().id == crawl_id
+    assert (row.spider, row.seeds, row.finish_reason) == ("web", ["https://a.test/"], "finished")
+    assert row.settings == {"SIMHASH_MAX_DISTANCE": 3}
+    assert row.stats == {"start_time": started.isoformat(), "item_scraped_count": 1,
+                         "ratio": "nan"}
+    assert row.finished_at.tzinfo is not None and row.finished_at >= row.started_at
+    assert store.count_documents(crawl_id) == 1 and store.count_documents(crawl_id + 1) == 0
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+def test_iter_fingerprints_streams_in_insertion_order(store: Store) -> None:
+    rows = [doc(f"http://a.test/{i}", simhash=i * 7, content_hash=f"h{i}") for i in range(25)]
+    store.upsert_documents(rows)
+    batches = list(store.iter_fingerprint_batches(batch_size=10))
+    assert [len(b) for b in batches] == [10, 10, 5]
+    assert [fp for b in batches for *_, fp in b] == [i * 7 for i in range(25)]
+    assert next(iter(store.iter_fingerprints())) == ("http://a.test/0", "http://a.test/0",
+                                                     "h0", 0)
+
+
+def test_dropped_filters_and_order(store: Store) -> None:
+    c1 = store.start_crawl("web")
+    c2 = store.start_crawl("web")
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    store.insert_dropped([
+        drop("http://a.test/1", distance=0, reason="exact_duplicate", crawl_id=c1, dropped_at=t0),
+        drop("https://a.test:8080/2", distance=3, crawl_id=c1, dropped_at=t0 + timedelta(1)),
+        drop("http://b.test/3", distance=1, crawl_id=c2, dropped_at=t0 + timedelta(2)),
+        drop("http://a_test/4", distance=1, crawl_id=c2, dropped_at=t0 + timedelta(3)),
+    ])
+    urls = lambda rows: [r.url[-1] for r in rows]  # noqa: E731
+    assert urls(store.dropped()) == ["4", "3", "2", "1"]  # newest first
+    assert urls(store.dropped(c1)) == ["2", "1"]
+    assert urls(store.dropped(reason="exact_duplicate")) == ["1"]
+    assert urls(store.dropped(host="A.test")) == ["2", "1"]
+    assert urls(store.dropped(host="a_test")) == ["4"]  # "_" is no LIKE wildcard here
+    assert urls(store.dropped(min_distance=1, max_distance=2)) == ["4", "3"]
+    assert urls(store.dropped(since="2026-01-02T12:00:00")) == ["4", "3"]
+    assert urls(store.dropped(limit=1)) == ["4"]
+    assert store.count_dropped(c2, min_distance=1) == 2
+    assert store.dropped_by_url("http://nowhere.test/") is None
+    assert store.dropped_by_url("http://b.test/3").as_dict()["crawl_id"] == c2
+
+
+def test_document_by_url_falls_back_to_canonical(store: Store) -> None:
+    store.upsert_documents([doc("http://A.test/x?utm_source=1", canonical_url="http://a.test/x")])
+    assert store.document_by_url("http://a.test/x").url == "http://A.test/x?utm_source=1"
+    assert store.document_by_url("http://a.test/y") is None
+
+
+# --- schema versions --------------------------------------------------------------------------
+
+def test_migrations_create_the_schema_and_record_the_version(store: Store) -> None:
+    assert store.schema_revision() is None or store.schema_revision() == migrations.head()
+    store.check()
+    assert store.schema_revision() == migrations.head() == "0001"
+    tables = set(sa.inspect(store.engine).get_table_names())
+    assert {"documents", "dropped", "crawls", "alembic_version"} <= tables
+    with store.engine.connect() as conn:  # the migration builds exactly the models' schema
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+    store.check()  # idempotent, on a new Store too
+    with Store(store.sa_url) as again:
+        again.check()
+        assert again.schema_revision() == "0001"
+
+
+def test_a_newer_schema_is_refused(store: Store) -> None:
+    store.check()
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = 'ffff'"))
+    with Store(store.sa_url) as newer, pytest.raises(StorageError) as info:
+        newer.check()
+    assert "ffff" in str(info.value) and "newer than this dedup-crawler" in str(info.value)
+
+
+def test_create_false_refuses_a_missing_or_empty_database(tmp_path) -> None:
+    missing = f"sqlite:///{tmp_path / 'none.db'}"
+    with Store(missing, create=False) as s, pytest.raises(StorageError, match="no crawl database"):
+        s.check()
+    assert not (tmp_path / "none.db").exists()
+    (tmp_path / "empty.db").touch()
+    with Store(f"sqlite:///{tmp_path / 'empty.db'}", create=False) as s, \
+            pytest.raises(StorageError, match="holds no crawl database"):
+        s.count_documents()
+
+
+def test_sqlite_uses_wal(tmp_path) -> None:
+    with Store(f"sqlite:///{tmp_path / 'w.db'}") as s:
+        s.check()
+        with s.engine.connect() as conn:
+            assert conn.execute(sa.text("PRAGMA journal_mode")).scalar_one() == "wal"
+            assert conn.execute(sa.text("PRAGMA busy_timeout")).scalar_one() > 0
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+def test_unreachable_postgres_is_one_line_with_the_password_masked() -> None:
+    with pytest.raises(StorageError) as info:
+        check_storage({"STORAGE_URL": "postgresql+psycopg://bot:s3cret@127.0.0.1:1/crawl"})
+    message = str(info.value)
+    assert "\n" not in message and "s3cret" not in message
+    assert "postgresql+psycopg://bot:***@127.0.0.1:1/crawl" in message
+    assert "is the server at 127.0.0.1:1 running?" in message and "check STORAGE_URL" in message
+    assert info.value.transient
+
+
+@pytest.mark.postgres
+def test_missing_postgres_database_names_it(pg_url: str) -> None:
+    url = sa.make_url(pg_url).set(database="no_such_db_dedup", password="pw")
+    with pytest.raises(StorageError) as info:
+        check_storage({"STORAGE_URL": url.render_as_string(hide_password=False)})
+    assert "\n" not in str(info.value) and ":pw@" not in str(info.value)
+    assert "no_such_db_dedup" in str(info.value)
+
+
+def test_sqlite_in_a_missing_directory(tmp_path) -> None:
+    with pytest.raises(StorageError) as info:
+        check_storage({"STORAGE_URL": f"sqlite:///{tmp_path}/nope/crawl.db"})
+    assert "\n" not in str(info.value)
+    assert f"directory {tmp_path}/nope does not exist" in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["not a url", "mysql://u:pw@h/db", "postgres+nodriver://h/db"])
+def test_bad_urls_are_refused_by_validation(url: str) -> None:
+    with pytest.raises(config.SettingError, match="STORAGE_URL") as info:
+        validate({"STORAGE_URL": url})
+    assert "pw" not in str(info.value)
+
+
+@pytest.mark.parametrize(("name", "value"), [("STORAGE_BATCH_SIZE", 0),
+                                             ("STORAGE_BATCH_SECONDS", 0),
+                                             ("DROPPED_TEXT_MAX_CHARS", -1),
+                                             ("STORAGE_RETRY_TIMES", -1)])
+def test_storage_settings_validated(name: str, value: object) -> None:
+    with pytest.raises(config.SettingError, match=name):
+        config.validate_settings({name: value})
+
+
+def test_unknown_driver_is_a_storage_error() -> None:
+    with pytest.raises(StorageError, match="postgresql\\+nodriver"):
+        Store("postgresql+nodriver://u:pw@h/db")
+
+
+def test_mask_url_without_parsing() -> None:
+    assert mask_url("postgresql://u:pa:ss@h/db") == "postgresql://u:***@h/db"
+
+
+def test_dedup_settings_snapshot() -> None:
+    settings = {"SIMHASH_MAX_DISTANCE": 3, "URLNORM_STRIP_PARAMS": ("utm_*",),
+                "BOT_NAME": "x", "STORAGE_URL": "postgresql://u:pw@h/db"}
+    assert dedup_settings(settings) == {"SIMHASH_MAX_DISTANCE": 3,
+                                        "URLNORM_STRIP_PARAMS": ["utm_*"],
+                                        "STORAGE_URL": "postgresql://u:***@h/db"}
