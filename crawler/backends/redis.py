@@ -139,6 +139,7 @@ class _RedisBacked:
 
 _BLOOM_LUA = """
 local meta, fp, mode, grow = KEYS[1], ARGV[1], ARGV[2], ARGV[3] == '1'
+local shard_bits = tonumber(ARGV[4])
 local function b48(s, off)
   local v = 0
   for j = off, off + 5 do v = v * 256 + string.byte(s, j) end
@@ -153,8 +154,8 @@ for l = 0, active - 1 do
   local step, idx, all = h2 % m, h1 % m, true
   if step == 0 then step = 1 end
   for i = 1, k do
-    local key = meta .. ':' .. l .. ':' .. math.floor(idx / SHARD)
-    local off = idx % SHARD
+    local key = meta .. ':' .. l .. ':' .. math.floor(idx / shard_bits)
+    local off = idx % shard_bits
     if set then
       if redis.call('SETBIT', key, off, 1) == 0 then all = false end
     elseif redis.call('GETBIT', key, off) == 0 then
@@ -173,7 +174,7 @@ if grow and n >= tonumber(redis.call('HGET', meta, 'c' .. top)) and active < MAX
   redis.call('HSET', meta, 'active', active + 1)
 end
 return {0, count}
-""".replace("SHARD", str(SHARD_BITS)).replace("MAXL", str(MAX_LAYERS))
+""".replace("MAXL", str(MAX_LAYERS))
 
 
 class RedisSeenSet(_RedisBacked):
@@ -193,9 +194,11 @@ class RedisSeenSet(_RedisBacked):
         error_rate: float = defaults.BLOOM_ERROR_RATE,
         on_full: str = "grow",
         url: str = "",
+        shard_bits: int = SHARD_BITS,
     ) -> None:
         super().__init__(client, base + ":bloom", url)
         self.capacity, self.error_rate, self.on_full = capacity, error_rate, on_full
+        self.shard_bits = shard_bits
         self.full = False
         self.false_positives_avoided = 0
         self._warn_at = [math.ceil(f * capacity) for f in bloom.WARN_FRACTIONS]
@@ -204,10 +207,14 @@ class RedisSeenSet(_RedisBacked):
 
     @classmethod
     def from_settings(cls, settings: Any, **kwargs: Any) -> RedisSeenSet:
+        """From ``REDIS_URL``, the namespace and the Bloom settings; ``capacity=``,
+        ``error_rate=``, ``on_full=``, ``shard_bits=`` override; other keywords are unused."""
         options = bloom.read_settings(settings)
-        options.pop("verify", None)
+        if options.pop("verify"):
+            logger.warning("BLOOM_VERIFY is not available with DEDUP_BACKEND=redis: ignored")
         url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
-        options.update({k: v for k, v in kwargs.items() if k in ("capacity", "error_rate")})
+        wanted = ("capacity", "error_rate", "on_full", "shard_bits")
+        options.update({k: v for k, v in kwargs.items() if k in wanted})
         return cls(connect(url), namespace(settings), url=url, **options)
 
     def _layer_specs(self) -> dict[str, Any]:
@@ -226,7 +233,12 @@ class RedisSeenSet(_RedisBacked):
 
     def _create_or_check(self) -> None:
         wanted = json.dumps(
-            {"capacity": self.capacity, "error_rate": self.error_rate, "on_full": self.on_full},
+            {
+                "capacity": self.capacity,
+                "error_rate": self.error_rate,
+                "on_full": self.on_full,
+                "shard_bits": self.shard_bits,
+            },
             sort_keys=True,
         )
         if self._call("hsetnx", self.base, "config", wanted):
@@ -246,14 +258,16 @@ class RedisSeenSet(_RedisBacked):
     # --- the SeenSet protocol -------------------------------------------------------------
     def add(self, key: bytes) -> bool:
         present, count = self._run(
-            self._script, [self.base], [_fp16(key), "add", int(self.on_full == "grow")]
+            self._script,
+            [self.base],
+            [_fp16(key), "add", int(self.on_full == "grow"), self.shard_bits],
         )
         if not present and self._warn_at and count >= self._warn_at[0]:
             self._on_threshold(count)
         return bool(present)
 
     def __contains__(self, key: bytes) -> bool:
-        present, _ = self._run(self._script, [self.base], [_fp16(key), "test", 0])
+        present, _ = self._run(self._script, [self.base], [_fp16(key), "test", 0, self.shard_bits])
         return bool(present)
 
     def __len__(self) -> int:
@@ -280,7 +294,7 @@ class RedisSeenSet(_RedisBacked):
         """Fraction of set bits over every layer (BITCOUNT, a few ms per 100 MiB)."""
         layers, set_bits = self._layers(), 0
         for layer, (m, _, _) in enumerate(layers):
-            for shard in range((m + SHARD_BITS - 1) // SHARD_BITS):
+            for shard in range((m + self.shard_bits - 1) // self.shard_bits):
                 set_bits += self._call("bitcount", f"{self.base}:{layer}:{shard}")
         return set_bits / sum(m for m, _, _ in layers)
 

@@ -1,0 +1,220 @@
+"""Redis backends against the real server: Bloom behaviour, same decisions as local, atomicity."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from scrapy.settings import Settings
+
+from crawler.backends import make_content_index, make_seen_set
+from crawler.backends.local import LocalContentIndex, PageSignature
+from crawler.backends.redis import (
+    RedisContentIndex,
+    RedisSeenSet,
+    RedisUnavailable,
+    clear_namespace,
+    connect,
+    mask_url,
+)
+from tests.test_backends_local import chash, page, page_sequences
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def ns(redis_url):
+    """Settings for a fresh namespace on the real Redis; its keys are deleted afterwards."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    values = {"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name, "DEDUP_BACKEND": "redis"}
+    yield Settings(values)
+    clear_namespace(connect(redis_url), f"dedup:{name}")
+
+
+def fresh_keys(n: int) -> list[bytes]:
+    return [os.urandom(16) for _ in range(n)]
+
+
+# --- seen set ---------------------------------------------------------------------------------
+
+
+def test_seen_set_has_no_false_negatives_and_counts(ns):
+    seen = RedisSeenSet.from_settings(ns, capacity=5000, error_rate=0.001)
+    keys = fresh_keys(3000)
+    first = [seen.add(k) for k in keys]
+    assert sum(first) <= 10  # a new key reads as seen only by a false positive
+    assert all(seen.add(k) for k in keys)
+    assert all(k in seen for k in keys)
+    assert len(seen) == 3000 - sum(first)
+    assert seen.hashes == 10 and seen.bits > 3000 * 14
+    assert 0 < seen.fill_ratio < 0.5
+    seen.close()
+
+
+def test_seen_set_false_positive_rate_near_p(ns):
+    p = 0.01
+    seen = RedisSeenSet.from_settings(ns, capacity=4000, error_rate=p, on_full="stop")
+    for k in fresh_keys(4200):  # a false positive is not a new key: fill to capacity
+        seen.add(k)
+        if len(seen) >= 4000:
+            break
+    trials = 20_000
+    rate = sum(k in seen for k in fresh_keys(trials)) / trials
+    assert 0.4 * p < rate < 1.5 * p
+    assert seen.expected_false_positive_rate == pytest.approx(p, rel=0.3)
+    assert seen.full
+
+
+def test_seen_set_grows_past_capacity_and_shards(ns):
+    seen = RedisSeenSet.from_settings(ns, capacity=200, error_rate=0.01, shard_bits=1024)
+    keys = fresh_keys(1500)
+    for k in keys:
+        seen.add(k)
+    assert all(k in seen for k in keys)
+    layers = seen._layers()
+    assert len(layers) >= 3 and all(m > 1024 for m, _, _ in layers)  # several shards each
+    assert not seen.full
+    client = seen.client
+    assert client.exists(f"{seen.base}:0:1")  # layer 0, second shard
+    assert seen.expected_false_positive_rate < 0.02
+
+
+def test_seen_set_is_shared_and_refuses_other_sizing(ns):
+    a = make_seen_set(Settings({**ns.copy_to_dict(), "BLOOM_CAPACITY": 1000}))
+    b = make_seen_set(Settings({**ns.copy_to_dict(), "BLOOM_CAPACITY": 1000}))
+    assert isinstance(a, RedisSeenSet)
+    key = os.urandom(16)
+    assert a.add(key) is False
+    assert b.add(key) is True
+    with pytest.raises(ValueError, match="BLOOM_CAPACITY"):
+        make_seen_set(Settings({**ns.copy_to_dict(), "BLOOM_CAPACITY": 2000}))
+
+
+def test_short_keys_are_stretched(ns):
+    seen = RedisSeenSet.from_settings(ns, capacity=100)
+    assert seen.add(b"x") is False
+    assert b"x" in seen and b"y" not in seen
+
+
+# --- content index ----------------------------------------------------------------------------
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=page_sequences())
+def test_decisions_equal_local(ns, case):
+    k, pages = case
+    client = connect(ns["REDIS_URL"])
+    base = f"dedup:{ns['DEDUP_NAMESPACE']}"
+    clear_namespace(client, base)
+    remote = RedisContentIndex(client, base, k=k)
+    local = LocalContentIndex(k)
+    for p in pages:
+        assert remote.check_and_add(p) == local.check_and_add(p)
+    assert len(remote) == len(local)
+    clear_namespace(client, base)
+
+
+def test_load_is_idempotent_and_then_dedups(ns):
+    index = make_content_index(ns)
+    assert isinstance(index, RedisContentIndex)
+    records = [
+        ("http://old/1", "", chash(1), 2**64 - 1),
+        ("http://old/2", "http://old/2", chash(2), None),
+        ("http://old/1b", "http://old/1", chash(3), 2**63),
+    ]
+    assert index.load(records) == 3
+    assert index.load(records) == 2  # old/1 replaces old/1b, then old/1b replaces it back
+    assert index.load(records[1:]) == 0
+    assert len(index) == 2
+    assert index.check_and_add(page("http://new/a", 2, None)).url == "http://old/2"
+    match = index.check_and_add(page("http://new/b", 7, 2**63 + 1))
+    assert (match.reason, match.url, match.simhash, match.distance) == (
+        "near_duplicate",
+        "http://old/1b",
+        2**63,
+        1,
+    )
+
+
+def test_index_refuses_other_k(ns):
+    make_content_index(ns)
+    with pytest.raises(ValueError, match="SIMHASH_MAX_DISTANCE"):
+        make_content_index(Settings({**ns.copy_to_dict(), "SIMHASH_MAX_DISTANCE": 5}))
+
+
+def _race(url: str, base: str, pairs: int, worker: int, barrier, results) -> None:
+    index = RedisContentIndex(connect(url), base, k=3)
+    kept = 0
+    for i in range(pairs):
+        fp = (i * 0x9E3779B97F4A7C15) % 2**64
+        mine = fp ^ (1 << (worker * 20))  # the two pages are 2 bits apart: near duplicates
+        barrier.wait(timeout=20)
+        p = PageSignature(f"http://w{worker}/{i}", "", chash(1000 * worker + i), mine)
+        kept += index.check_and_add(p) is None
+    results.put(kept)
+
+
+def test_two_processes_never_both_keep_a_near_duplicate_pair(ns):
+    pairs = 40
+    base = f"dedup:{ns['DEDUP_NAMESPACE']}"
+    RedisContentIndex(connect(ns["REDIS_URL"]), base, k=3)  # create the namespace once
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    procs = [
+        ctx.Process(target=_race, args=(ns["REDIS_URL"], base, pairs, w, barrier, results))
+        for w in (0, 1)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    kept = results.get(timeout=5) + results.get(timeout=5)
+    assert kept == pairs
+    assert len(RedisContentIndex(connect(ns["REDIS_URL"]), base, k=3)) == pairs
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("factory", [make_seen_set, make_content_index])
+def test_unreachable_redis_is_one_named_error_with_masked_password(factory):
+    url = f"redis://:hunter2@127.0.0.1:{_closed_port()}/0"
+    with pytest.raises(RedisUnavailable) as info:
+        factory(Settings({"DEDUP_BACKEND": "redis", "REDIS_URL": url}))
+    text = str(info.value)
+    assert "hunter2" not in text
+    assert "redis://:***@127.0.0.1" in text
+    assert "REDIS_URL" in text
+
+
+def test_a_lost_connection_later_is_the_same_error(ns):
+    index = make_content_index(ns)
+    index.client.connection_pool.connection_kwargs["port"] = _closed_port()
+    index.client.connection_pool.reset()
+    with pytest.raises(RedisUnavailable):
+        index.check_and_add(page("http://a", 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("redis://user:pw@host:1/2", "redis://user:***@host:1/2"),
+        ("rediss://:pw@host/0", "rediss://:***@host/0"),
+    ],
+)
+def test_mask_url(url, masked):
+    assert mask_url(url) == masked
