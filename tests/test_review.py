@@ -40,7 +40,7 @@ def drop(url: str, kept: dict, reason: str, simhash: int, second: int, text: str
     row = {"url": url, "canonical_url": url, "reason": reason, "duplicate_of": kept["url"],
            "distance": (simhash ^ kept["simhash"]).bit_count(), "simhash": simhash,
            "duplicate_simhash": kept["simhash"],
-           "content_hash": kept["content_hash"] if reason == "exact_duplicate" else "other",
+           "content_hash": kept["content_hash"] if reason == "exact_duplicate" else "h-" + url,
            "title": kept["title"], "text": text, "dropped_at": T0 + timedelta(seconds=second)}
     row.update(extra)
     return row
