@@ -69,6 +69,7 @@ DEDUP_BACKEND = "local"  # "local" | "redis"
 DEDUP_BACKEND_CHOICES = ("local", "redis")
 REDIS_URL = "redis://127.0.0.1:6379/0"
 REDIS_KEY_PREFIX = "dedup"
+DEDUP_NAMESPACE: str | None = None  # Redis key namespace of one crawl; None means BOT_NAME
 
 # --- Seeds and scope (crawler.seeds, crawler.spiders.web) --------------------------------------
 SEED_DEFAULT_SCHEME = "https"

@@ -89,7 +89,11 @@ def connect(url: str) -> redis.Redis:
 def namespace(settings: config.SettingsLike) -> str:
     """``{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE or BOT_NAME}``."""
     prefix = str(settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
-    ns = settings.get("DEDUP_NAMESPACE") or settings.get("BOT_NAME") or defaults.BOT_NAME
+    ns = (
+        settings.get("DEDUP_NAMESPACE", defaults.DEDUP_NAMESPACE)
+        or settings.get("BOT_NAME")
+        or defaults.BOT_NAME
+    )
     return f"{prefix}:{ns}"
 
 
