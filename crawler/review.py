@@ -191,8 +191,8 @@ def _log_objects(path: Path) -> Iterator[dict[str, Any]]:
         try:
             yield from read_drop_log(path)
             return
-        except ValueError as exc:
-            raise ReviewError(f"drop log {path}: {exc}") from None
+        except ValueError as exc:  # DropLogError names the file and the line
+            raise ReviewError(f"damaged drop log: {exc}") from None
     yield from _read_jsonl(path)
 
 

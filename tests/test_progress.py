@@ -1,0 +1,140 @@
+"""crawler.progress.DedupProgress: progress numbers, the summary in stats and log, settings.
+
+Unit tests drive the extension through a real Scrapy crawler's stats collector and signals
+(``scrapy.utils.test.get_crawler``) with a hand-advanced clock; one real crawl checks that the
+summary reaches the log and the ``crawls`` row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from scrapy import signals
+from scrapy.signalmanager import SignalManager
+from scrapy.utils.test import get_crawler
+
+from crawler.config import SettingError, validate_settings
+from crawler.exceptions import DuplicatePage
+from crawler.progress import SUMMARY_PREFIX, DedupProgress, interval_setting
+from tests.conftest import run_crawl
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _dup(reason: str, distance: int) -> DuplicatePage:
+    return DuplicatePage("http://a.test/x", reason, "http://a.test/", distance)
+
+
+@pytest.fixture
+def wired() -> tuple[Any, DedupProgress, Clock]:
+    crawler = get_crawler(settings_dict={"DEDUP_PROGRESS_INTERVAL": 0})
+    crawler.signals = SignalManager(crawler)  # only this extension listens
+    clock = Clock()
+    ext = DedupProgress(crawler.stats, interval=0, clock=clock)
+    crawler.signals.connect(ext.item_dropped, signal=signals.item_dropped)
+    crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+    ext.spider_opened(None)
+    return crawler, ext, clock
+
+
+def _drop(crawler: Any, exc: BaseException) -> None:
+    crawler.signals.send_catch_log(signals.item_dropped, item={}, response=None, exception=exc,
+                                   spider=None)
+
+
+def test_progress_counts_drops_by_reason_and_rate(wired: tuple) -> None:
+    crawler, ext, clock = wired
+    stats = crawler.stats
+    for reason, distance in (("exact_duplicate", 0), ("near_duplicate", 2),
+                             ("near_duplicate", 3)):
+        _drop(crawler, _dup(reason, distance))
+    _drop(crawler, ValueError("not a duplicate"))  # other drops are not counted
+    stats.set_value("response_received_count", 40)
+    stats.set_value("item_scraped_count", 30)
+    stats.set_value("dupefilter/filtered", 12)
+    stats.set_value("dedup/bloom/fill_ratio", 0.0025)
+    clock.now += 10
+    p = ext.progress()
+    assert p == {"fetched": 40, "stored": 30, "exact": 1, "near": 2, "filtered": 12,
+                 "fill": 0.25, "rate": 4.0}
+    stats.set_value("response_received_count", 50)
+    stats.set_value("storage/documents", 35)  # committed rows win over items scraped
+    clock.now += 5
+    p = ext.progress()
+    assert p["rate"] == 2.0 and p["stored"] == 35
+
+
+def test_progress_line_is_logged(wired: tuple, caplog: pytest.LogCaptureFixture) -> None:
+    crawler, ext, clock = wired
+    crawler.stats.set_value("response_received_count", 7)
+    clock.now += 1
+    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+        ext.log_progress()
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    assert line == ("Dedup progress: 7 fetched, 0 stored, dropped 0 exact + 0 near, "
+                    "0 duplicate URLs filtered, Bloom 0.00% full, 7.0 pages/s")
+
+
+def test_summary_goes_to_stats_and_log(wired: tuple, caplog: pytest.LogCaptureFixture) -> None:
+    crawler, _, clock = wired
+    for _ in range(3):
+        _drop(crawler, _dup("near_duplicate", 1))
+    _drop(crawler, _dup("exact_duplicate", 0))
+    crawler.stats.set_value("response_received_count", 20)
+    crawler.stats.set_value("item_scraped_count", 16)
+    crawler.stats.set_value("dedup/bloom/urls", 25)
+    crawler.stats.set_value("dedup/bloom/capacity", 1000)
+    clock.now += 4
+    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+        crawler.signals.send_catch_log(signals.spider_closed, spider=None, reason="finished")
+    stats = crawler.stats.get_stats()
+    assert {k[len(SUMMARY_PREFIX):]: v for k, v in stats.items() if k.startswith(SUMMARY_PREFIX)
+            } == {"pages_fetched": 20, "pages_kept": 16, "pages_stored": 16,
+                  "exact_duplicate": 1, "near_duplicate": 3, "dropped": 4,
+                  "duplicate_rate": 0.2, "urls_filtered": 0, "bloom_fill_ratio": 0.0,
+                  "elapsed_seconds": 4.0, "pages_per_second": 5.0}
+    (block,) = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    assert block.startswith("Dedup summary (finished):")
+    assert "dropped by distance     0:1 1:3" in block
+    assert "duplicate rate          20.0% of decided pages" in block
+    assert "(25 URLs, capacity 1000)" in block
+
+
+@pytest.mark.parametrize("value", [-1, "soon", "-0.5"])
+def test_bad_interval_is_refused(value: object) -> None:
+    settings = {"DEDUP_PROGRESS_INTERVAL": value}
+    with pytest.raises(SettingError, match="DEDUP_PROGRESS_INTERVAL"):
+        interval_setting(settings)
+    with pytest.raises(SettingError, match="DEDUP_PROGRESS_INTERVAL"):
+        validate_settings(get_crawler(settings_dict=settings).settings)
+
+
+def test_interval_default_and_off() -> None:
+    assert interval_setting({}) == 30.0
+    ext = DedupProgress.from_crawler(get_crawler(settings_dict={"DEDUP_PROGRESS_INTERVAL": 0}))
+    ext.spider_opened(None)
+    assert ext.task is None  # no periodic line; the summary still runs at close
+
+
+def test_a_real_crawl_stores_the_summary(demo_server: Any, tmp_path: Any) -> None:
+    run = run_crawl(tmp_path / "run", urls=[demo_server.base_url + "/"],
+                    settings={"DEDUP_PROGRESS_INTERVAL": 0.05})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Dedup summary (finished):" in run.stderr
+    ((stats_text,),) = [tuple(r) for r in run.rows("SELECT stats FROM crawls")]
+    stats = json.loads(stats_text)
+    (stored,) = run.rows("SELECT COUNT(*) FROM documents")[0]
+    (dropped,) = run.rows("SELECT COUNT(*) FROM dropped")[0]
+    assert stats[SUMMARY_PREFIX + "pages_stored"] == stored > 0
+    assert stats[SUMMARY_PREFIX + "dropped"] == dropped
+    assert stats[SUMMARY_PREFIX + "pages_fetched"] == stats["response_received_count"]
+    assert run.stats[SUMMARY_PREFIX + "dropped"] == dropped  # STATS_FILE has it too
