@@ -12,7 +12,8 @@ Behaviour:
 * Early skip (``DEDUP_EARLY_SKIP``, default on): a link whose fingerprint the dupefilter already
   holds never becomes a ``Request`` — the costly part of a crawl where most links are already
   seen. The check is read-only; the dupefilter stays the one authority that records a URL as seen.
-  Skipped links are counted as ``dedup/links_skipped_seen``.
+  Skipped links are counted as ``dedup/links_skipped_seen``; in-scope links as
+  ``dedup/links_extracted``; ``javascript:``/``mailto:``/... links as ``dedup/links_not_http``.
 * One :class:`~crawler.items.PageItem` per HTML response; other responses (and failures) send
   :data:`crawler.signals.request_finished` so the JOBDIR journal knows they are done.
 """
@@ -120,7 +121,7 @@ class WebSpider(Spider):
         base = get_base_url(response)
         seen_check = self._seen_check()
         stats = self.crawler.stats
-        skipped = dropped = 0
+        extracted = skipped = dropped = 0
         for element in root.iter("a", "area"):
             href = element.get("href")
             if not href:
@@ -136,11 +137,13 @@ class WebSpider(Spider):
                 continue
             if canonical_host(canonical) not in self.hosts:
                 continue
+            extracted += 1
             if seen_check is not None and seen_check(fingerprint_url(canonical)):
                 skipped += 1
                 continue
             yield self._request(urljoin(base, href).split("#", 1)[0], canonical)
         if stats is not None:
+            stats.inc_value("dedup/links_extracted", extracted)
             if skipped:
                 stats.inc_value("dedup/links_skipped_seen", skipped)
             if dropped:
