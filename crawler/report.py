@@ -119,26 +119,35 @@ class Neighbours:
 
 
 def neighbours(simhashes: list[int | None], radius: int) -> Neighbours:
-    """Exact nearest distances and within-``radius`` earlier neighbours (numpy, chunked)."""
+    """Exact nearest distances and within-``radius`` earlier neighbours (numpy, chunked).
+
+    Each unordered pair is compared once: a chunk of rows against every later column, the
+    column minimum folded into the later pages' nearest distance.
+    """
     n = len(simhashes)
-    present = np.array([s is not None for s in simhashes], dtype=bool)
-    index = np.flatnonzero(present)
+    index = np.flatnonzero(np.array([s is not None for s in simhashes], dtype=bool))
     values = np.array([simhashes[i] for i in index], dtype=np.uint64)
-    nearest = np.full(n, _NO_NEIGHBOUR, dtype=np.uint8)
-    earlier: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     m = len(values)
-    rows = max(1, _CHUNK_CELLS // max(m, 1))
-    for start in range(0, m, rows):
+    nearest_c = np.full(m, _NO_NEIGHBOUR, dtype=np.uint8)
+    earlier: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    start = 0
+    while start < m:
+        rows = max(1, _CHUNK_CELLS // (m - start))
         block = values[start:start + rows]
-        dist = np.bitwise_count(block[:, None] ^ values[None, :]).astype(np.uint8)
+        dist = np.bitwise_count(block[:, None] ^ values[None, start:])
         own = np.arange(len(block))
-        dist[own, start + own] = _NO_NEIGHBOUR  # a page is not its own neighbour
-        if m > 1:
-            nearest[index[start:start + len(block)]] = dist.min(axis=1)
-        ii, jj = np.nonzero(dist <= radius)
-        for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
-            if j < start + i:
-                earlier[int(index[start + i])].append((int(index[j]), int(dist[i, j])))
+        dist[own, own] = _NO_NEIGHBOUR  # a page is not its own neighbour
+        np.minimum(nearest_c[start:start + len(block)], dist.min(axis=1),
+                   out=nearest_c[start:start + len(block)])
+        np.minimum(nearest_c[start:], dist.min(axis=0), out=nearest_c[start:])
+        width = m - start
+        for flat in np.flatnonzero(dist <= radius).tolist():
+            i, j = divmod(flat, width)
+            if j > i:  # page start+j comes after page start+i
+                earlier[int(index[start + j])].append((int(index[start + i]), int(dist[i, j])))
+        start += len(block)
+    nearest = np.full(n, _NO_NEIGHBOUR, dtype=np.uint8)
+    nearest[index] = nearest_c
     return Neighbours(nearest, earlier)
 
 
