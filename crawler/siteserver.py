@@ -15,6 +15,7 @@ mid-response is ignored.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,7 +32,14 @@ NOT_FOUND = (
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Buffered writes (flushed once per response by the base class) and TCP_NODELAY: headers and
+    # body written separately would meet Nagle + delayed ACK and add ~40 ms to every response.
+    wbufsize = -1
     server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_GET(self) -> None:
         self._answer(send_body=True)

@@ -5,7 +5,8 @@ Pages are ``/`` and ``/p/0`` … ``/p/{pages-1}``, generated lazily on first acc
 ``i`` links ``/p/{i+1}`` (every page is reachable) and ``links_per_page - 1`` random others, so
 after the first few percent of a crawl almost every extracted link is already seen. Spellings:
 ``/p/j`` (55%), relative ``j`` (20%), ``../p/j`` (10%), ``{base}/p/j`` (8%), ``/p/j#s`` (5%),
-``/p/j?utm_source=feed`` (2%, a tracking parameter: a stock crawler fetches it a second time).
+``/p/j?utm_source=feed`` (2% of the links to every 25th page: a stock crawler fetches those
+pages twice).
 Every page has its own ~80 words of text. ``aliases`` is left empty (there are ~500 k link
 spellings); :meth:`Site.canonical_of` maps any request target to its page.
 """
@@ -24,7 +25,7 @@ _SPELLINGS = (
     (0.85, "../p/{j}"),
     (0.93, "{{base}}/p/{j}"),
     (0.98, "/p/{j}#s"),
-    (1.00, "/p/{j}?utm_source=feed"),
+    (1.00, "/p/{j}?utm_source=feed"),  # only for every 25th page (see _spell)
 )
 
 
@@ -77,6 +78,8 @@ class LazyPages(Mapping[str, Page]):
 def _spell(r: float, j: int) -> str:
     for cut, spelling in _SPELLINGS:
         if r < cut:
+            if "utm_" in spelling and j % 25:
+                break  # trackers on a few pages only, or a stock crawler fetches everything twice
             return spelling.format(j=j)
     return f"/p/{j}"
 

@@ -1,0 +1,213 @@
+"""``scrapy demo``: crawl the built-in demo site and say what the dedup did.
+
+Starts :func:`crawler.sitegen.demo_site` on 127.0.0.1 (ephemeral port), runs
+``scrapy crawl web -a urls=http://localhost:PORT/`` in a subprocess from the project root with the
+project's own settings — only ``DOWNLOAD_DELAY=0`` and AutoThrottle off, as a local site needs —
+plus any ``-s NAME=VALUE`` given to ``scrapy demo``, and writes into ``--out`` (default ``demo/``):
+
+* ``crawl.db`` — the SQLite crawl database (``STORAGE_URL``);
+* ``dropped.jsonl`` — the drop log (``DROPPED_LOG``);
+* ``stats.json`` — the final Scrapy stats (``STATS_FILE``);
+* ``crawl.log`` — the crawl's log (``LOG_FILE``).
+
+Those four files are deleted first unless ``--keep`` is given (then the crawl adds to them and
+the Bloom/SimHash state of earlier runs applies as ``SIMHASH_PERSIST`` says). Then it prints the
+summary (pages fetched, stored, duplicate URLs filtered, pages dropped by reason, next to what the
+site really contains) and the commands to review the result. Exit status: the crawl's own (0 on
+success).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+if TYPE_CHECKING:
+    import argparse
+
+    from crawler.sitegen import Site
+
+OUTPUTS = ("crawl.db", "crawl.db-wal", "crawl.db-shm", "dropped.jsonl", "stats.json", "crawl.log")
+LOCAL_SITE_SETTINGS = {"DOWNLOAD_DELAY": "0", "AUTOTHROTTLE_ENABLED": "False"}
+CRAWL_TIMEOUT = 600  # seconds; the demo crawl takes a few
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "[--out DIR] [--keep] [--seed N]"
+
+    def short_desc(self) -> str:
+        return "Crawl the built-in demo site (duplicates included) and summarize the dedup"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        group = parser.add_argument_group("Demo")
+        group.add_argument("--out", default="demo", help="output directory (default: demo)")
+        group.add_argument("--keep", action="store_true", help="keep earlier results in --out")
+        group.add_argument("--seed", type=int, default=0, help="demo site seed (default: 0)")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if args:
+            raise UsageError(f"scrapy demo takes no arguments, got {' '.join(args)!r}")
+        # Imported here: Scrapy imports every project command for every `scrapy` invocation.
+        from crawler.sitegen import demo_site
+        from crawler.siteserver import SiteServer
+
+        out = Path(opts.out).resolve()
+        try:
+            prepare_output(out, keep=opts.keep)
+        except OSError as exc:
+            raise UsageError(
+                f"--out {opts.out}: cannot use it as the demo directory ({exc})"
+            ) from None
+        site = demo_site(opts.seed)
+        with SiteServer(site) as server:
+            print(f"Demo site: {len(site.canonical_pages)} pages at {server.base_url}/")
+            print(f"Crawling it into {display(out)}/ (log: {display(out / 'crawl.log')}) ...")
+            sys.stdout.flush()
+            code = run_crawl(server.base_url + "/", out, list(opts.set or []))
+            fetched = sum(server.hits.values())
+        if code != 0:
+            print(f"The crawl failed (exit {code}); see {display(out / 'crawl.log')}.")
+            self.exitcode = code
+            return
+        # Without stats.json the database and the drop log still tell most of the story.
+        print(summary(site, read_json(out / "stats.json") or {}, out, fetched))
+
+
+def prepare_output(out: Path, keep: bool) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    if not keep:
+        for name in OUTPUTS:
+            (out / name).unlink(missing_ok=True)
+
+
+def crawl_args(base_url: str, out: Path, extra: list[str] | None = None) -> list[str]:
+    """The ``scrapy crawl web`` command line; ``extra`` (``NAME=VALUE``, from ``-s``) wins."""
+    settings = {
+        **LOCAL_SITE_SETTINGS,
+        "STORAGE_URL": f"sqlite:///{out / 'crawl.db'}",
+        "DROPPED_LOG": str(out / "dropped.jsonl"),
+        "STATS_FILE": str(out / "stats.json"),
+        "LOG_FILE": str(out / "crawl.log"),
+    }
+    args = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"urls={base_url}"]
+    for name, value in settings.items():
+        args += ["-s", f"{name}={value}"]
+    for item in extra or []:
+        args += ["-s", item]
+    return args
+
+
+def run_crawl(base_url: str, out: Path, extra: list[str] | None = None) -> int:
+    """Run the crawl from the project root; its messages go to our stderr, its log to a file."""
+    import subprocess
+
+    from scrapy.utils.conf import closest_scrapy_cfg
+
+    root = Path(closest_scrapy_cfg()).parent
+    try:
+        proc = subprocess.run(crawl_args(base_url, out, extra), cwd=root, env=dict(os.environ),
+                              timeout=CRAWL_TIMEOUT, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        print(f"The crawl did not finish in {CRAWL_TIMEOUT} s.", file=sys.stderr)
+        return 1
+    return proc.returncode
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def count_documents(db: Path) -> int | None:
+    """Rows of ``documents`` in the crawl database, or ``None`` if there is none to read."""
+    import sqlite3
+
+    if not db.exists():
+        return None
+    try:
+        with sqlite3.connect(db.as_uri() + "?mode=ro", uri=True) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+    except sqlite3.Error:
+        return None
+
+
+def drops_by_reason(log: Path) -> dict[str, int]:
+    """Count the drop log's records per reason (a torn last line is skipped)."""
+    import json
+
+    counts: dict[str, int] = {}
+    if not log.exists():
+        return counts
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            reason = json.loads(line).get("reason", "?")
+        except (ValueError, AttributeError):
+            continue
+        counts[reason] = counts.get(reason, 0) + 1
+    return counts
+
+
+def display(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _stat(stats: dict[str, Any], *names: str) -> int:
+    return sum(int(stats.get(name) or 0) for name in names)
+
+
+def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
+    """The text printed after the crawl: what happened next to what the site contains."""
+    db = out / "crawl.db"
+    stored = count_documents(db)
+    drops = drops_by_reason(out / "dropped.jsonl") or {
+        r: _stat(stats, f"dedup/{r}") for r in ("exact_duplicate", "near_duplicate")
+    }
+    filtered = _stat(stats, "dupefilter/filtered")
+    skipped = _stat(stats, "dedup/links_skipped_seen")
+    traps = sum(int(v or 0) for k, v in stats.items() if "trap" in k and k.count("/") == 1)
+    rows = [
+        ("pages fetched", _stat(stats, "downloader/response_count") or requests,
+         "HTTP responses, robots.txt and 404s included"),
+        ("pages stored", "?" if stored is None else stored,
+         f"the site has {len(site.distinct_pages)} distinct pages"),
+        ("duplicate URLs filtered", filtered + skipped,
+         f"dupefilter {filtered} + skipped before a request {skipped}"),
+        ("dropped as exact_duplicate", drops.get("exact_duplicate", 0),
+         f"the site has {len(site.exact_duplicates)} byte-identical copies"),
+        ("dropped as near_duplicate", drops.get("near_duplicate", 0),
+         f"the site has {len(site.near_duplicates)} advert/date mirrors"),
+    ]  # fmt: skip
+    lines = [f"Demo crawl finished ({stats.get('finish_reason', '?')})", ""]
+    lines += [f"  {name:<28}{value!s:>6}   ({note})" for name, value, note in rows]
+    lines.append(
+        f"  {'also':<28}off-site links {_stat(stats, 'offsite/filtered')}, "
+        f"robots.txt {_stat(stats, 'robotstxt/forbidden')}, trap links {traps}, "
+        f"404s {_stat(stats, 'downloader/response_status_count/404')}"
+    )
+    lines += [
+        "",
+        f"Results in {display(out)}/: crawl.db, dropped.jsonl, stats.json, crawl.log",
+        "Review them:",
+        f"  scrapy dropped --db {display(db)}",
+        f"  scrapy dedupreport --db {display(db)} -o {display(out / 'report.html')}",
+    ]
+    return "\n".join(lines)
