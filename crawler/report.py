@@ -13,8 +13,11 @@ seeded as kept (never counted, never dropped).
   page of the population (kept or dropped), by an exact numpy pass (XOR + popcount, chunked).
 * **What-if**: for each threshold t in 0..k+3 the pipeline's greedy rule replayed in decision
   order: a page whose content hash equals a kept page's is an exact duplicate; else a page with
-  a SimHash within t bits of a kept page's is a near duplicate; else it is kept. At the crawl's
-  own k this reproduces the recorded decisions (``mismatches`` counts pages where it does not).
+  a SimHash within t bits of a kept page's is a near duplicate; else it is kept. Distances are
+  the stored fingerprints' corrected by the crawl's record (:func:`effective_edges`: a drop's
+  recorded match counts at its recorded distance; two kept pages within k count as k + 1), so
+  at the crawl's own k the replay reproduces the recorded decisions (``mismatches`` counts the
+  pages where it does not, e.g. a drop whose kept page was deleted).
 * **Near misses**: pairs of kept pages at distance k+1..k+3: what a looser threshold would drop.
 
 Exact up to :data:`EXACT_LIMIT` pages; above that the distances and the what-if use a uniform
@@ -60,6 +63,8 @@ class Population:
     simhashes: list[int | None] = field(default_factory=list)
     #: kept | exact_duplicate | near_duplicate | prior (a document of another crawl)
     status: list[str] = field(default_factory=list)
+    #: a dropped page's recorded match: (duplicate_of URL, distance); (None, None) otherwise
+    matches: list[tuple[str | None, int | None]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.urls)
@@ -76,6 +81,7 @@ def load_population(db: CrawlDB, crawl_id: int, persist: bool) -> Population:
     docs = db._rows(sa.select(d.c.url, d.c.content_hash, d.c.simhash, d.c.fetched_at,
                               d.c.crawl_id, d.c.id))
     drops = db._rows(sa.select(x.c.url, x.c.reason, x.c.simhash, x.c.dropped_at, x.c.id,
+                               x.c.duplicate_of, x.c.distance,
                                *([x.c.content_hash] if "content_hash" in x.c else []))
                      .where(x.c.crawl_id == crawl_id))
     entries = []
@@ -95,6 +101,7 @@ def load_population(db: CrawlDB, crawl_id: int, persist: bool) -> Population:
         pop.content_hashes.append(row.get("content_hash"))
         pop.simhashes.append(review.unsigned64(row.get("simhash")))
         pop.status.append(status)
+        pop.matches.append((row.get("duplicate_of"), row.get("distance")))
     return pop
 
 
@@ -104,7 +111,7 @@ def sample_population(pop: Population, limit: int, seed: int = 0) -> Population:
         return pop
     keep = sorted(random.Random(seed).sample(range(len(pop)), limit))
     out = Population()
-    for name in ("urls", "hosts", "content_hashes", "simhashes", "status"):
+    for name in ("urls", "hosts", "content_hashes", "simhashes", "status", "matches"):
         values = getattr(pop, name)
         setattr(out, name, [values[i] for i in keep])
     return out
@@ -151,7 +158,54 @@ def neighbours(simhashes: list[int | None], radius: int) -> Neighbours:
     return Neighbours(nearest, earlier)
 
 
-def replay(pop: Population, nb: Neighbours, threshold: int) -> list[str]:
+@dataclass
+class Edges:
+    """The distances the replay uses: per page, earlier pages within the radius."""
+
+    earlier: list[list[tuple[int, int]]]
+    nearest: list[int]  # per page, _NO_NEIGHBOUR when it has no fingerprint or no other page
+    adjusted: int  # kept pairs within k by stored fingerprints that the crawl judged distinct
+    unmatched: int  # dropped pages whose recorded match is not among the pages
+
+
+def effective_edges(pop: Population, nb: Neighbours, k: int) -> Edges:
+    """Stored-fingerprint distances corrected by what the crawl recorded.
+
+    The pipeline decides on fingerprints that may differ from the stored ones (template blocks
+    learnt later are refreshed in the index only) and on rules beyond distance (a host's first
+    pages). So: a dropped page's recorded match and distance are an edge as recorded; two kept
+    pages within k by stored fingerprints were judged distinct, so their distance counts as
+    k + 1 (at least that). With this the replay at the crawl's own k reproduces its decisions.
+    """
+    position = {url: i for i, url in enumerate(pop.urls) if pop.status[i] in ("kept", "prior")}
+    earlier = [list(found) for found in nb.earlier]
+    adjusted = unmatched = 0
+    for i, found in enumerate(earlier):
+        if pop.status[i] in ("kept", "prior"):
+            for n, (j, d) in enumerate(found):
+                if d <= k and pop.status[j] in ("kept", "prior") and "kept" in (
+                        pop.status[i], pop.status[j]):
+                    found[n] = (j, k + 1)
+                    adjusted += 1
+        url, distance = pop.matches[i]
+        if pop.status[i] in review.REASONS and url is not None:
+            j = position.get(url)
+            if j is None or j > i:
+                unmatched += 1
+            else:
+                found[:] = [(a, d) for a, d in found if a != j] + [(j, int(distance or 0))]
+    # Every stored pair within the radius is an edge, so a page with an edge takes its nearest
+    # distance from its edges (corrected); a page without keeps the numpy pass's value.
+    incident: dict[int, int] = {}
+    for i, found in enumerate(earlier):
+        for j, d in found:
+            incident[i] = min(incident.get(i, d), d)
+            incident[j] = min(incident.get(j, d), d)
+    nearest = [incident.get(i, int(v)) for i, v in enumerate(nb.nearest)]
+    return Edges(earlier, nearest, adjusted, unmatched)
+
+
+def replay(pop: Population, earlier: list[list[tuple[int, int]]], threshold: int) -> list[str]:
     """The pipeline's greedy decisions at ``threshold``: a status per page (prior stays)."""
     kept_hashes: set[str] = set()
     kept = [False] * len(pop)
@@ -163,7 +217,7 @@ def replay(pop: Population, nb: Neighbours, threshold: int) -> list[str]:
         elif content and content in kept_hashes:
             decision = "exact_duplicate"
         elif pop.simhashes[i] is not None and any(
-                kept[j] and d <= threshold for j, d in nb.earlier[i]):
+                kept[j] and d <= threshold for j, d in earlier[i]):
             decision = "near_duplicate"
         else:
             decision = "kept"
@@ -199,7 +253,7 @@ def build_report(db: CrawlDB, crawl_id: int | None = None, *, exact_limit: int =
                                  "nothing to report")
     sample = sample_population(pop, exact_limit, seed)
     radius = min(64, k + WHATIF_EXTRA)
-    nb = neighbours(sample.simhashes, radius)
+    edges = effective_edges(sample, neighbours(sample.simhashes, radius), k)
     dropped = counts["exact_duplicate"] + counts["near_duplicate"]
     return {
         "crawl": _crawl_info(crawl),
@@ -217,9 +271,9 @@ def build_report(db: CrawlDB, crawl_id: int | None = None, *, exact_limit: int =
         "by_host": _by_host(pop),
         "sample": {"exact": len(sample) == len(pop), "pages": len(pop),
                    "sample_size": len(sample), "limit": exact_limit, "seed": seed},
-        "histogram": _histogram(sample, nb, k),
-        "what_if": _what_if(sample, nb, k, radius),
-        "near_misses": _near_misses(sample, nb, k, radius, db_arg),
+        "histogram": _histogram(sample, edges, k),
+        "what_if": _what_if(sample, edges, k, radius),
+        "near_misses": _near_misses(sample, edges, k, radius, db_arg),
         "stats": {key: value for key, value in sorted(crawl["stats"].items())
                   if key.startswith(("dedup/", "dupefilter/", "storage/"))
                   or key in ("item_scraped_count", "item_dropped_count",
@@ -246,7 +300,7 @@ def _by_host(pop: Population) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["pages"], r["host"]))
 
 
-def _histogram(pop: Population, nb: Neighbours, k: int) -> dict[str, Any]:
+def _histogram(pop: Population, edges: Edges, k: int) -> dict[str, Any]:
     kept: Counter[int] = Counter()
     dropped: Counter[int] = Counter()
     without = isolated = 0
@@ -256,7 +310,7 @@ def _histogram(pop: Population, nb: Neighbours, k: int) -> dict[str, Any]:
         if pop.simhashes[i] is None:
             without += 1
             continue
-        distance = int(nb.nearest[i])
+        distance = edges.nearest[i]
         if distance == _NO_NEIGHBOUR:
             isolated += 1
         else:
@@ -267,11 +321,11 @@ def _histogram(pop: Population, nb: Neighbours, k: int) -> dict[str, Any]:
             "without_fingerprint": without, "isolated": isolated}
 
 
-def _what_if(pop: Population, nb: Neighbours, k: int, radius: int) -> dict[str, Any]:
+def _what_if(pop: Population, edges: Edges, k: int, radius: int) -> dict[str, Any]:
     actual = sum(s in review.REASONS for s in pop.status)
     rows, mismatches = [], 0
     for t in range(radius + 1):
-        decisions = replay(pop, nb, t)
+        decisions = replay(pop, edges.earlier, t)
         c = Counter(decisions)
         drops = c["exact_duplicate"] + c["near_duplicate"]
         rows.append({"threshold": t, "dropped": drops, "exact_duplicate": c["exact_duplicate"],
@@ -279,15 +333,16 @@ def _what_if(pop: Population, nb: Neighbours, k: int, radius: int) -> dict[str, 
                      "change": drops - actual, "actual": t == k})
         if t == k:
             mismatches = sum(a != b for a, b in zip(decisions, pop.status, strict=True))
-    return {"actual_dropped": actual, "rows": rows, "mismatches": mismatches}
+    return {"actual_dropped": actual, "rows": rows, "mismatches": mismatches,
+            "adjusted_pairs": edges.adjusted, "unmatched_drops": edges.unmatched}
 
 
-def _near_misses(pop: Population, nb: Neighbours, k: int, radius: int,
+def _near_misses(pop: Population, edges: Edges, k: int, radius: int,
                  db_arg: str | None) -> dict[str, Any]:
     import shlex
 
     pairs = []
-    for i, found in enumerate(nb.earlier):
+    for i, found in enumerate(edges.earlier):
         for j, distance in found:
             both_kept = {pop.status[i], pop.status[j]} <= {"kept", "prior"}
             if k < distance <= radius and both_kept and "kept" in (pop.status[i], pop.status[j]):
@@ -468,9 +523,14 @@ def _what_if_section(data: dict[str, Any], k: int) -> str:
                    {0, 1, 2, 3, 4, 5}, "what-if", attrs)
     note = (f"Replayed greedily in fetch order, as the pipeline decides; the highlighted row "
             f"is this crawl's k = {k} ({w['actual_dropped']} pages actually dropped).")
+    if w["adjusted_pairs"]:
+        note += (f" {w['adjusted_pairs']} kept pair(s) are within k by their stored fingerprints "
+                 "but were judged distinct by the crawl (fingerprints refreshed after template "
+                 "learning, or a host's first pages): they count as k + 1 bits.")
     if w["mismatches"]:
         note += (f" {w['mismatches']} page(s) decided differently in the replay than in the "
-                 "crawl (stored fingerprints changed, rows deleted, or a sample).")
+                 f"crawl ({w['unmatched_drops']} drop(s) whose kept page is not in this crawl's "
+                 "rows: deleted, re-crawled later, or outside the sample).")
     return table + f'<p class="note">{_e(note)}</p>'
 
 

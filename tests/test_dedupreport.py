@@ -309,3 +309,23 @@ def test_report_errors(cli: Any, tmp_path: Path) -> None:  # noqa: F811
     assert code == 1 and "unknown crawl 7" in err
     with CrawlDB.open(str(info["path"])) as db, pytest.raises(ReviewError):
         report.build_report(db, 7)
+
+
+def test_kept_pairs_within_k_count_as_k_plus_1(tmp_path: Path) -> None:
+    """The crawl kept two pages 1 bit apart (its fingerprints differed): replay still agrees."""
+    import sqlite3
+
+    from crawler.storage import to_signed64
+
+    info = build_db(tmp_path / "crawl.db")
+    p3 = info["docs"][3]["simhash"]
+    with sqlite3.connect(info["path"]) as conn:
+        conn.execute("UPDATE documents SET simhash = ? WHERE url = ?",
+                     (to_signed64(p3 ^ 1), info["docs"][0]["url"]))
+    with CrawlDB.open(str(info["path"])) as db:
+        data = report.build_report(db)
+    w = data["what_if"]
+    assert w["adjusted_pairs"] == 1 and w["mismatches"] == 0
+    assert [r["dropped"] for r in w["rows"]] == [1, 1, 3, 3, 4, 4, 4]
+    assert data["near_misses"]["count"] == 1
+    assert data["near_misses"]["listed"][0]["distance"] == 4
