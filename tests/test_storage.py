@@ -179,6 +179,10 @@ def test_iter_fingerprints_streams_in_insertion_order(store: Store) -> None:
     assert [fp for b in batches for *_, fp in b] == [i * 7 for i in range(25)]
     assert next(iter(store.iter_fingerprints())) == ("http://a.test/0", "http://a.test/0",
                                                      "h0", 0)
+    crawl_id = store.start_crawl("web")
+    store.upsert_documents([doc("http://a.test/3", simhash=2**64 - 1, crawl_id=crawl_id)])
+    assert list(store.iter_fingerprints(crawl_id)) == [("http://a.test/3", "http://a.test/3",
+                                                        None, 2**64 - 1)]
 
 
 def test_dropped_filters_and_order(store: Store) -> None:
