@@ -1,0 +1,114 @@
+"""``scrapy demo`` end to end: a real crawl of the demo site in a subprocess, then its outputs."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from crawler.sitegen import demo_site
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def run_demo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "demo", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    proc = run_demo("--out", str(out))
+    return proc, out
+
+
+def site_key(url: str) -> str | None:
+    parts = urlsplit(url)
+    return demo_site().canonical_of(parts.path + ("?" + parts.query if parts.query else ""))
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def summary_value(stdout: str, label: str) -> int:
+    match = re.search(rf"^\s+{re.escape(label)}\s+(\d+)", stdout, re.MULTILINE)
+    assert match, f"{label!r} missing from the summary:\n{stdout}"
+    return int(match.group(1))
+
+
+def test_demo_exits_zero_and_prints_summary(demo_run):
+    proc, out = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    db, report = out / "crawl.db", out / "report.html"
+    expected = [
+        "pages fetched", "pages stored", "duplicate URLs filtered", "dropped as exact_duplicate",
+        "dropped as near_duplicate", f"scrapy dropped --db {db}",
+        f"scrapy dedupreport --db {db} -o {report}",
+    ]  # fmt: skip
+    for text in expected:
+        assert text in proc.stdout
+    for name in ("crawl.db", "dropped.jsonl", "crawl.log"):
+        assert (out / name).exists(), name
+
+
+def test_stored_pages_are_the_distinct_pages(demo_run):
+    proc, out = demo_run
+    site = demo_site()
+    stored = [site_key(u) for (u,) in rows(out / "crawl.db", "SELECT canonical_url FROM documents")]
+    assert None not in stored
+    assert len(stored) == len(set(stored))  # no page stored twice under two spellings
+    assert set(stored) <= site.canonical_pages
+    assert summary_value(proc.stdout, "pages stored") == len(stored)
+    # Every distinct page is kept; of each original + mirrors + copies group exactly one.
+    groups = site.duplicate_groups()
+    grouped = set().union(*groups.values())
+    assert site.distinct_pages - set(groups) <= set(stored)
+    for original, members in groups.items():
+        assert len(members & set(stored)) == 1, (original, members & set(stored))
+    assert len(stored) == len(site.distinct_pages)
+    assert not set(stored) & (site.non_html | site.broken | site.disallowed)
+    assert grouped <= site.canonical_pages
+
+
+def test_dropped_pages_logged_and_counted(demo_run):
+    proc, out = demo_run
+    site = demo_site()
+    records = [json.loads(line) for line in (out / "dropped.jsonl").read_text().splitlines()]
+    dropped = {site_key(r["url"]) for r in records}
+    duplicates = set(site.near_duplicates) | set(site.exact_duplicates)
+    originals = set(site.duplicate_groups())
+    assert dropped <= duplicates | originals
+    assert len(records) == len(duplicates)
+    by_reason = {r: sum(1 for x in records if x["reason"] == r)
+                 for r in ("exact_duplicate", "near_duplicate")}  # fmt: skip
+    assert summary_value(proc.stdout, "dropped as exact_duplicate") == by_reason["exact_duplicate"]
+    assert summary_value(proc.stdout, "dropped as near_duplicate") == by_reason["near_duplicate"]
+    assert summary_value(proc.stdout, "duplicate URLs filtered") >= len(site.aliases)
+
+
+def test_keep_adds_a_crawl_without_duplicating_documents(demo_run, tmp_path):
+    _, out = demo_run
+    before = rows(out / "crawl.db", "SELECT COUNT(*) FROM documents")[0][0]
+    again = run_demo("--out", str(out), "--keep")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert rows(out / "crawl.db", "SELECT COUNT(*) FROM crawls")[0][0] == 2
+    assert rows(out / "crawl.db", "SELECT COUNT(*) FROM documents")[0][0] == before
+
+
+def test_bad_usage_exits_non_zero_without_crawling(tmp_path):
+    proc = run_demo("surplus-argument", "--out", str(tmp_path / "x"))
+    assert proc.returncode == 2
+    assert "takes no arguments" in proc.stderr + proc.stdout
+    assert not (tmp_path / "x" / "crawl.db").exists()
