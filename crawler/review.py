@@ -403,26 +403,37 @@ class CrawlDB:
         )
 
     def dropped_row(self, url: str) -> dict[str, Any] | None:
-        """The newest ``dropped`` row for ``url`` (matched on url, then canonical_url)."""
+        """The newest ``dropped`` row for ``url``: on url, then canonical_url (also normalized)."""
         t = self.dropped_table
-        for column in ("url", "canonical_url"):
-            if column not in t.c:
-                continue
-            query = sa.select(t).where(t.c[column] == url)
+        for column, value in _lookups(url, t):
+            query = sa.select(t).where(t.c[column] == value)
             rows = self._rows(query.order_by(t.c.dropped_at.desc(), t.c.id.desc()).limit(1))
             if rows:
                 return rows[0]
         return None
 
     def document(self, url: str) -> dict[str, Any] | None:
-        """The ``documents`` row for ``url`` (matched on url, then canonical_url)."""
+        """The ``documents`` row for ``url``: on url, then canonical_url (also normalized)."""
         t = self.documents
-        for column in ("url", "canonical_url"):
-            if column in t.c:
-                rows = self._rows(sa.select(t).where(t.c[column] == url).limit(1))
-                if rows:
-                    return rows[0]
+        for column, value in _lookups(url, t):
+            rows = self._rows(sa.select(t).where(t.c[column] == value).limit(1))
+            if rows:
+                return rows[0]
         return None
+
+
+def _lookups(url: str, table: sa.Table) -> list[tuple[str, str]]:
+    """Where to look a URL up: as given, then its canonical form (as the crawl keyed it)."""
+    out = [(c, url) for c in ("url", "canonical_url") if c in table.c]
+    try:
+        from crawler.urlnorm import normalize_url
+
+        canonical = normalize_url(url)
+    except (ImportError, ValueError):
+        return out
+    if canonical != url:
+        out += [(c, canonical) for c in ("canonical_url", "url") if c in table.c]
+    return out
 
 
 # --- explain: one decision, side by side -----------------------------------------------------

@@ -215,3 +215,9 @@ def test_log_reader_refuses_a_bad_line_in_the_middle(tmp_path: Path) -> None:
         review.read_log(log)
     with pytest.raises(ReviewError, match="does not exist"):
         review.read_log(tmp_path / "none.jsonl")
+
+
+def test_explain_finds_a_url_spelled_differently(db_info: dict[str, Any]) -> None:
+    with CrawlDB.open(str(db_info["path"])) as db:
+        e = review.explain(db, "HTTP://SITE.test:80/mirror/p1.html#top")
+    assert e.dropped.url == ORIGIN + "/mirror/p1.html"
