@@ -131,6 +131,7 @@ VALIDATED_MODULES = (
     "crawler.middlewares.links",
     "crawler.backends",
     "crawler.progress",
+    "crawler.pipelines.neardup",
 )
 
 

@@ -136,8 +136,8 @@ def _remove_boilerplate(tree: LexborHTMLParser) -> None:
         node.decompose()
 
 
-def extract(html: str, url: str = "", *, stem: bool = False) -> PageText:
-    """Title, visible text, fingerprint blocks and their tokens of one page."""
+def extract(html: str, url: str = "", *, stem: bool = False, tokenize: bool = True) -> PageText:
+    """Title, visible text, fingerprint blocks and (unless not ``tokenize``) their tokens."""
     tree = _parse(html)
     title = _title(tree)
     _prepare(tree)
@@ -145,7 +145,7 @@ def extract(html: str, url: str = "", *, stem: bool = False) -> PageText:
     _remove_boilerplate(tree)
     blocks = _lines(tree)
     toks: list[str] = []
-    for block in blocks:
+    for block in blocks if tokenize else ():
         toks.extend(tokens(block, stem=stem))
     return PageText(url=url, title=title, text=text, blocks=blocks, tokens=toks)
 

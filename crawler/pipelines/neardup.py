@@ -1,0 +1,287 @@
+"""``NearDuplicatePipeline``: drops exact copies and near duplicates before storage.
+
+For each :class:`~crawler.items.PageItem`, in this order:
+
+1. ``binary`` pages (a body that is not text although served as HTML): counted
+   (``dedup/binary``), text emptied, passed through unfingerprinted.
+2. :func:`crawler.text.extract` gives the visible text and the fingerprint blocks (boilerplate
+   regions left out); :class:`crawler.template.TemplateFilter` removes the host's learned
+   template blocks; the rest is tokenized.
+3. The content hash (:func:`crawler.simhash.content_hash`) is taken of the whole visible text,
+   so exact copies match whatever the template learning knows. A page without any visible text
+   (empty, script-only) is hashed by its whitespace-collapsed markup instead
+   (``dedup/empty``): text-less pages are exact copies only when their markup is.
+4. Fewer than ``SIMHASH_MIN_TOKENS`` tokens: exact copies only (``dedup/too_short``; no
+   SimHash, so near-empty pages never match each other). Otherwise the 64-bit SimHash of the
+   tokens (``SIMHASH_SHINGLE``-word shingles).
+5. The content index (``DEDUP_BACKEND``: :mod:`crawler.backends.local` or Redis) decides and
+   records atomically: exact copy (``exact_duplicate``, distance 0), else nearest page within
+   ``SIMHASH_MAX_DISTANCE`` bits (``near_duplicate``), else kept. On a host with fewer than
+   ``TemplateFilter.min_pages`` kept pages (its template unknown), a near match on the same host
+   is confirmed only if the page adds fewer than ``YOUNG_OWN_TOKENS`` tokens of its own to it.
+6. A duplicate raises :class:`~crawler.exceptions.DuplicatePage`, is counted
+   (``dedup/<reason>``, ``dedup/distance/<d>``) and appended to ``DROPPED_LOG``. A kept page gets
+   ``content_hash`` and ``simhash``, and teaches the template filter; fingerprints of earlier
+   pages whose blocks became template are recomputed and re-recorded in the index
+   (``dedup/template/refreshed``).
+
+With ``SIMHASH_PERSIST`` (default True) the index is loaded at open from the stored documents
+(``crawler.storage.Store.iter_fingerprints``), so a second crawl drops pages duplicating the
+first crawl's. Limit: ``documents.simhash`` keeps the fingerprint a page had when it was kept;
+the refresh of step 6 updates the index only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from itemadapter import ItemAdapter
+from scrapy.utils.asyncio import run_in_thread
+
+from crawler import config, defaults
+from crawler.backends import make_content_index
+from crawler.backends.local import PageSignature
+from crawler.droplog import DropLog
+from crawler.exceptions import NEAR_DUPLICATE, DuplicatePage
+from crawler.simhash import content_hash, features, fingerprint
+from crawler.template import KeptPage, TemplateFilter, block_hash
+from crawler.text import extract, normalize, tokens
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+    from crawler.backends import ContentIndex
+    from crawler.backends.local import Match
+
+logger = logging.getLogger(__name__)
+
+#: A page of a young host adding at least this many tokens of its own is distinct.
+YOUNG_OWN_TOKENS = 15
+#: ... unless its own tokens overlap the other page's own tokens at least this much (Jaccard).
+YOUNG_MAX_OVERLAP = 0.5
+#: Blocks shorter than this (in tokens) are "short" (see :func:`main_tokens`).
+SHORT_BLOCK_TOKENS = 12
+
+
+def main_tokens(per_block: list[list[str]], min_tokens: int) -> list[str]:
+    """Tokens of the long blocks when they hold most of the text, else of every block.
+
+    Blocks of fewer than :data:`SHORT_BLOCK_TOKENS` tokens (datelines, bylines, text adverts,
+    captions) are left out when the long blocks hold at least ``min_tokens`` tokens and at least
+    half of all tokens, so a changed date or advert does not move a short page's fingerprint.
+    """
+    long_blocks = [toks for toks in per_block if len(toks) >= SHORT_BLOCK_TOKENS]
+    long_count = sum(map(len, long_blocks))
+    total = sum(map(len, per_block))
+    chosen = long_blocks if long_count >= min_tokens and 2 * long_count >= total else per_block
+    return [t for toks in chosen for t in toks]
+
+
+def young_distinct(content: list[tuple[int, str]], kept: KeptPage) -> bool:
+    """Whether a page is distinct from a kept page of its young host (template unknown).
+
+    Blocks both pages hold are set aside (they may be template). The page is distinct when
+    its remaining blocks hold at least :data:`YOUNG_OWN_TOKENS` tokens and those tokens are not
+    mostly the kept page's remaining tokens (multiset Jaccard below :data:`YOUNG_MAX_OVERLAP`:
+    an edited paragraph is the same paragraph, a different post is not).
+    """
+    ours = kept.hashes()
+    mine = {h for h, _ in content}
+    own = Counter(t for h, b in content if h not in ours for t in tokens(b))
+    if sum(own.values()) < YOUNG_OWN_TOKENS:
+        return False
+    theirs = Counter(t for h, b in kept.blocks if h not in mine for t in tokens(b))
+    union = sum((own | theirs).values())
+    return sum((own & theirs).values()) < YOUNG_MAX_OVERLAP * union
+
+
+def validate(settings: config.SettingsLike) -> tuple[int, int, bool]:
+    """``(SIMHASH_MIN_TOKENS, SIMHASH_SHINGLE, SIMHASH_PERSIST)``, checked."""
+    min_tokens = config.get_int(settings, "SIMHASH_MIN_TOKENS", defaults.SIMHASH_MIN_TOKENS, 0)
+    shingle = config.get_int(settings, "SIMHASH_SHINGLE", defaults.SIMHASH_SHINGLE, 1, 8)
+    persist = config.get_bool(settings, "SIMHASH_PERSIST", defaults.SIMHASH_PERSIST)
+    return min_tokens, shingle, persist
+
+
+config.register(validate)
+
+
+class NearDuplicatePipeline:
+    """Exact and near-duplicate dropping (see the module docstring)."""
+
+    def __init__(
+        self,
+        index: ContentIndex,
+        *,
+        min_tokens: int = defaults.SIMHASH_MIN_TOKENS,
+        shingle: int = defaults.SIMHASH_SHINGLE,
+        templates: TemplateFilter | None = None,
+        droplog: DropLog | None = None,
+        stats: StatsCollector | None = None,
+        store_factory: Any = None,
+    ) -> None:
+        self.index = index
+        self.min_tokens = min_tokens
+        self.shingle = shingle
+        self.templates = templates
+        self.droplog = droplog
+        self.stats = stats
+        self.store_factory = store_factory  # () -> Store, for SIMHASH_PERSIST
+        self.crawler: Crawler | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NearDuplicatePipeline:
+        settings = crawler.settings
+        min_tokens, shingle, persist = validate(settings)
+        path = settings.get("DROPPED_LOG", defaults.DROPPED_LOG)
+        store_factory = None
+        if persist:
+            from crawler.storage import Store
+
+            def store_factory() -> Store:
+                return Store.from_settings(settings)
+
+        pipe = cls(
+            make_content_index(settings, crawler=crawler),
+            min_tokens=min_tokens,
+            shingle=shingle,
+            templates=TemplateFilter(),
+            droplog=DropLog(path) if path else None,
+            stats=crawler.stats,
+            store_factory=store_factory,
+        )
+        pipe.crawler = crawler
+        return pipe
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    async def open_spider(self) -> None:
+        if self.store_factory is not None:
+            loaded = await run_in_thread(self.load_stored)
+            logger.info("content index: %d stored fingerprints loaded", loaded)
+
+    def load_stored(self) -> int:
+        """Load every stored document into the index (blocking; run off the reactor)."""
+        store = self.store_factory()
+        try:
+            loaded = self.index.load(store.iter_fingerprints())  # type: ignore[attr-defined]
+        finally:
+            store.close()
+        self._inc("dedup/loaded", loaded)
+        return loaded
+
+    async def close_spider(self) -> None:
+        self.index.close()
+        if self.droplog is not None:
+            self.droplog.close()
+
+    # --- items ----------------------------------------------------------------------------------
+    async def process_item(self, item: Any) -> Any:
+        return self.check(item)
+
+    def check(self, item: Any) -> Any:
+        """Return ``item`` with ``content_hash``/``simhash`` set, or raise DuplicatePage."""
+        page = ItemAdapter(item)
+        if page.get("binary"):
+            self._inc("dedup/binary")
+            page["text"] = ""
+            return item
+        url = page["url"]
+        canonical = page.get("canonical_url") or url
+        host = (urlsplit(canonical).hostname or "").lower()
+        html = page.get("html") or ""
+        text = extract(html, url, tokenize=False)
+        hashes = [block_hash(b) for b in text.blocks]
+        content = self._content(host, text.blocks, hashes)
+        chash = self._content_hash(text.text, html)
+        simhash = self._simhash(content)
+        if simhash is None:
+            self._inc("dedup/too_short")
+        signature = PageSignature(url, canonical, chash, simhash)
+        match = self.index.check_and_add(signature)
+        if match is not None and self._young_distinct(host, match, content):
+            self.index.load([(url, canonical, chash, simhash)])  # type: ignore[attr-defined]
+            match = None
+        if match is not None:
+            self._drop(signature, match)
+        page["content_hash"] = chash
+        page["simhash"] = simhash
+        self._inc("dedup/kept")
+        self._learn(host, hashes, KeptPage(url, canonical, chash, content, simhash))
+        return item
+
+    def _content(
+        self, host: str, blocks: list[str], hashes: list[int]
+    ) -> list[tuple[int, str]]:
+        if self.templates is None:
+            return list(zip(hashes, blocks, strict=True))
+        return self.templates.content(host, blocks, hashes)
+
+    def _simhash(self, content: list[tuple[int, str]]) -> int | None:
+        """SimHash of the main blocks; None below ``min_tokens`` tokens."""
+        per_block = [tokens(block) for _, block in content]
+        toks = main_tokens(per_block, self.min_tokens)
+        if len(toks) < max(self.min_tokens, 1):
+            return None
+        return fingerprint(features(toks, self.shingle))
+
+    def _content_hash(self, text: str, html: str) -> str:
+        if text.strip():
+            return content_hash(text)
+        self._inc("dedup/empty")
+        return content_hash("\x00markup\x00" + normalize(html))
+
+    def _young_distinct(self, host: str, match: Match, content: list[tuple[int, str]]) -> bool:
+        """On a young host, a near match with enough text of its own is a distinct page."""
+        templates = self.templates
+        if templates is None or match.reason != NEAR_DUPLICATE or not templates.is_young(host):
+            return False
+        kept = next((k for k in templates.recent(host) if k.url == match.url), None)
+        if kept is None or not young_distinct(content, kept):
+            return False
+        self._inc("dedup/template/young_distinct")
+        return True
+
+    def _drop(self, signature: PageSignature, match: Match) -> None:
+        exc = DuplicatePage(
+            url=signature.url,
+            reason=match.reason,
+            duplicate_of=match.url,
+            distance=match.distance,
+            simhash=signature.simhash,
+            duplicate_simhash=match.simhash,
+        )
+        self._inc(f"dedup/{match.reason}")
+        self._inc(f"dedup/distance/{match.distance}")
+        if self.droplog is not None:
+            self.droplog.write_drop(exc, self._crawl_id())
+        raise exc
+
+    def _learn(self, host: str, hashes: list[int], kept: KeptPage) -> None:
+        if self.templates is None:
+            return
+        stale = self.templates.learn(host, kept, hashes)
+        for page in stale:
+            simhash = self._simhash(page.blocks)
+            if simhash != page.simhash:
+                page.simhash = simhash
+                record = (page.url, page.canonical_url, page.content_hash, simhash)
+                self.index.load([record])  # type: ignore[attr-defined]
+                self._inc("dedup/template/refreshed")
+
+    # --- helpers --------------------------------------------------------------------------------
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(key, count)
+
+    def _crawl_id(self) -> int | None:
+        crawler = self.crawler
+        if crawler is None:
+            return None
+        crawl_id = getattr(crawler, "dedup_crawl_id", None)
+        if crawl_id is None and crawler.stats is not None:
+            crawl_id = crawler.stats.get_value("dedup/crawl_id")
+        return crawl_id

@@ -1,0 +1,147 @@
+"""Per-host template learning: text blocks repeated across a host's kept pages are boilerplate.
+
+A *block* is one line of :attr:`crawler.text.PageText.blocks`, compared after
+:func:`crawler.text.normalize`. For each host the filter counts on how many *kept* pages each
+block appears; a block on at least ``min_pages`` kept pages is template and stays out of the
+fingerprint. Only kept pages teach it, so a run of mirrors cannot turn the text they share with
+their original into template.
+
+Order matters, and the filter is built for it:
+
+* **Young host** (fewer than ``min_pages`` kept pages): no block can be template yet, so a new
+  page's fingerprint still holds the template and is close to every other page of the host. The
+  pipeline then asks :meth:`TemplateFilter.own_tokens`: a page adding fewer than a handful of
+  tokens of its own to an earlier kept page of its host is that page's near duplicate; otherwise
+  it is distinct, whatever the SimHash says.
+* **Refresh**: when a block becomes template, the fingerprints of the host's recent kept pages
+  (the last ``recent_pages``) that contain it are stale; :meth:`learn` returns those pages with
+  their blocks updated, and the pipeline recomputes and re-records their fingerprints, so early
+  pages are not left fingerprinted on template text.
+
+Limits: the state is per process (each crawler process learns on its own) and in memory only,
+so a new crawl starts young again on every host. At most ``max_hosts`` hosts are tracked (least
+recently used forgotten) and ``max_blocks`` block counts per host (blocks seen once are pruned
+first). A block that becomes template late refreshes only the last ``recent_pages`` pages.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import xxhash
+
+from crawler.text import normalize
+
+__all__ = ["KeptPage", "TemplateFilter", "block_hash"]
+
+
+def block_hash(block: str) -> int:
+    """64-bit hash of a block's normalized text."""
+    return xxhash.xxh3_64_intdigest(normalize(block).encode("utf-8", "surrogatepass"))
+
+
+@dataclass
+class KeptPage:
+    """A kept page as the filter remembers it: its non-template blocks when last fingerprinted."""
+
+    url: str
+    canonical_url: str
+    content_hash: str
+    blocks: list[tuple[int, str]]
+    simhash: int | None = None
+
+    def hashes(self) -> set[int]:
+        return {h for h, _ in self.blocks}
+
+
+@dataclass
+class _Host:
+    counts: dict[int, int] = field(default_factory=dict)
+    kept: int = 0
+    recent: deque[KeptPage] = field(default_factory=deque)
+
+
+class TemplateFilter:
+    """Learns each host's template from its kept pages (see the module docstring)."""
+
+    def __init__(
+        self,
+        min_pages: int = 3,
+        recent_pages: int = 16,
+        max_hosts: int = 1000,
+        max_blocks: int = 100_000,
+    ) -> None:
+        if min_pages < 2:
+            raise ValueError(f"min_pages must be >= 2, got {min_pages!r}")
+        self.min_pages = min_pages
+        self.recent_pages = recent_pages
+        self.max_hosts = max_hosts
+        self.max_blocks = max_blocks
+        self._hosts: OrderedDict[str, _Host] = OrderedDict()
+
+    def _host(self, host: str) -> _Host:
+        state = self._hosts.get(host)
+        if state is None:
+            state = self._hosts[host] = _Host(recent=deque(maxlen=self.recent_pages))
+            if len(self._hosts) > self.max_hosts:
+                self._hosts.popitem(last=False)
+        else:
+            self._hosts.move_to_end(host)
+        return state
+
+    def is_young(self, host: str) -> bool:
+        """True while the host has fewer than ``min_pages`` kept pages (no template known)."""
+        return self._host(host).kept < self.min_pages
+
+    def content(
+        self, host: str, blocks: Sequence[str], hashes: Sequence[int]
+    ) -> list[tuple[int, str]]:
+        """``(hash, text)`` of the blocks that are not template on ``host``, in page order.
+
+        ``hashes`` are the :func:`block_hash` of ``blocks``.
+        """
+        counts = self._host(host).counts
+        limit = self.min_pages
+        return [(h, b) for h, b in zip(hashes, blocks, strict=True) if counts.get(h, 0) < limit]
+
+    def recent(self, host: str) -> list[KeptPage]:
+        """The host's most recently kept pages (at most ``recent_pages``), oldest first."""
+        return list(self._host(host).recent)
+
+    @staticmethod
+    def own_blocks(blocks: Iterable[tuple[int, str]], other: KeptPage) -> list[str]:
+        """Texts of ``blocks`` that ``other`` does not hold."""
+        theirs = other.hashes()
+        return [text for h, text in blocks if h not in theirs]
+
+    def learn(self, host: str, page: KeptPage, all_hashes: Iterable[int]) -> list[KeptPage]:
+        """Count a kept page's blocks; return recent pages whose blocks just became template.
+
+        ``all_hashes`` are the hashes of every block of the page (template included);
+        ``page.blocks`` its non-template blocks. The returned pages (``page`` itself may be one)
+        have the new template blocks removed and need a new fingerprint.
+        """
+        state = self._host(host)
+        state.kept += 1
+        fresh: set[int] = set()
+        counts = state.counts
+        for h in set(all_hashes):
+            counts[h] = counts.get(h, 0) + 1
+            if counts[h] == self.min_pages:
+                fresh.add(h)
+        if len(counts) > self.max_blocks:
+            state.counts = {h: c for h, c in counts.items() if c > 1}
+        state.recent.append(page)
+        return self._strip(state.recent, fresh) if fresh else []
+
+    @staticmethod
+    def _strip(pages: Iterable[KeptPage], template: set[int]) -> list[KeptPage]:
+        changed = []
+        for kept in pages:
+            blocks = [(h, t) for h, t in kept.blocks if h not in template]
+            if len(blocks) != len(kept.blocks):
+                kept.blocks = blocks
+                changed.append(kept)
+        return changed

@@ -1,0 +1,375 @@
+"""NearDuplicatePipeline with the real LocalContentIndex, real generated sites, real SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+from scrapy.exceptions import DropItem
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+
+from crawler import config
+from crawler.backends.local import LocalContentIndex
+from crawler.config import SettingError
+from crawler.droplog import DropLog, read_drop_log
+from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE, DuplicatePage
+from crawler.items import PageItem
+from crawler.logformatter import DedupLogFormatter
+from crawler.pipelines.neardup import NearDuplicatePipeline, main_tokens
+from crawler.simhash import hamming
+from crawler.sitegen import demo_site, template_site
+from crawler.template import TemplateFilter
+from crawler.text import is_binary, visible_text
+
+BASE = "http://site.test"
+
+
+class Stats(Counter):
+    """The two StatsCollector methods the pipeline calls."""
+
+    def inc_value(self, key: str, count: int = 1) -> None:
+        self[key] += count
+
+    def get_value(self, key: str) -> Any:
+        return self.get(key)
+
+
+def make_item(url: str, body: bytes, content_type: str = "text/html; charset=utf-8") -> PageItem:
+    """A PageItem built from a real HtmlResponse the way the web spider builds it."""
+    response = HtmlResponse(url, body=body, headers={"Content-Type": content_type})
+    binary = is_binary(body)
+    html = "" if binary else response.text
+    return PageItem(
+        url=url, status=200, content_type=content_type, title="",
+        text="" if binary else visible_text(html), html=html, depth=0, referer=None,
+        fetched_at="2026-12-02T00:00:00+00:00", canonical_url=url,
+        encoding=None if binary else response.encoding, binary=binary,
+    )  # fmt: skip
+
+
+def pipeline(**kwargs: Any) -> NearDuplicatePipeline:
+    kwargs.setdefault("templates", TemplateFilter())
+    return NearDuplicatePipeline(LocalContentIndex(k=kwargs.pop("k", 3)), stats=Stats(), **kwargs)
+
+
+def run_site(pipe: NearDuplicatePipeline, site: Any, paths: list[str]) -> dict[str, Any]:
+    """Feed pages in ``paths`` order; path -> "kept" or the DuplicatePage."""
+    outcome: dict[str, Any] = {}
+    for path in paths:
+        body = site.render(site.pages[path], BASE)
+        try:
+            pipe.check(make_item(BASE + path, body))
+            outcome[path] = "kept"
+        except DuplicatePage as exc:
+            outcome[path] = exc
+    return outcome
+
+
+def html_paths(site: Any) -> list[str]:
+    return sorted(p for p, page in site.pages.items() if page.content_type.startswith("text/html"))
+
+
+def assert_groups(site: Any, outcome: dict[str, Any]) -> None:
+    """Every distinct page kept; each duplicate group keeps exactly one page."""
+    groups = site.duplicate_groups()
+    grouped = set().union(*groups.values())
+    for path in site.distinct_pages - grouped:
+        if path in outcome:
+            assert outcome[path] == "kept", (path, outcome[path])
+    for original, members in groups.items():
+        kept = [p for p in members if outcome.get(p) == "kept"]
+        assert len(kept) == 1, (original, {p: str(outcome.get(p)) for p in members})
+        for member in members - set(kept):
+            exc = outcome[member]
+            assert exc.duplicate_of == BASE + kept[0]
+            want = EXACT_DUPLICATE if member in site.exact_duplicates or (
+                kept[0] in site.exact_duplicates) else NEAR_DUPLICATE  # fmt: skip
+            assert exc.reason == want or exc.reason == EXACT_DUPLICATE
+
+
+# --- the template-heavy site ------------------------------------------------------------------
+
+
+def _template_orders(site: Any) -> list[list[str]]:
+    paths = html_paths(site)
+    mirrors = list(site.near_duplicates.items())
+    orders = [paths, list(reversed(paths))]
+    orders += [random.Random(seed).sample(paths, len(paths)) for seed in range(3)]
+    # Adversarial: the host's first pages are an original and its mirror, then distinct pages.
+    mirror, original = mirrors[0]
+    rest = [p for p in paths if p not in (mirror, original)]
+    orders.append([original, mirror, *rest])
+    orders.append([rest[0], original, mirror, *rest[1:]])
+    orders.append([mirror, original, *rest])
+    return orders
+
+
+def test_template_site_fixture_is_what_the_test_needs() -> None:
+    site = template_site()
+    posts = [p for p in site.distinct_pages if p.startswith("/posts/")]
+    assert len(posts) >= 50 and len(site.near_duplicates) >= 6
+    for path in posts[:10]:
+        words = len(site.main_text[path].split())
+        total = len(visible_text(site.pages[path].body.decode()).split())
+        assert 40 <= words <= 130 and words <= 0.1 * total
+
+
+@pytest.mark.parametrize("order", range(8))
+def test_template_site_distinct_pages_kept_mirrors_dropped_in_any_order(order: int) -> None:
+    site = template_site()
+    paths = _template_orders(site)[order]
+    pipe = pipeline()
+    outcome = run_site(pipe, site, paths)
+    assert_groups(site, outcome)
+    dropped = [o for o in outcome.values() if o != "kept"]
+    assert len(dropped) == len(site.near_duplicates)
+    assert all(o.reason == NEAR_DUPLICATE for o in dropped)
+    assert pipe.stats["dedup/kept"] + len(dropped) == len(paths)
+
+
+def test_without_template_learning_the_template_site_collapses() -> None:
+    """The reason TemplateFilter exists: full-text fingerprints drop distinct posts."""
+    site = template_site()
+    outcome = run_site(pipeline(templates=None), site, html_paths(site))
+    wrongly = [p for p in site.distinct_pages if outcome.get(p, "kept") != "kept"]
+    assert len(wrongly) > len(site.distinct_pages) // 2
+
+
+# --- the demo site ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [None, 5])
+def test_demo_site_exact_and_near_duplicates(seed: int | None) -> None:
+    site = demo_site()
+    paths = html_paths(site)
+    if seed is not None:
+        random.Random(seed).shuffle(paths)
+    pipe = pipeline()
+    outcome = run_site(pipe, site, paths)
+    assert_groups(site, outcome)
+    reasons = Counter(o.reason for o in outcome.values() if o != "kept")
+    assert reasons[EXACT_DUPLICATE] >= len(site.exact_duplicates)
+    assert reasons[NEAR_DUPLICATE] >= 1
+    distances = sum(v for k, v in pipe.stats.items() if k.startswith("dedup/distance/"))
+    assert distances == sum(reasons.values())
+    for path in site.mislabelled & set(paths):
+        assert outcome[path] == "kept"
+
+
+# --- short, empty, binary, odd pages ----------------------------------------------------------
+
+
+def _page(body: str, head: str = "") -> bytes:
+    return f"<html><head><title>t</title>{head}</head><body>{body}</body></html>".encode()
+
+
+def test_empty_script_only_and_near_empty_pages_are_not_duplicates_of_each_other() -> None:
+    pipe = pipeline()
+    pages = {}
+    for i in range(30):
+        pages[f"/empty{i}"] = _page("", head=f"<meta name='id' content='{i}'>")
+        pages[f"/script{i}"] = _page(f"<div id='app'></div><script>start({i})</script>")
+        pages[f"/tiny{i}"] = _page(f"<p>Gallery image {i}</p>")
+    outcome = {}
+    for path, body in pages.items():
+        item = make_item(BASE + path, body)
+        pipe.check(item)
+        outcome[path] = item
+    assert all(item.simhash is None for item in outcome.values())  # too short to compare
+    assert pipe.stats["dedup/kept"] == 90
+    assert pipe.stats["dedup/too_short"] == 90
+    assert pipe.stats["dedup/empty"] == 60
+    # A byte copy of a script-only page is still an exact copy.
+    with pytest.raises(DuplicatePage) as info:
+        pipe.check(make_item(BASE + "/copy", pages["/script3"]))
+    assert info.value.reason == EXACT_DUPLICATE
+    assert info.value.duplicate_of == BASE + "/script3"
+
+
+def test_binary_body_labelled_html_is_not_fingerprinted_nor_stored_as_text() -> None:
+    pipe = pipeline()
+    body = b"%PDF-1.7\n" + bytes(range(256)) * 20
+    item = make_item(BASE + "/report", body, "text/html")
+    assert item.binary
+    item.text = "garbage that must not be stored"
+    assert pipe.check(item) is item
+    assert item.text == "" and item.simhash is None and item.content_hash is None
+    assert pipe.stats["dedup/binary"] == 1 and "dedup/kept" not in pipe.stats
+    pipe.check(make_item(BASE + "/report-again", body, "text/html"))  # never a duplicate
+    assert pipe.stats["dedup/binary"] == 2
+
+
+def test_one_word_repeated_ten_thousand_times() -> None:
+    pipe = pipeline()
+    item = make_item(BASE + "/spam", _page("<p>" + "buy " * 10_000 + "</p>"))
+    pipe.check(item)
+    assert item.simhash is not None and item.content_hash
+    with pytest.raises(DuplicatePage):
+        pipe.check(make_item(BASE + "/spam2", _page("<p>" + "buy " * 9_000 + "</p>")))
+
+
+ARTICLE = (
+    " ".join(
+        f"Sentence {i} walks past the {w} mill, the {w}{i} bridge and the quiet orchard."
+        for i, w in enumerate(("north", "south", "east", "west", "upper", "lower") * 5)
+    )
+    + " The café is open."
+)
+CYRILLIC = " ".join(f"Предложение {i} про мельницу и мост." for i in range(20))
+
+
+def test_undeclared_charset_is_detected_as_utf8() -> None:
+    body = _page(f"<p>{ARTICLE}</p>")
+    item = make_item(BASE + "/a", body, "text/html")  # no charset anywhere
+    assert item.encoding == "utf-8"
+    assert "The café is open." in item.text
+
+
+def test_misdeclared_charset_follows_the_declaration() -> None:
+    """Documented outcome: the declared charset wins (as in browsers), so the text is mojibake.
+    It is never an exact copy of the correctly decoded page; with a few non-ASCII words it is
+    its near duplicate, in a non-Latin script it is a different page (every word changes)."""
+    pipe = pipeline()
+    for path, text in (("/latin", ARTICLE), ("/cyrillic", CYRILLIC)):
+        pipe.check(make_item(BASE + path, _page(f"<p>{text}</p>")))
+    latin = make_item(BASE + "/latin-bad", _page(f"<p>{ARTICLE}</p>"), "text/html; charset=latin-1")
+    assert latin.encoding == "cp1252" and "cafÃ©" in latin.text
+    with pytest.raises(DuplicatePage) as info:
+        pipe.check(latin)
+    assert info.value.reason == NEAR_DUPLICATE and info.value.duplicate_of == BASE + "/latin"
+    cyrillic = make_item(
+        BASE + "/cyr-bad", _page(f"<p>{CYRILLIC}</p>"), "text/html; charset=latin-1"
+    )
+    pipe.check(cyrillic)
+    assert "Предложение" not in cyrillic.text
+
+
+def test_own_earlier_version_is_never_a_duplicate() -> None:
+    pipe = pipeline()
+    body = _page(f"<p>{ARTICLE}</p>")
+    first, again = make_item(BASE + "/a", body), make_item(BASE + "/a", body)
+    pipe.check(first)
+    pipe.check(again)
+    assert pipe.stats["dedup/kept"] == 2
+
+
+def test_main_tokens_leaves_short_blocks_out_only_when_long_ones_dominate() -> None:
+    long_block = [f"w{i}" for i in range(40)]
+    assert main_tokens([["posted", "3", "may"], long_block], 30) == long_block
+    shorts = [["a", "b"]] * 30
+    assert main_tokens([*shorts, long_block], 30) == [t for b in [*shorts, long_block] for t in b]
+    assert main_tokens([["x"]], 30) == ["x"]
+
+
+# --- drop log, stats, persistence, settings, wiring --------------------------------------------
+
+
+def test_drop_is_logged_as_json_line_with_fields(tmp_path: Any) -> None:
+    log = DropLog(tmp_path / "dropped.jsonl")
+    pipe = pipeline(droplog=log)
+    body = _page(f"<p>{ARTICLE}</p>")
+    pipe.check(make_item(BASE + "/a", body))
+    with pytest.raises(DuplicatePage) as info:
+        pipe.check(make_item(BASE + "/b", body))
+    log.close()
+    (record,) = list(read_drop_log(tmp_path / "dropped.jsonl"))
+    assert record["url"] == BASE + "/b" and record["duplicate_of"] == BASE + "/a"
+    assert record["reason"] == EXACT_DUPLICATE and record["distance"] == 0
+    assert record["time"].endswith("Z")
+    exc = info.value
+    assert exc.simhash is not None and record["simhash"] == f"{exc.simhash:016x}"
+    assert pipe.stats["dedup/exact_duplicate"] == 1 and pipe.stats["dedup/distance/0"] == 1
+
+
+def _store_pages(url: str, pages: list[tuple[str, bytes]]) -> None:
+    from crawler.storage import Store
+
+    pipe = pipeline()
+    rows = []
+    for page_url, body in pages:
+        item = make_item(page_url, body)
+        pipe.check(item)
+        rows.append({"url": item.url, "canonical_url": item.canonical_url, "title": "t",
+                     "text": item.text, "content_hash": item.content_hash,
+                     "simhash": item.simhash, "status": 200, "content_type": "text/html",
+                     "fetched_at": item.fetched_at})  # fmt: skip
+    with Store(url) as store:
+        store.upsert_documents(rows)
+
+
+def test_second_crawl_dedups_against_stored_documents(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    site = demo_site()
+    originals = sorted(set(site.near_duplicates.values()))[:5]
+    _store_pages(url, [(BASE + p, site.render(site.pages[p], BASE)) for p in originals])
+    crawler = get_crawler(settings_dict={"STORAGE_URL": url, "DROPPED_LOG": ""})
+    pipe = NearDuplicatePipeline.from_crawler(crawler)
+    asyncio.run(pipe.open_spider())
+    assert crawler.stats.get_value("dedup/loaded") == 5
+    mirrors = [m for m, o in site.near_duplicates.items() if o in originals]
+    for mirror in mirrors:
+        item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
+        with pytest.raises(DuplicatePage) as info:
+            asyncio.run(pipe.process_item(item))
+        assert info.value.duplicate_of == BASE + site.near_duplicates[mirror]
+        assert hamming(info.value.simhash or 0, info.value.duplicate_simhash or 0) <= 3
+    asyncio.run(pipe.close_spider())
+
+
+def test_from_crawler_reads_settings_and_logs_crawl_id(tmp_path: Any) -> None:
+    path = tmp_path / "d.jsonl"
+    crawler = get_crawler(settings_dict={
+        "SIMHASH_PERSIST": False, "DROPPED_LOG": str(path), "SIMHASH_MIN_TOKENS": 5,
+        "SIMHASH_SHINGLE": 2,
+    })  # fmt: skip
+    crawler.stats.set_value("dedup/crawl_id", 42)
+    pipe = NearDuplicatePipeline.from_crawler(crawler)
+    assert (pipe.min_tokens, pipe.shingle, pipe.store_factory) == (5, 2, None)
+    asyncio.run(pipe.open_spider())
+    body = _page(f"<p>{ARTICLE}</p>")
+    asyncio.run(pipe.process_item(make_item(BASE + "/a", body)))
+    with pytest.raises(DuplicatePage):
+        asyncio.run(pipe.process_item(make_item(BASE + "/b", body)))
+    asyncio.run(pipe.close_spider())
+    assert json.loads(path.read_text())["crawl_id"] == 42
+    assert crawler.stats.get_value("dedup/kept") == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("SIMHASH_MIN_TOKENS", -1), ("SIMHASH_MIN_TOKENS", "many"), ("SIMHASH_SHINGLE", 0),
+     ("SIMHASH_MAX_DISTANCE", 17), ("SIMHASH_PERSIST", "maybe")],
+)  # fmt: skip
+def test_bad_settings_name_setting_and_range(name: str, value: Any) -> None:
+    with pytest.raises(SettingError) as info:
+        config.validate_settings({name: value})
+    assert info.value.name == name
+    with pytest.raises(SettingError):
+        NearDuplicatePipeline.from_crawler(get_crawler(settings_dict={name: value}))
+
+
+def test_log_formatter_one_short_info_line() -> None:
+    formatter = DedupLogFormatter()
+    spider = get_crawler().spidercls  # unused by our branch
+    exc = DuplicatePage("http://a/2", NEAR_DUPLICATE, "http://a/1", 3, 1, 2)
+    result = formatter.dropped({"html": "x" * 1000}, exc, None, spider)  # type: ignore[arg-type]
+    assert result["level"] == logging.INFO
+    message = result["msg"] % result["args"]
+    assert message == "Dropped near_duplicate (3 bits) of http://a/1: http://a/2"
+    exact = DuplicatePage("http://a/3", EXACT_DUPLICATE, "http://a/1", 0)
+    result = formatter.dropped({}, exact, None, spider)  # type: ignore[arg-type]
+    assert result["msg"] % result["args"] == "Dropped exact_duplicate of http://a/1: http://a/3"
+
+
+def test_log_formatter_other_drops_as_stock() -> None:
+    crawler = get_crawler()
+    crawler.spider = crawler._create_spider("x")
+    result = DedupLogFormatter().dropped({"a": 1}, DropItem("nope"), None, crawler.spider)
+    assert result["level"] == logging.WARNING
+    assert "nope" in result["msg"] % result["args"]
