@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrapy.http import Response
+from scrapy.http import HtmlResponse, Response
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
 
@@ -34,5 +34,5 @@ class StockSpider(CrawlSpider):
         return self.parse_page(response)
 
     def parse_page(self, response: Response) -> Iterator[dict[str, Any]]:
-        title = response.css("title::text").get() if hasattr(response, "text") else None
+        title = response.css("title::text").get() if isinstance(response, HtmlResponse) else None
         yield {"url": response.url, "status": response.status, "title": title}
