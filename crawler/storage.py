@@ -31,7 +31,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -491,7 +491,7 @@ class Store:
         update = {c: stmt.excluded[c] for c in DOCUMENT_COLUMNS if c != "url"}
         return stmt.on_conflict_do_update(index_elements=["url"], set_=update)
 
-    def _upsert(self, conn: sa.Connection, rows: list[Mapping[str, Any]]) -> int:
+    def _upsert(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
         now = utcnow()
         by_url: dict[str, dict[str, Any]] = {}
         for row in rows:  # one statement may not touch a row twice: the last version wins
@@ -503,7 +503,7 @@ class Store:
             conn.execute(self._upsert_stmt(), list(by_url.values()))
         return len(by_url)
 
-    def _insert_dropped(self, conn: sa.Connection, rows: list[Mapping[str, Any]]) -> int:
+    def _insert_dropped(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
         now = utcnow()
         values = [_row(row, DROPPED_COLUMNS, "dropped") for row in rows]
         for value in values:
@@ -512,7 +512,7 @@ class Store:
             conn.execute(sa.insert(self.dropped_table), values)
         return len(values)
 
-    def upsert_documents(self, rows: list[Mapping[str, Any]]) -> int:
+    def upsert_documents(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Insert or update (on ``url``) every row in one transaction; returns rows written.
 
         Keys are :data:`DOCUMENT_COLUMNS` (missing ones are NULL); ``simhash`` unsigned,
@@ -520,12 +520,12 @@ class Store:
         """
         return self.write_batch(rows, [])[0]
 
-    def insert_dropped(self, rows: list[Mapping[str, Any]]) -> int:
+    def insert_dropped(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Append drop records (keys :data:`DROPPED_COLUMNS`) in one transaction."""
         return self.write_batch([], rows)[1]
 
     def write_batch(
-        self, documents: list[Mapping[str, Any]], dropped: list[Mapping[str, Any]]
+        self, documents: Sequence[Mapping[str, Any]], dropped: Sequence[Mapping[str, Any]]
     ) -> tuple[int, int]:
         """Upsert ``documents`` and append ``dropped`` in ONE transaction: all or nothing."""
         self.check()
@@ -541,16 +541,15 @@ class Store:
         row = {"spider": spider, "seeds": jsonable(list(seeds or [])),
                "settings": jsonable(dict(settings or {})), "started_at": utcnow()}
         with self._errors("recording the crawl start"), self.engine.begin() as conn:
-            result = conn.execute(sa.insert(Crawl.__table__).returning(Crawl.__table__.c.id), row)
+            result = conn.execute(sa.insert(Crawl).returning(Crawl.id), row)
             return int(result.scalar_one())
 
     def finish_crawl(self, crawl_id: int, reason: str, stats: Mapping[str, Any]) -> None:
         """Record the finish time, reason and final stats (made JSON-safe) of a crawl."""
         self.check()
-        table = Crawl.__table__
         values = {"finished_at": utcnow(), "finish_reason": reason, "stats": jsonable(stats)}
         with self._errors("recording the crawl finish"), self.engine.begin() as conn:
-            conn.execute(sa.update(table).where(table.c.id == crawl_id).values(values))
+            conn.execute(sa.update(Crawl).where(Crawl.id == crawl_id).values(values))
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -585,6 +584,7 @@ class Store:
         if compiled.positional:
             params = tuple(params[name] for name in compiled.positiontup or ())
         dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
         if self.backend == "postgresql":
             cursor = dbapi.cursor(name=f"dedup_fp_{id(conn):x}")  # streams, memory bounded
         else:

@@ -6,14 +6,19 @@ Without one (developer use through ``python -m crawler.migrations``) it opens
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from alembic import context
 
 from crawler.storage import Base, parse_url
 
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
 target_metadata = Base.metadata
 
 
-def _run(connection: object) -> None:
+def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

@@ -326,8 +326,8 @@ class StoragePipeline:
                     refused.append((row["url"], exc))
         if refused and not (kept[0] or kept[1]):
             return False
-        for url, exc in refused:
-            logger.error("Storage refused the row for %s: %s", url, exc)
+        for url, error in refused:
+            logger.error("Storage refused the row for %s: %s", url, error)
         self._inc("storage/rejected", len(refused))
         batch.documents, batch.dropped = kept
         return True
