@@ -214,22 +214,61 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def profile_shares(path: Path, top: int = 25) -> list[dict[str, Any]]:
-    """The functions with the largest cumulative time, as shares of the whole run."""
+#: Where the time goes, by source file (the largest cumulative share of a function in it).
+COMPONENTS = {
+    "link extraction (stock)": ("scrapy/linkextractors/",),
+    "Request objects": ("scrapy/http/request/__init__.py",),
+    "referer middleware": ("spidermiddlewares/referer.py",),
+    "offsite check": ("offsite.py",),
+    "request fingerprint": ("scrapy/utils/request.py", "crawler/fingerprint.py"),
+    "dupefilter": ("scrapy/dupefilters.py", "crawler/dupefilter.py", "crawler/bloom.py"),
+    "our spider": ("crawler/spiders/web.py",),
+    "our link middleware": ("crawler/middlewares/",),
+    "URL normalization": ("crawler/urlnorm.py", "w3lib/url.py"),
+    "page text": ("crawler/text.py",),
+    "near-dup pipeline": ("crawler/pipelines/neardup.py",),
+    "storage pipeline": ("crawler/pipelines/storage.py",),
+    "HTML parsing": ("parsel/selector.py",),
+    "HTTP download": ("core/downloader/handlers/http11.py",),
+}
+
+
+def _entries(path: Path) -> tuple[list[tuple[str, int, float, float]], float]:
     import pstats
 
     stats = pstats.Stats(str(path))
     total = stats.total_tt or 1.0  # type: ignore[attr-defined]
-    rows = []
-    for (filename, line, func), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        short = "/".join(Path(filename).parts[-2:]) if filename != "~" else ""
-        name = f"{short}:{line}({func})"
-        rows.append(
-            {"function": name, "calls": ncalls, "cumulative_share": cumtime / total,
-             "own_share": tottime / total}
-        )  # fmt: skip
-    rows.sort(key=lambda r: r["cumulative_share"], reverse=True)
-    return rows[:top]
+    raw = stats.stats.items()  # type: ignore[attr-defined]
+    rows = [
+        (f"{file}:{line}({func})", nc, tt, ct) for (file, line, func), (_, nc, tt, ct, _) in raw
+    ]
+    return rows, total
+
+
+def profile_shares(path: Path, top: int = 25) -> dict[str, Any]:
+    """Shares of the whole run: by component, top functions by cumulative and by own time.
+
+    Functions above 95% cumulative (the reactor loop and its plumbing) are left out.
+    """
+    rows, total = _entries(path)
+    components = {
+        name: max((ct for fn, _, _, ct in rows if any(m in fn for m in marks)), default=0.0) / total
+        for name, marks in COMPONENTS.items()
+    }
+
+    def short(fn: str) -> str:
+        file, _, rest = fn.partition(":")
+        return "/".join(Path(file).parts[-2:]) + ":" + rest
+
+    listed = [r for r in rows if r[3] / total < 0.95]
+    by_cum = sorted(listed, key=lambda r: r[3], reverse=True)[:top]
+    by_own = sorted(rows, key=lambda r: r[2], reverse=True)[:top]
+    return {
+        "components": {k: v for k, v in components.items() if v > 0},
+        "cumulative": [{"function": short(f), "calls": n, "share": c / total}
+                       for f, n, _, c in by_cum],
+        "own": [{"function": short(f), "calls": n, "share": t / total} for f, n, t, _ in by_own],
+    }  # fmt: skip
 
 
 def run_profiles(server: SiteServer, cpu: int | None, args: argparse.Namespace) -> dict[str, Any]:
@@ -239,14 +278,20 @@ def run_profiles(server: SiteServer, cpu: int | None, args: argparse.Namespace) 
         prof = RESULTS / f"crawl_{kind}.prof"
         crawl_once(kind, server, cpu, args, profile=prof)
         shares = profile_shares(prof)
-        lines = [
-            f"{r['cumulative_share']:7.1%} {r['own_share']:7.1%} {r['calls']:>9} {r['function']}"
-            for r in shares
-        ]
-        text = "    cum     own     calls function\n" + "\n".join(lines) + "\n"
-        (RESULTS / f"crawl_profile_{kind}.txt").write_text(text)
+        (RESULTS / f"crawl_profile_{kind}.txt").write_text(profile_text(kind, shares))
         result[kind] = shares
     return result
+
+
+def profile_text(kind: str, shares: dict[str, Any]) -> str:
+    lines = [f"{kind}: share of the whole crawl process (cProfile)", "", "by component:"]
+    lines += [
+        f"  {v:6.1%}  {k}" for k, v in sorted(shares["components"].items(), key=lambda x: -x[1])
+    ]
+    for title, key in (("top cumulative", "cumulative"), ("top own time", "own")):
+        lines += ["", f"{title}:"]
+        lines += [f"  {r['share']:6.1%} {r['calls']:>9}  {r['function']}" for r in shares[key]]
+    return "\n".join(lines) + "\n"
 
 
 def table(title: str, summary: dict[str, Any]) -> str:
@@ -284,6 +329,10 @@ def progress_line(i: int, r: dict[str, Any]) -> str:
     )
 
 
+def fmt_share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
 def pin_cpus(no_pin: bool) -> int | None:
     """Pin this process (the server) to CPU 0; return the CPU for the crawlers, or None."""
     if no_pin or not hasattr(os, "sched_setaffinity"):
@@ -315,10 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(title, summary))
     if profiles:
-        for kind, shares in profiles.items():
-            print(f"\n{kind}: top cumulative shares (bench/results/crawl_profile_{kind}.txt)")
-            for row in shares[:12]:
-                print(f"  {row['cumulative_share']:6.1%}  {row['function']}")
+        print("\nprofile shares by component (details: bench/results/crawl_profile_*.txt)")
+        names = [n for n in COMPONENTS if any(n in profiles[k]["components"] for k in KINDS)]
+        for name in names:
+            ours, stock = (profiles[k]["components"].get(name) for k in KINDS)
+            print(f"  {name:<26}{fmt_share(ours):>8}{fmt_share(stock):>8}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     report = {"title": title, "args": vars(args), "runs": runs, "summary": summary,
               "profiles": profiles}  # fmt: skip
