@@ -276,6 +276,10 @@ def wrap_error(exc: Exception, url: URL, action: str) -> StorageError:
 
 _ENGINES: dict[str, tuple[Engine, int]] = {}
 _ENGINES_LOCK = threading.Lock()
+#: Pipelines open in parallel and each Store migrates on first use: on a fresh SQLite file two
+#: threads would both see an empty schema and both CREATE TABLE. (PostgreSQL also takes an
+#: advisory lock, for separate processes.)
+_MIGRATE_LOCK = threading.Lock()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
@@ -452,7 +456,8 @@ class Store:
                 return
             if self.backend == "sqlite":
                 _check_sqlite_path(self.sa_url, self._create)
-            with self._errors("opening the database"), self.engine.begin() as conn:
+            with _MIGRATE_LOCK, self._errors("opening the database"), \
+                    self.engine.begin() as conn:
                 self._migrate(conn)
             self._ready = True
 

@@ -8,6 +8,7 @@ and the shared ``test`` database is left as found.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -230,6 +231,28 @@ def test_migrations_create_the_schema_and_record_the_version(store: Store) -> No
     with Store(store.sa_url) as again:
         again.check()
         assert again.schema_revision() == "0001"
+
+
+def test_stores_opening_at_once_migrate_once(db_url: str) -> None:
+    # pipelines open in parallel threads, each with its own Store on the same fresh database
+    stores = [Store(db_url) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def check(s: Store) -> None:
+        try:
+            s.check()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=check, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert stores[0].schema_revision() == "0001"
+    for s in stores:
+        s.close()
 
 
 def test_a_newer_schema_is_refused(store: Store) -> None:
