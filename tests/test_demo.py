@@ -112,3 +112,37 @@ def test_bad_usage_exits_non_zero_without_crawling(tmp_path):
     assert proc.returncode == 2
     assert "takes no arguments" in proc.stderr + proc.stdout
     assert not (tmp_path / "x" / "crawl.db").exists()
+
+
+def test_summary_reads_database_drop_log_and_stats(tmp_path):
+    from crawler.commands.demo import summary
+
+    site = demo_site()
+    with sqlite3.connect(tmp_path / "crawl.db") as conn:
+        conn.execute("CREATE TABLE documents (url TEXT)")
+        conn.executemany("INSERT INTO documents VALUES (?)", [(f"u{i}",) for i in range(7)])
+    drops = [{"reason": "near_duplicate"}] * 3 + [{"reason": "exact_duplicate"}]
+    lines = [json.dumps(d) for d in drops] + ['{"reason": "near_dup']  # torn last line
+    (tmp_path / "dropped.jsonl").write_text("\n".join(lines))
+    stats = {
+        "downloader/response_count": 12, "dupefilter/filtered": 5,
+        "dedup/links_skipped_seen": 40, "offsite/filtered": 2, "finish_reason": "finished",
+    }  # fmt: skip
+    text = summary(site, stats, tmp_path, requests=99)
+    assert summary_value(text, "pages fetched") == 12
+    assert summary_value(text, "pages stored") == 7
+    assert summary_value(text, "duplicate URLs filtered") == 45
+    assert summary_value(text, "dropped as near_duplicate") == 3
+    assert summary_value(text, "dropped as exact_duplicate") == 1
+    assert f"the site has {len(site.distinct_pages)} distinct pages" in text
+    assert "off-site links 2" in text and "(finished)" in text
+
+
+def test_summary_without_outputs_falls_back_to_stats(tmp_path):
+    from crawler.commands.demo import summary
+
+    stats = {"dedup/near_duplicate": 4, "dedup/exact_duplicate": 2}
+    text = summary(demo_site(), stats, tmp_path, requests=30)
+    assert summary_value(text, "pages fetched") == 30
+    assert re.search(r"pages stored\s+\?", text)
+    assert summary_value(text, "dropped as near_duplicate") == 4
