@@ -7,17 +7,19 @@ candidates' full distance never misses a fingerprint within ``k`` (the index is 
 
 Layout, all numpy arrays (no Python object per entry):
 
-* one table per block: the fingerprints rotated so that block to the top bits, sorted
-  (``uint64``), beside the entry position of each (``int32``); a query is one binary search per
-  table for the range sharing the query's block, then XOR + popcount over that contiguous range
-  (rotation does not change a Hamming distance);
+* one table per block: the fingerprints (``uint64``) grouped by bucket (the block's value, or
+  its top 16 bits when the block is wider), the entry position of each (``int32``), and the
+  offsets of every bucket (``int64``, at most 2**16 + 1 per table); table 0 is fully sorted;
 * per entry position (insertion order): the caller's key (``int64``) and a tombstone flag;
 * a small buffer of recent fingerprints, scanned linearly and merged into the tables when full.
 
-Memory is ``12 * b + 9`` bytes per fingerprint (57 at k = 3), plus the buffer. The expected
-candidates per table are ``n / 2**(64 / b)``: about 150 per table at 10**7 with 16-bit blocks;
-with k >= 5 blocks shrink to 10 bits or fewer and queries slow down (linearly in ``n``).
-A wider ``b`` than ``k + 1`` only shrinks the blocks: it is allowed, never faster.
+A query reads the query's bucket in every table (two offsets each), concatenates those slices
+and the buffer, and runs one XOR + popcount over them: a handful of numpy calls whatever ``b``.
+Memory is ``12 * b + 9`` bytes per fingerprint (57 at k = 3) plus the buffer and 0.5 MiB of
+offsets per table. The expected candidates per table are ``n / 2**min(64 / b, 16)``: about 150
+per table at 10**7 for k <= 3; with k >= 5 blocks shrink to 10 bits or fewer and queries slow
+down (linearly in ``n``). A wider ``b`` than ``k + 1`` only shrinks the blocks: allowed, never
+faster. A merge costs O(n) per table (about 0.2 s at 10**7, once per 4096 adds).
 
 Limits: at most 2**31 - 1 entries; keys are any ``int64``; a key may be added twice (both
 entries live until ``remove(key)``, which tombstones every live entry with that key). ``remove``
@@ -39,7 +41,9 @@ logger = logging.getLogger(__name__)
 
 BITS = 64
 _MASK = (1 << BITS) - 1
-BUFFER_SIZE = 4096  # linear scan of 4096 entries costs about what one table lookup does
+BUFFER_SIZE = 4096  # scanned with the buckets; merges (O(n)) happen once per BUFFER_SIZE adds
+BUCKET_BITS = 16  # at most 2**16 buckets per table: 0.5 MiB of offsets, ~150 entries at 10**7
+_MIN_BUCKET_BITS = 4
 _MAX_ENTRIES = 2**31 - 1
 _UNSORTED_SCAN = 65536  # keys past the sorted order are scanned linearly up to this many
 
@@ -73,12 +77,6 @@ def rotl(value: int, shift: int) -> int:
     return ((value << shift) | (value >> (BITS - shift))) & _MASK if shift else value
 
 
-def _rotl_array(values: np.ndarray, shift: int) -> np.ndarray:
-    if not shift:
-        return values
-    return (values << np.uint64(shift)) | (values >> np.uint64(BITS - shift))
-
-
 class SimIndex:
     """Fingerprints within Hamming distance ``k``, exact, over ``blocks`` sorted tables.
 
@@ -99,8 +97,8 @@ class SimIndex:
         self.k = k
         self.blocks = blocks
         self._layout = block_layout(blocks)
-        self._perm = [np.empty(0, np.uint64) for _ in range(blocks)]
-        self._rows = [np.empty(0, np.int32) for _ in range(blocks)]
+        self._bucket_bits = 0
+        self._reset_tables(_MIN_BUCKET_BITS)
         self._keys = np.empty(BUFFER_SIZE, np.int64)  # by position; capacity grows
         self._dead = np.zeros(BUFFER_SIZE, np.bool_)
         self._buffer = np.empty(BUFFER_SIZE, np.uint64)
@@ -109,6 +107,18 @@ class SimIndex:
         self._n_dead = 0
         self._keys_sorted = True
         self._order: np.ndarray | None = None  # argsort of keys[:len(order)] when unsorted
+
+    def _reset_tables(self, bucket_bits: int) -> None:
+        """Empty tables whose buckets are the top ``bucket_bits`` bits of each block (at most)."""
+        self._bucket_bits = bucket_bits
+        # bucket of fp in table t: (fp >> shift) & mask
+        self._buckets = []
+        for start, width in self._layout:
+            bits = min(width, bucket_bits)
+            self._buckets.append((BITS - start - bits, (1 << bits) - 1))
+        self._tab = [np.empty(0, np.uint64) for _ in range(self.blocks)]
+        self._rows = [np.empty(0, np.int32) for _ in range(self.blocks)]
+        self._off = [np.zeros(mask + 2, np.int64) for _, mask in self._buckets]
 
     # --- size -------------------------------------------------------------------------------
     @property
@@ -121,7 +131,7 @@ class SimIndex:
     @property
     def nbytes(self) -> int:
         """Bytes held by the index's arrays (the process overhead of numpy is not counted)."""
-        arrays = [*self._perm, *self._rows, self._keys, self._dead, self._buffer]
+        arrays = [*self._tab, *self._rows, *self._off, self._keys, self._dead, self._buffer]
         if self._order is not None:
             arrays.append(self._order)
         return sum(a.nbytes for a in arrays)
@@ -194,24 +204,35 @@ class SimIndex:
 
     def _merge(self, fps: np.ndarray, first: int) -> None:
         """Merge ``fps`` (positions ``first``...) into every table; O(n) per table."""
+        # about 8-16 entries per bucket while small, so offsets stay a few bytes per entry;
+        # re-bucketing rebuilds every table, which happens only below 2**20 entries
+        bits = max(_MIN_BUCKET_BITS, min(BUCKET_BITS, (first + len(fps)).bit_length() - 4))
+        if bits != self._bucket_bits:
+            if first:
+                old = np.empty(first, np.uint64)
+                old[self._rows[0]] = self._tab[0]
+                fps, first = np.concatenate([old, fps]), 0
+            self._reset_tables(bits)
         rows = np.arange(first, first + len(fps), dtype=np.int32)
-        for t, (start, _width) in enumerate(self._layout):
-            rotated = _rotl_array(fps, start)
-            order = np.argsort(rotated, kind="stable")
-            new_perm, new_rows = rotated[order], rows[order]
-            perm, old_rows = self._perm[t], self._rows[t]
-            if len(perm) == 0:
-                self._perm[t], self._rows[t] = new_perm, new_rows
-                continue
-            # new entries go after equal old ones, so a table stays ordered by (value, position)
-            at = perm.searchsorted(new_perm, side="right") + np.arange(len(new_perm))
-            keep = np.ones(len(perm) + len(new_perm), np.bool_)
-            keep[at] = False
-            merged_perm = np.empty(len(keep), np.uint64)
-            merged_perm[at], merged_perm[keep] = new_perm, perm
-            merged_rows = np.empty(len(keep), np.int32)
-            merged_rows[at], merged_rows[keep] = new_rows, old_rows
-            self._perm[t], self._rows[t] = merged_perm, merged_rows
+        for t, (shift, mask) in enumerate(self._buckets):
+            # uint16 buckets: numpy's stable argsort is a radix sort for 16-bit keys
+            buckets = ((fps >> np.uint64(shift)) & np.uint64(mask)).astype(np.uint16)
+            # table 0 stays sorted by value (contains_many); the others need only bucket order
+            order = np.argsort(fps) if t == 0 else np.argsort(buckets, kind="stable")
+            new_fps, new_rows, new_buckets = fps[order], rows[order], buckets[order]
+            counts = np.bincount(new_buckets, minlength=mask + 1)
+            off, tab = self._off[t], self._tab[t]
+            if len(tab) == 0:
+                self._tab[t], self._rows[t] = new_fps, new_rows
+            else:
+                # table 0 by value; the others at the end of the bucket (positions ascending)
+                at = (
+                    tab.searchsorted(new_fps, side="right")
+                    if t == 0
+                    else off[new_buckets.astype(np.int64) + 1]
+                )
+                self._tab[t], self._rows[t] = _insert(tab, self._rows[t], at, new_fps, new_rows)
+            off[1:] += np.cumsum(counts)
         self._merged = first + len(fps)
 
     # --- querying ---------------------------------------------------------------------------
@@ -234,15 +255,27 @@ class SimIndex:
         """position -> distance of every live entry within k."""
         if not 0 <= fp <= _MASK:
             raise ValueError(f"fingerprint {fp!r} is not an unsigned 64-bit integer")
-        k, hits = self.k, {}
+        spans, parts = [], []  # (table, lo) per part; the buffer is table -1
         if self._merged:
-            for t, (start, width) in enumerate(self._layout):
-                self._probe(t, rotl(fp, start), width, hits)
+            for t, (shift, mask) in enumerate(self._buckets):
+                off = self._off[t]
+                bucket = (fp >> shift) & mask
+                lo, hi = off[bucket], off[bucket + 1]
+                if hi > lo:
+                    spans.append((t, int(lo)))
+                    parts.append(self._tab[t][lo:hi])
         if self._buffered:
-            dist = np.bitwise_count(self._buffer[: self._buffered] ^ np.uint64(fp))
-            for i in np.flatnonzero(dist <= k).tolist():
-                hits[self._merged + i] = int(dist[i])
-        if hits and (self._n_dead or exclude is not None):
+            spans.append((-1, 0))
+            parts.append(self._buffer[: self._buffered])
+        if not parts:
+            return {}
+        candidates = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        dist = np.bitwise_count(candidates ^ np.uint64(fp))
+        found = np.flatnonzero(dist <= self.k).tolist()
+        if not found:
+            return {}
+        hits = self._positions_of(found, dist, spans, [len(part) for part in parts])
+        if self._n_dead or exclude is not None:
             hits = {
                 pos: d
                 for pos, d in hits.items()
@@ -250,21 +283,20 @@ class SimIndex:
             }
         return hits
 
-    def _probe(self, t: int, rotated: int, width: int, hits: dict[int, int]) -> None:
-        low_bits = BITS - width
-        lo_val = (rotated >> low_bits) << low_bits
-        hi_val = lo_val | ((1 << low_bits) - 1)
-        perm = self._perm[t]
-        lo = int(perm.searchsorted(np.uint64(lo_val), side="left"))
-        hi = int(perm.searchsorted(np.uint64(hi_val), side="right"))
-        if hi <= lo:
-            return
-        dist = np.bitwise_count(perm[lo:hi] ^ np.uint64(rotated))
-        found = np.flatnonzero(dist <= self.k)
-        if len(found):
-            rows = self._rows[t][lo + found].tolist()
-            for row, d in zip(rows, dist[found].tolist(), strict=True):
-                hits[row] = d
+    def _positions_of(
+        self, found: list[int], dist: np.ndarray, spans: list[tuple[int, int]], sizes: list[int]
+    ) -> dict[int, int]:
+        """Map indexes into the concatenated candidates back to entry positions."""
+        hits: dict[int, int] = {}
+        part, base = 0, 0
+        for i in found:  # ascending
+            while i >= base + sizes[part]:
+                base += sizes[part]
+                part += 1
+            t, lo = spans[part]
+            pos = self._merged + i - base if t < 0 else int(self._rows[t][lo + i - base])
+            hits[pos] = int(dist[i])
+        return hits
 
     def contains_many(self, fps: np.ndarray) -> np.ndarray:
         """For each fingerprint, whether some entry (live or tombstoned) holds exactly it.
@@ -274,7 +306,7 @@ class SimIndex:
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         found = np.zeros(len(fps), np.bool_)
         if self._merged:
-            table = self._perm[0]  # block 0 starts at the top bit: table 0 is not rotated
+            table = self._tab[0]  # sorted by value
             at = np.minimum(table.searchsorted(fps), len(table) - 1)
             found |= table[at] == fps
         if self._buffered:
@@ -316,7 +348,7 @@ class SimIndex:
         total = self._total
         fps = np.empty(total, np.uint64)
         if self._merged:
-            fps[self._rows[0]] = self._perm[0]  # table 0 is not rotated
+            fps[self._rows[0]] = self._tab[0]
         fps[self._merged : total] = self._buffer[: self._buffered]
         alive = ~self._dead[:total]
         return fps[alive], self._keys[:total][alive].copy()
@@ -327,3 +359,17 @@ class SimIndex:
         fresh = SimIndex(self.k, self.blocks)
         fresh.add_many(fps, keys)
         self.__dict__.update(fresh.__dict__)
+
+
+def _insert(
+    tab: np.ndarray, rows: np.ndarray, at: np.ndarray, new_fps: np.ndarray, new_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``tab``/``rows`` with the new entries inserted before old indexes ``at`` (ascending)."""
+    final = at + np.arange(len(at))
+    keep = np.ones(len(tab) + len(at), np.bool_)
+    keep[final] = False
+    merged_tab = np.empty(len(keep), np.uint64)
+    merged_tab[final], merged_tab[keep] = new_fps, tab
+    merged_rows = np.empty(len(keep), np.int32)
+    merged_rows[final], merged_rows[keep] = new_rows, rows
+    return merged_tab, merged_rows
