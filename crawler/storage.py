@@ -250,7 +250,8 @@ def parse_url(url: str | URL) -> URL:
 
 def _hint(url: URL) -> str:
     if url.get_backend_name() == "sqlite":
-        return "is the file writable and not locked by another program? check STORAGE_URL"
+        return ("is it a SQLite file, writable and not locked by another program? "
+                "check STORAGE_URL")
     return (
         f"is the server at {url.host or 'localhost'}:{url.port or 5432} running? does database "
         f"{url.database!r} exist and may user {url.username!r} use it? check STORAGE_URL"

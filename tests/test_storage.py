@@ -311,6 +311,16 @@ def test_sqlite_in_a_missing_directory(tmp_path) -> None:
     assert f"directory {tmp_path}/nope does not exist" in str(info.value)
 
 
+def test_a_file_that_is_not_sqlite(tmp_path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("not a database\n")
+    with pytest.raises(StorageError) as info:
+        check_storage({"STORAGE_URL": f"sqlite:///{path}"})
+    assert str(info.value) == (f"opening the database on sqlite:///{path} failed: file is not a "
+                               "database (is it a SQLite file, writable and not locked by another "
+                               "program? check STORAGE_URL)")
+
+
 @pytest.mark.parametrize("url", ["not a url", "mysql://u:pw@h/db", "postgres+nodriver://h/db"])
 def test_bad_urls_are_refused_by_validation(url: str) -> None:
     with pytest.raises(config.SettingError, match="STORAGE_URL") as info:

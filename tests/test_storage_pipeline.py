@@ -242,9 +242,10 @@ def test_batches_flush_on_close_and_signal_after_commit(tmp_path) -> None:
                      "FROM dropped") == [("http://site.test/7", "near_duplicate",
                                           "http://site.test/0", 2, "words of p", "dup 7",
                                           result["crawl_id"])]
-    crawl_id, reason, spider, stored = rows(
-        url, "SELECT id, finish_reason, spider, stats FROM crawls")[0]
+    crawl_id, reason, spider, stored, shaping = rows(
+        url, "SELECT id, finish_reason, spider, stats, settings FROM crawls")[0]
     assert (crawl_id, reason, spider) == (stats["dedup/crawl_id"], "finished", "scripted")
+    assert json.loads(shaping)["STORAGE_BATCH_SIZE"] == 3
     assert json.loads(stored)["storage/documents"] == 7  # final stats, after the last flush
 
 
