@@ -277,6 +277,12 @@ class RedisSeenSet(_RedisBacked):
     def __len__(self) -> int:
         return int(self._call("hget", self.base, "count") or 0)
 
+    def clear(self) -> None:
+        """Empty the shared filter (scrapy-redis ``flush`` without ``SCHEDULER_PERSIST``)."""
+        self._call("delete", self.base)
+        clear_namespace(self.client, self.base)
+        self._create_or_check()
+
     # --- figures --------------------------------------------------------------------------
     def _layers(self) -> list[tuple[int, int, int]]:
         """``(m, k, count)`` of each active layer."""
