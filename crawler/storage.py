@@ -43,6 +43,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DataError,
+    DBAPIError,
     IntegrityError,
     ProgrammingError,
     SQLAlchemyError,
@@ -266,7 +267,10 @@ def _first_line(exc: BaseException) -> str:
 
 def wrap_error(exc: Exception, url: URL, action: str) -> StorageError:
     """A one-line :class:`StorageError` for a driver error raised while doing ``action``."""
-    transient = not isinstance(exc, (IntegrityError, DataError, ProgrammingError))
+    # A driver error is worth retrying unless the data or the schema is at fault; errors raised
+    # by SQLAlchemy itself (a value its types refuse) never heal by themselves.
+    transient = isinstance(exc, DBAPIError) and not isinstance(
+        exc, (IntegrityError, DataError, ProgrammingError))
     hint = _hint(url) if transient else "check the data written and STORAGE_URL"
     masked = mask_url(url)
     return StorageError(f"{action} on {masked} failed: {_first_line(exc)} ({hint})",

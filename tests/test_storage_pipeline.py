@@ -117,9 +117,12 @@ class ScriptedSpider(scrapy.Spider):
         import asyncio
 
         for step, arg in self.script:
-            if step in ("page", "dup", "junk"):
+            if step in ("page", "dup", "junk", "bad"):
                 self.produced += 1
-                yield page(arg, step)
+                item = page(arg, step)
+                if step == "bad":
+                    item.simhash = -5  # not a 64-bit fingerprint: the database layer refuses it
+                yield item
             elif step == "sleep":
                 await asyncio.sleep(arg)
             elif step == "down":
@@ -258,6 +261,19 @@ def test_a_partial_batch_is_written_after_batch_seconds(tmp_path) -> None:
     assert sorted(first["fingerprints"]) == ["0000a", "0000b", "0001a", "0001b"]
     assert result["stats"]["storage/documents"] == 3
     assert_committed_only_after_commit(result)
+
+
+def test_a_refused_row_is_isolated_and_the_rest_stored(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    script = [("page", 0), ("bad", 1), ("page", 2), ("page", 3)]
+    result = run_child(url, script, {"STORAGE_BATCH_SIZE": 4, "STORAGE_RETRY_BACKOFF": 30})
+    stats = result["stats"]
+    assert (stats["storage/rejected"], stats["storage/documents"]) == (1, 3)
+    assert stats["finish_reason"] == "finished" and "retrying" not in result["log"]
+    assert "Storage refused the row for http://site.test/1" in result["log"]
+    assert rows(url, "SELECT url FROM documents ORDER BY url") == [
+        ("http://site.test/0",), ("http://site.test/2",), ("http://site.test/3",)]
+    assert_committed_only_after_commit(result, not_stored=frozenset({"0001"}))
 
 
 @pytest.mark.postgres
