@@ -218,3 +218,12 @@ def test_a_lost_connection_later_is_the_same_error(ns):
 )
 def test_mask_url(url, masked):
     assert mask_url(url) == masked
+
+
+def test_seen_set_clear_empties_the_shared_filter(ns):
+    seen = RedisSeenSet.from_settings(ns, capacity=100)
+    key = os.urandom(16)
+    seen.add(key)
+    seen.clear()
+    assert key not in seen and len(seen) == 0
+    assert seen.add(key) is False
