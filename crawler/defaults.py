@@ -50,7 +50,7 @@ JOBDIR_SNAPSHOT_SECONDS = 60.0  # seconds between two snapshots of the filter
 SIMHASH_MAX_DISTANCE = 3
 SIMHASH_MAX_DISTANCE_RANGE = (0, 16)
 SIMHASH_BLOCKS: int | None = None  # None means SIMHASH_MAX_DISTANCE + 1
-SIMHASH_MIN_TOKENS = 30
+SIMHASH_MIN_TOKENS = 20
 SIMHASH_PERSIST = True
 SIMHASH_SHINGLE = 1  # word n-gram size of the features (1 = words)
 

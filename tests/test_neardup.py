@@ -262,7 +262,7 @@ def test_own_earlier_version_is_never_a_duplicate() -> None:
 def test_main_tokens_leaves_short_blocks_out_only_when_long_ones_dominate() -> None:
     long_block = [f"w{i}" for i in range(40)]
     assert main_tokens([["posted", "3", "may"], long_block], 30) == long_block
-    shorts = [["a", "b"]] * 30
+    shorts = [["a", "b"]] * 50  # long blocks hold less than a third
     assert main_tokens([*shorts, long_block], 30) == [t for b in [*shorts, long_block] for t in b]
     assert main_tokens([["x"]], 30) == ["x"]
 

@@ -71,13 +71,14 @@ def main_tokens(per_block: list[list[str]], min_tokens: int) -> list[str]:
     """Tokens of the long blocks when they hold most of the text, else of every block.
 
     Blocks of fewer than :data:`SHORT_BLOCK_TOKENS` tokens (datelines, bylines, text adverts,
-    captions) are left out when the long blocks hold at least ``min_tokens`` tokens and at least
-    half of all tokens, so a changed date or advert does not move a short page's fingerprint.
+    captions, per-page "latest headlines" widgets) are left out when the long blocks hold at
+    least ``min_tokens`` tokens and at least a third of all tokens, so a changed date or advert
+    does not move a short page's fingerprint while list-like pages keep every block.
     """
     long_blocks = [toks for toks in per_block if len(toks) >= SHORT_BLOCK_TOKENS]
     long_count = sum(map(len, long_blocks))
     total = sum(map(len, per_block))
-    chosen = long_blocks if long_count >= min_tokens and 2 * long_count >= total else per_block
+    chosen = long_blocks if long_count >= min_tokens and 3 * long_count >= total else per_block
     return [t for toks in chosen for t in toks]
 
 
@@ -213,9 +214,7 @@ class NearDuplicatePipeline:
         self._learn(host, hashes, KeptPage(url, canonical, chash, content, simhash))
         return item
 
-    def _content(
-        self, host: str, blocks: list[str], hashes: list[int]
-    ) -> list[tuple[int, str]]:
+    def _content(self, host: str, blocks: list[str], hashes: list[int]) -> list[tuple[int, str]]:
         if self.templates is None:
             return list(zip(hashes, blocks, strict=True))
         return self.templates.content(host, blocks, hashes)
