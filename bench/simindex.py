@@ -17,6 +17,8 @@ included in the add timings). Measured side by side in one run:
   fully built up to 10**6 (about 30 s and 1 GiB there); with ``--quick`` at 10**6 it is built
   from a timed sample of 10**5 adds and extrapolated (build time, memory), its query time
   measured on that sample (a lower bound: buckets grow with n); never above 10**6;
+* ``RedisContentIndex`` at the smallest size (``--redis URL``; a throw-away namespace, deleted
+  after): bulk load and ``check_and_add`` latency, one Lua script per page;
 * the exact content-hash check: ``SimIndex(k=0, blocks=1)`` against a Python ``dict``, memory
   and lookup time per entry (dict memory by ``tracemalloc``).
 
@@ -55,6 +57,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=5000, help="queries per size")
     parser.add_argument("--k", type=int, default=3, help="SIMHASH_MAX_DISTANCE")
     parser.add_argument("--seed", type=int, default=20070508)
+    parser.add_argument(
+        "--redis",
+        default="redis://127.0.0.1:6379/15",
+        help="RedisContentIndex at the smallest size on this server ('' to skip)",
+    )
     return parser.parse_args(argv)
 
 
@@ -221,6 +228,44 @@ def bench_exact(fps: np.ndarray, n: int) -> dict[str, Any]:
     return out
 
 
+def bench_redis(url: str, n: int, k: int, rng: np.random.Generator) -> dict[str, Any]:
+    """RedisContentIndex: bulk load of ``n`` records, then check_and_add latency (one Lua call)."""
+    import uuid
+
+    from crawler.backends.local import PageSignature
+    from crawler.backends.redis import (
+        RedisBackendError,
+        RedisContentIndex,
+        clear_namespace,
+        connect,
+    )
+
+    try:
+        client = connect(url)
+    except RedisBackendError as exc:
+        return {"skipped": str(exc)}
+    base = f"dedup:bench-{uuid.uuid4().hex[:8]}"
+    try:
+        index = RedisContentIndex(client, base, k=k)
+        fps = rng.integers(0, 2**64, n, dtype=np.uint64).tolist()
+        records = ((f"http://h/{i}", "", f"{i:040x}", fp) for i, fp in enumerate(fps))
+        t0 = time.perf_counter()
+        index.load(records)
+        load_s = time.perf_counter() - t0
+        used = int(client.info("memory")["used_memory"])
+        times = []
+        for i, q in enumerate(planted_queries(rng, np.array(fps, np.uint64), 2000, k)):
+            page = PageSignature(f"http://q/{i}", "", f"q{i:039x}", q)
+            t0 = time.perf_counter()
+            index.check_and_add(page)
+            times.append(time.perf_counter() - t0)
+        return {"n": n, "load_s": load_s, "check_and_add": percentiles(times),
+                "redis_used_memory": used}  # fmt: skip
+    finally:
+        clear_namespace(client, base)
+        client.close()
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.sizes:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")]
@@ -237,6 +282,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             full_max = SIMHASH_SAMPLE if args.quick else SIMHASH_FULL_MAX
             row["simhash_index"] = bench_simhash_index(fps, n, args.k, rng, full_max)
         row["exact"] = bench_exact(fps, n)
+        if n == min(sizes) and args.redis:
+            row["redis"] = bench_redis(args.redis, n, args.k, rng)
         results["sizes"][str(n)] = row
         del fps
         gc.collect()
@@ -275,6 +322,14 @@ def print_table(results: dict[str, Any]) -> None:
             "* built from a sample of 10**5 adds: load time and memory extrapolated, query time "
             "measured on the sample (a lower bound)"
         )
+    for n, row in results["sizes"].items():
+        r = row.get("redis")
+        if r and "skipped" not in r:
+            c = r["check_and_add"]
+            print(
+                f"{int(n):>11,} {'RedisContentIndex':<15} {r['load_s']:>8.2f} {'-':>6} "
+                f"{c['median_us']:>9.1f} {c['p99_us']:>9.1f}   (check_and_add: one Lua call)"
+            )
     print("\nExact content-hash check (first 64 bits of the hash)")
     print(f"{'n':>11} {'SimIndex(0,1) B':>16} {'us':>6} {'dict B':>8} {'us':>6}")
     for row in results["sizes"].values():

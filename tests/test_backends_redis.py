@@ -14,13 +14,15 @@ from scrapy.settings import Settings
 from crawler.backends import make_content_index, make_seen_set
 from crawler.backends.local import LocalContentIndex, PageSignature
 from crawler.backends.redis import (
+    RedisBackendError,
     RedisContentIndex,
     RedisSeenSet,
-    RedisUnavailable,
+    check_redis,
     clear_namespace,
     connect,
     mask_url,
 )
+from crawler.config import SettingError
 from tests.test_backends_local import chash, page, page_sequences
 
 pytestmark = pytest.mark.redis
@@ -192,7 +194,7 @@ def _closed_port() -> int:
 @pytest.mark.parametrize("factory", [make_seen_set, make_content_index])
 def test_unreachable_redis_is_one_named_error_with_masked_password(factory):
     url = f"redis://:hunter2@127.0.0.1:{_closed_port()}/0"
-    with pytest.raises(RedisUnavailable) as info:
+    with pytest.raises(RedisBackendError) as info:
         factory(Settings({"DEDUP_BACKEND": "redis", "REDIS_URL": url}))
     text = str(info.value)
     assert "hunter2" not in text
@@ -204,7 +206,7 @@ def test_a_lost_connection_later_is_the_same_error(ns):
     index = make_content_index(ns)
     index.client.connection_pool.connection_kwargs["port"] = _closed_port()
     index.client.connection_pool.reset()
-    with pytest.raises(RedisUnavailable):
+    with pytest.raises(RedisBackendError):
         index.check_and_add(page("http://a", 1, 1))
 
 
@@ -227,3 +229,14 @@ def test_seen_set_clear_empties_the_shared_filter(ns):
     seen.clear()
     assert key not in seen and len(seen) == 0
     assert seen.add(key) is False
+
+
+def test_check_redis_before_a_crawl(ns):
+    check_redis(ns)  # creates the namespace
+    check_redis(ns)  # and accepts it again with the same settings
+    with pytest.raises(SettingError) as info:
+        check_redis(Settings({**ns.copy_to_dict(), "BLOOM_ERROR_RATE": 0.01}))
+    assert info.value.name == "BLOOM_ERROR_RATE"
+    with pytest.raises(SettingError) as info:
+        check_redis(Settings({**ns.copy_to_dict(), "SIMHASH_BLOCKS": 6}))
+    assert info.value.name == "SIMHASH_BLOCKS"

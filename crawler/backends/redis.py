@@ -50,7 +50,7 @@ MAX_LAYERS = 8  # 2**7 x BLOOM_CAPACITY keys; keeps every m far below the 2**48 
 LOAD_BATCH = 500
 
 
-class RedisUnavailable(ConnectionError):
+class RedisBackendError(ConnectionError):
     """Redis cannot be reached or failed a command; names the (masked) URL and what to check."""
 
     def __init__(self, url: str, error: Exception) -> None:
@@ -77,13 +77,29 @@ def mask_url(url: str) -> str:
 
 
 def connect(url: str) -> redis.Redis:
-    """A client for ``url``, pinged once; raises :class:`RedisUnavailable`."""
+    """A client for ``url``, pinged once; raises :class:`RedisBackendError`."""
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30)
         client.ping()
     except (redis.RedisError, ValueError, OSError) as exc:
-        raise RedisUnavailable(url, exc) from None
+        raise RedisBackendError(url, exc) from None
     return client
+
+
+def check_redis(settings: config.SettingsLike) -> None:
+    """Before a crawl: Redis reachable, and the namespace's seen set and content index built
+    with these settings (creating them when new). Raises RedisBackendError or SettingError."""
+    RedisSeenSet.from_settings(settings).close()
+    RedisContentIndex.from_settings(settings).close()
+
+
+def _namespace_mismatch(name: str, value: object, stored: object, base: str) -> Exception:
+    return config.SettingError(
+        name,
+        value,
+        f"{stored!r}, the value {base} in Redis was built with (or set another DEDUP_NAMESPACE, "
+        "or delete that namespace's keys)",
+    )
 
 
 def namespace(settings: config.SettingsLike) -> str:
@@ -127,13 +143,13 @@ class _RedisBacked:
         try:
             return script(keys=keys, args=args)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            raise RedisUnavailable(self.url, exc) from None
+            raise RedisBackendError(self.url, exc) from None
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         try:
             return getattr(self.client, name)(*args, **kwargs)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            raise RedisUnavailable(self.url, exc) from None
+            raise RedisBackendError(self.url, exc) from None
 
     def close(self) -> None:
         self.client.close()
@@ -251,13 +267,12 @@ class RedisSeenSet(_RedisBacked):
                 "%s in Redis (%s)", bloom.describe(self.capacity, self.error_rate), self.base
             )
             return
-        stored = self._call("hget", self.base, "config").decode()
-        if stored != wanted:
-            raise ValueError(
-                f"the Redis seen set {self.base} was created with {stored}, not {wanted}: "
-                "keep BLOOM_CAPACITY, BLOOM_ERROR_RATE and BLOOM_ON_FULL, or use another "
-                "DEDUP_NAMESPACE (or delete its keys)"
-            )
+        stored = json.loads(self._call("hget", self.base, "config"))
+        names = {"capacity": "BLOOM_CAPACITY", "error_rate": "BLOOM_ERROR_RATE",
+                 "on_full": "BLOOM_ON_FULL", "shard_bits": "shard_bits"}  # fmt: skip
+        for field, name in names.items():
+            if stored.get(field) != getattr(self, field):
+                raise _namespace_mismatch(name, getattr(self, field), stored.get(field), self.base)
 
     # --- the SeenSet protocol -------------------------------------------------------------
     def add(self, key: bytes) -> bool:
@@ -480,13 +495,11 @@ class RedisContentIndex(_RedisBacked):
         if self._call("hsetnx", meta, "k", self.k):
             self._call("hset", meta, mapping={"blocks": self.blocks, "seq": 0, "count": 0})
             return
-        stored = self._call("hmget", meta, ["k", "blocks"])
-        if [int(v) for v in stored] != [self.k, self.blocks]:
-            raise ValueError(
-                f"the Redis content index {self.base} was built with SIMHASH_MAX_DISTANCE="
-                f"{int(stored[0])}, SIMHASH_BLOCKS={int(stored[1])}, not {self.k}, "
-                f"{self.blocks}: keep those settings or use another DEDUP_NAMESPACE"
-            )
+        k, blocks = (int(v) for v in self._call("hmget", meta, ["k", "blocks"]))
+        if k != self.k:
+            raise _namespace_mismatch("SIMHASH_MAX_DISTANCE", self.k, k, self.base)
+        if blocks != self.blocks:
+            raise _namespace_mismatch("SIMHASH_BLOCKS", self.blocks, blocks, self.base)
 
     def block_keys(self, fp: int) -> list[str]:
         """The block-set suffixes of a fingerprint: ``"{table}:{block value hex}"``."""
