@@ -281,6 +281,7 @@ class BloomDupeFilter(BaseDupeFilter):
         engine = self._engine()
         if not self._resume or engine is None:
             return
+        self._drop_already_stored()
         errback = getattr(spider, "on_error", None)
         count = len(self._resume)
         for rec in list(self._resume.values()):
@@ -290,6 +291,30 @@ class BloomDupeFilter(BaseDupeFilter):
                     count, extra={"spider": spider})
         if self.stats is not None:
             self.stats.set_value("dedup/jobdir/resumed", count)
+
+    def _drop_already_stored(self) -> None:
+        """Mark finished the pending pages that storage already holds.
+
+        A kill between the storage commit and the ``batch_committed`` signal leaves a stored page
+        pending in the journal; the database is the authority on what was stored, so it is asked
+        (rows fetched since the job began, by canonical URL) before anything is re-scheduled.
+        """
+        assert self.crawler is not None and self.jobstate is not None
+        from crawler.jobstate import stored_canonical_urls
+
+        by_url: dict[str, list[bytes]] = {}
+        for rec in self._resume.values():
+            by_url.setdefault(rec.canonical_url, []).append(rec.fp)
+        stored = stored_canonical_urls(self.crawler.settings, by_url, self.jobstate.started)
+        fps = [fp for url in stored for fp in by_url[url]]
+        for fp in fps:
+            self._resume.pop(fp, None)
+        self.jobstate.finished(fps)
+        if fps:
+            logger.info("JOBDIR: %d pending pages were already stored; not fetched again",
+                        len(fps))
+        if self.stats is not None:
+            self.stats.set_value("dedup/jobdir/already_stored", len(fps))
 
     def _spider_closed(self, spider: Spider, reason: str) -> None:
         self.close(reason)  # scrapy-redis's scheduler never calls close()

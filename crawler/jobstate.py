@@ -15,11 +15,11 @@ Files, in ``JOBDIR/dedup/``:
     :meth:`crawler.bloom.LocalSeenSet.save` format (header with magic, version, n, p, m, k,
     layer count and CRC-32), written atomically.
 ``journal.bin``
-    Header ``"<8sIQ"``: magic ``b"DDJRNL\\0\\0"``, version 1, generation (0 = based on an empty
-    filter, N = on the N-th snapshot). Then records ``"<cI"`` (type, body length), body,
-    ``"<I"`` CRC-32 of type + body. Type ``S`` body: ``"<BiII"`` (fingerprint length, depth, URL
-    length, canonical length), fingerprint, URL, canonical URL (UTF-8). Type ``F`` body: the
-    fingerprint.
+    Header ``"<8sIQd"``: magic ``b"DDJRNL\\0\\0"``, version 1, generation (0 = based on an empty
+    filter, N = on the N-th snapshot), the job's start time (Unix seconds). Then records
+    ``"<cI"`` (type, body length), body, ``"<I"`` CRC-32 of type + body. Type ``S`` body:
+    ``"<BiII"`` (fingerprint length, depth, URL length, canonical length), fingerprint, URL,
+    canonical URL (UTF-8). Type ``F`` body: the fingerprint.
 ``seen.sqlite``
     The exact set of ``BLOOM_VERIFY`` (:class:`crawler.bloom.ExactSet`).
 
@@ -30,7 +30,10 @@ stored page are never lost. A SIGKILL loses nothing the OS received; a power los
 unsynced tail (fsync happens at each snapshot). Snapshot: flush the journal, save the filter
 (temp, fsync, rename), then compact the journal to the pending records (temp, fsync, rename); a
 crash between the two renames leaves a newer snapshot with an older journal, which replays to
-the same state. A torn last record is ignored; a bad header, a corrupt record before the end or
+the same state. The storage commit and the finished record cannot be one atomic step: a kill
+between them leaves a stored page pending, so before re-scheduling the dupefilter asks storage
+(:func:`stored_canonical_urls`) and marks what it already holds finished. A torn last record is
+ignored; a bad header, a corrupt record before the end or
 a missing snapshot raise :class:`JobStateError` naming the file.
 
 Limit: pending records live in memory (about 200 bytes each) — the frontier, not the seen set.
@@ -59,7 +62,7 @@ logger = logging.getLogger(__name__)
 
 MAGIC = b"DDJRNL\x00\x00"
 VERSION = 1
-_HEAD = struct.Struct("<8sIQ")
+_HEAD = struct.Struct("<8sIQd")
 _REC = struct.Struct("<cI")
 _CRC = struct.Struct("<I")
 _SCHED = struct.Struct("<BiII")
@@ -92,10 +95,18 @@ def state_dir(jobdir: str | os.PathLike[str]) -> Path:
 
 def read_journal(path: Path) -> tuple[int, list[tuple[bytes, PendingRequest | None]]]:
     """``(generation, records)``: ``(fp, PendingRequest)`` scheduled, ``(fp, None)`` finished."""
+    generation, _, records = read_journal_full(path)
+    return generation, records
+
+
+def read_journal_full(
+    path: Path,
+) -> tuple[int, float, list[tuple[bytes, PendingRequest | None]]]:
+    """``(generation, job start time, records)``; see :func:`read_journal`."""
     data = path.read_bytes()
     if len(data) < _HEAD.size:
         raise JobStateError(path, f"truncated journal header ({len(data)} bytes)")
-    magic, version, generation = _HEAD.unpack_from(data)
+    magic, version, generation, started = _HEAD.unpack_from(data)
     if magic != MAGIC:
         raise JobStateError(path, "not a dedup-crawler journal (bad magic)")
     if version != VERSION:
@@ -117,7 +128,7 @@ def read_journal(path: Path) -> tuple[int, list[tuple[bytes, PendingRequest | No
             raise JobStateError(path, f"corrupt journal record at byte {pos} (checksum)")
         records.append(_decode(path, pos, kind, body))
         pos = tail
-    return generation, records
+    return generation, started, records
 
 
 def _decode(path: Path, pos: int, kind: bytes, body: bytes) -> tuple[bytes, PendingRequest | None]:
@@ -166,6 +177,39 @@ def check_jobdir(settings: SettingsLike) -> None:
 config.register(check_jobdir)
 
 
+def stored_canonical_urls(settings: SettingsLike, urls: Iterable[str], since: float) -> set[str]:
+    """Which of ``urls`` storage (``STORAGE_URL``) holds in documents or dropped rows written
+    since ``since`` (Unix time, less a 2 s clock margin). Empty, with a warning, when the
+    database cannot be read: the pages are then fetched again rather than lost.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    import sqlalchemy as sa
+
+    from crawler.storage import Document, Dropped, StorageError, Store
+
+    wanted = list(urls)
+    start = datetime.fromtimestamp(since, UTC) - timedelta(seconds=2)
+    found: set[str] = set()
+    store = Store.from_settings(settings)
+    try:
+        store.check()
+        with store.engine.connect() as conn:
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i:i + 500]
+                for column, stamp in ((Document.canonical_url, Document.fetched_at),
+                                      (Dropped.canonical_url, Dropped.dropped_at)):
+                    stmt = sa.select(column).where(column.in_(chunk), stamp >= start)
+                    found.update(conn.scalars(stmt))
+    except (StorageError, sa.exc.SQLAlchemyError) as exc:
+        logger.warning("JOBDIR: cannot ask storage which pending pages it holds (%s); they "
+                       "are fetched again", exc)
+        return set()
+    finally:
+        store.close()
+    return found
+
+
 class JobState:
     """Snapshot + journal of one crawl's dedup state (see the module docstring)."""
 
@@ -179,6 +223,7 @@ class JobState:
         self.snapshot_records, self.snapshot_seconds = snapshot_records, snapshot_seconds
         self.pending: dict[bytes, PendingRequest] = {}
         self.generation = 0
+        self.started = time.time()  # when the job began; kept across resumes
         self.snapshots = 0
         self._file = None
         self._since_snapshot = 0
@@ -196,7 +241,7 @@ class JobState:
             except SnapshotError as exc:
                 raise JobStateError(self.snapshot_path, exc.problem) from None
         if self.journal_path.exists():
-            self.generation, records = read_journal(self.journal_path)
+            self.generation, self.started, records = read_journal_full(self.journal_path)
             if self.generation and not self.snapshot_path.exists():
                 raise JobStateError(self.snapshot_path, "missing, but the journal needs it")
             for fp, rec in records:
@@ -260,7 +305,7 @@ class JobState:
     def _compact(self) -> None:
         tmp = self.journal_path.with_name(JOURNAL + ".tmp")
         with open(tmp, "wb") as fh:
-            fh.write(_HEAD.pack(MAGIC, VERSION, self.generation))
+            fh.write(_HEAD.pack(MAGIC, VERSION, self.generation, self.started))
             fh.write(b"".join(_encode_scheduled(rec) for rec in self.pending.values()))
             fh.flush()
             os.fsync(fh.fileno())
