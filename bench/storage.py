@@ -117,12 +117,12 @@ def run_backend(kind: str, url: str, n: int, naive_n: int, batch: int) -> dict[s
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    head = (f"{'backend':8} {'rows':>7} {'batched w/s':>12} {'naive w/s':>10} {'ratio':>6} "
+    head = (f"{'backend':10} {'rows':>7} {'batched w/s':>12} {'naive w/s':>10} {'ratio':>6} "
             f"{'upsert w/s':>11} {'load r/s':>10} {'ORM r/s':>9} {'ratio':>6} {'10^7 load':>10}")
     lines = [head, "-" * len(head)]
     for r in results:
         lines.append(
-            f"{r['backend']:8} {r['rows']:>7} {r['write_rows_s']:>12,.0f} "
+            f"{r['backend']:10} {r['rows']:>7} {r['write_rows_s']:>12,.0f} "
             f"{r['naive_rows_s']:>10,.0f} {r['write_rows_s'] / r['naive_rows_s']:>5.0f}x "
             f"{r['upsert_rows_s']:>11,.0f} {r['load_rows_s']:>10,.0f} "
             f"{r['orm_load_rows_s']:>9,.0f} {r['load_rows_s'] / r['orm_load_rows_s']:>5.1f}x "
