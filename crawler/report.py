@@ -94,11 +94,16 @@ def load_population(db: CrawlDB, crawl_id: int, persist: bool) -> Population:
     for row in drops:
         entries.append((1, _epoch(row["dropped_at"]), 1, row["id"], row, row["reason"]))
     entries.sort(key=lambda e: e[:4])
+    # An exact copy has its kept page's content hash by definition (older rows lack their own).
+    doc_hash = {row["url"]: row["content_hash"] for row in docs}
     pop = Population()
     for *_, row, status in entries:
         pop.urls.append(row["url"])
         pop.hosts.append(review.host_of(row["url"]))
-        pop.content_hashes.append(row.get("content_hash"))
+        content = row.get("content_hash")
+        if content is None and status == "exact_duplicate":
+            content = doc_hash.get(row["duplicate_of"])
+        pop.content_hashes.append(content)
         pop.simhashes.append(review.unsigned64(row.get("simhash")))
         pop.status.append(status)
         pop.matches.append((row.get("duplicate_of"), row.get("distance")))

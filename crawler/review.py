@@ -545,8 +545,12 @@ def compare(a: Page, b: Page, reason: str, stored: int | None, k: int, blocks: i
     elif reason == "exact_duplicate":
         exact = True
     wa, wb, la, lb = words_of(a.text), words_of(b.text), lines_of(a.text), lines_of(b.text)
-    return Explanation(a, b, reason, stored, distance, k, ranges, matched or [], exact,
-                       wa - wb, wb - wa, la - lb, lb - la)
+    result = Explanation(a, b, reason, stored, distance, k, ranges, matched or [], exact,
+                         wa - wb, wb - wa, la - lb, lb - la)
+    if distance == 0 and not result.identical_text:
+        result.notes.append("same fingerprint, different text: the differing lines are not "
+                            "fingerprinted (boilerplate such as nav/aside, or a host template)")
+    return result
 
 
 def explain(db: CrawlDB, url: str) -> Explanation:
@@ -564,12 +568,28 @@ def explain(db: CrawlDB, url: str) -> Explanation:
     settings = _crawl_settings(db, row.get("crawl_id"))
     k, blocks = crawl_thresholds(settings)
     dropped, kept = _page_from_dropped(row), _page_from_document(kept_row)
-    result = compare(dropped, kept, row["reason"], row.get("distance"), k, blocks)
     limit = _int_setting(settings.get("DROPPED_TEXT_MAX_CHARS"), 0)
-    if limit and len(dropped.text) >= limit:
-        result.notes.append(f"the dropped page's text was stored truncated to {limit} characters "
-                            "(DROPPED_TEXT_MAX_CHARS): differences past that point are not shown")
+    truncated = bool(limit) and len(dropped.text) >= limit
+    notes = []
+    if dropped.content_hash is None and dropped.text and not truncated:
+        dropped.content_hash = _content_hash(dropped.text)
+        if dropped.content_hash:
+            notes.append("the dropped page's content hash is computed from its stored text")
+    result = compare(dropped, kept, row["reason"], row.get("distance"), k, blocks)
+    if truncated:
+        notes.append(f"the dropped page's text was stored truncated to {limit} characters "
+                     "(DROPPED_TEXT_MAX_CHARS): differences past that point are not shown")
+    result.notes.extend(notes)
     return result
+
+
+def _content_hash(text: str) -> str | None:
+    """The pipeline's content hash of a visible text (None when that module is unavailable)."""
+    try:
+        from crawler.simhash import content_hash
+    except ImportError:
+        return None
+    return content_hash(text)
 
 
 def explain_pair(db: CrawlDB, first: str, second: str) -> Explanation:

@@ -63,6 +63,7 @@ class Page(HTMLParser):
         self.tags: list[tuple[str, dict[str, str]]] = []
         self._open: list[tuple[str | None, list[str]]] = []
         self._row: list[str] | None = None
+        self._in_cell = False
 
     @classmethod
     def parse(cls, text: str) -> Page:
@@ -81,10 +82,15 @@ class Page(HTMLParser):
             self.rows.append({**a, "_cells": self._row})  # type: ignore[dict-item]
         if tag in ("td", "th") and self._row is not None:
             self._row.append("")
+            self._in_cell = True
         if tag not in ("rect", "line", "meta", "br"):
             self._open.append((a.get("id"), []))
 
     def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th"):
+            self._in_cell = False
+        if tag == "tr":
+            self._row = None
         if tag in ("rect", "line", "meta", "br") or not self._open:
             return
         ident, parts = self._open.pop()
@@ -96,7 +102,7 @@ class Page(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._open:
             self._open[-1][1].append(data)
-        if self._row:
+        if self._row and self._in_cell:
             self._row[-1] += data
 
     def row(self, **attrs: str) -> list[str]:

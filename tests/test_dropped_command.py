@@ -89,7 +89,8 @@ def test_table_fits_80_columns_with_one_row_per_drop(cli: Any, demo_crawl: Crawl
     lines = out.splitlines()
     assert code == 0 and all(len(line) <= 80 for line in lines)
     rows = table_rows(demo_crawl)
-    body = [line for line in lines if line.split()[0].isdigit()]
+    header = next(i for i, line in enumerate(lines) if line.startswith("DIST"))
+    body = lines[header + 1:-1]
     assert len(body) == len(rows)
     assert lines[-1].startswith(f"{len(rows)} dropped page(s)")
     first = urlsplit(rows[0]["url"])

@@ -169,10 +169,10 @@ def write_records(records: list[DropRecord], fmt: str, out: TextIO) -> None:
 
 
 def cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters; a cut keeps both ends around ``…``."""
+    """``text`` in at most ``width`` characters; a cut keeps both halves around ``…``."""
     if len(text) <= width:
         return text
-    head = (width - 1) // 3
+    head = (width - 1) // 2
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
@@ -234,23 +234,30 @@ def _row(label: str, value: str) -> str:
 
 def format_explanation(e: Explanation, diff: bool = False) -> str:
     """The explanation as text (80 columns), with a unified diff when ``diff``."""
-    first = "Dropped" if not e.dropped.kept else "Page A"
-    second = "Kept" if e.reason != "pair" else "Page B"
+    first, second = _labels(e)
     lines = [_row(first, e.dropped.url), _row("", "title: " + (e.dropped.title or "-")),
              _row(second, e.kept.url), _row("", "title: " + (e.kept.title or "-"))]
     lines += _decision_lines(e)
     lines.append("")
-    lines += _listing("Lines only in " + first.lower(), e.lines_only_dropped)
-    lines += _listing("Lines only in " + second.lower(), e.lines_only_kept)
-    lines += _listing("Words only in " + first.lower(), e.words_only_dropped, words=True)
-    lines += _listing("Words only in " + second.lower(), e.words_only_kept, words=True)
+    one, other = f"the {first.lower()} page", f"the {second.lower()} page"
+    lines += _listing("Lines only in " + one, e.lines_only_dropped)
+    lines += _listing("Lines only in " + other, e.lines_only_kept)
+    lines += _listing("Words only in " + one, e.words_only_dropped, words=True)
+    lines += _listing("Words only in " + other, e.words_only_kept, words=True)
     lines += [f"Note: {note}" for note in e.notes]
     if diff:
         lines += ["", *unified_diff(e)]
     return "\n".join(lines) + "\n"
 
 
+def _labels(e: Explanation) -> tuple[str, str]:
+    if e.reason == "pair":
+        return "Page A", "Page B"
+    return "Dropped", "Kept"
+
+
 def _decision_lines(e: Explanation) -> list[str]:
+    first, second = _labels(e)
     verdict = e.reason if e.reason != "pair" else "both pages compared"
     dist = "unknown (no fingerprint)" if e.distance is None else f"{e.distance} bits"
     stored = "" if e.stored_distance in (None, e.distance) else f" (stored {e.stored_distance})"
@@ -268,12 +275,21 @@ def _decision_lines(e: Explanation) -> list[str]:
              False: "content hashes differ: not an exact copy",
              None: "no content hash stored"}[e.exact]
     lines.append(_row("Exact", exact))
-    text = "identical" if e.identical_text else (
-        f"differs: {sum(e.lines_only_dropped.values())} vs {sum(e.lines_only_kept.values())} "
-        f"lines, {sum(e.words_only_dropped.values())} vs {sum(e.words_only_kept.values())} "
-        "words only in one page")
-    lines.append(_row("Text", text))
+    if e.identical_text:
+        lines.append(_row("Text", "identical"))
+    else:
+        lines.append(_row("Text", f"differs: {_n(e.lines_only_dropped, 'line')} and "
+                                  f"{_n(e.words_only_dropped, 'word')} only in the "
+                                  f"{first.lower()} page,"))
+        lines.append(_row("", f"{_n(e.lines_only_kept, 'line')} and "
+                              f"{_n(e.words_only_kept, 'word')} only in the "
+                              f"{second.lower()} page"))
     return lines
+
+
+def _n(counts: Any, noun: str) -> str:
+    total = sum(counts.values())
+    return f"{total} {noun}{'' if total == 1 else 's'}"
 
 
 def unified_diff(e: Explanation) -> list[str]:
