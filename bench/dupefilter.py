@@ -8,7 +8,8 @@ port spellings; about a third of the stream repeats an earlier page in another s
   ``BloomDupeFilter.request_seen``: fingerprint + Bloom) vs Scrapy's ``RFPDupeFilter.request_seen``
   (``canonicalize_url`` + JSON + SHA-1 + a Python set), and the parts of ours, with pybloom-live
   on the same keys for comparison;
-* the same with ``BLOOM_VERIFY``;
+* the same with ``BLOOM_VERIFY`` (exact set in a temp dir), and with ``JOBDIR`` (journal writes,
+  periodic snapshots);
 * memory of the seen set at 10^6 and 10^7 URLs: Bloom measured with tracemalloc (the bit array
   does not depend on the fill); stock = its set plus the fingerprint objects it holds
   (``sys.getsizeof``), measured at 10^6 (``--quick``: 10^5) and extrapolated linearly above;
@@ -28,6 +29,7 @@ import logging
 import math
 import random
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -99,12 +101,15 @@ def per_op(fn: Any, items: list[Any]) -> float:
         gc.enable()
 
 
-def ours_dupefilter(capacity: int, verify: bool = False) -> BloomDupeFilter:
-    crawler = get_crawler(settings_dict={
+def ours_dupefilter(capacity: int, verify: bool = False,
+                    jobdir: str | None = None) -> BloomDupeFilter:
+    settings: dict[str, Any] = {
         "REQUEST_FINGERPRINTER_CLASS": FINGERPRINTER,
         "BLOOM_CAPACITY": capacity, "BLOOM_ERROR_RATE": P, "BLOOM_VERIFY": verify,
-    })
-    return BloomDupeFilter.from_crawler(crawler)
+    }
+    if jobdir:
+        settings["JOBDIR"] = jobdir
+    return BloomDupeFilter.from_crawler(get_crawler(settings_dict=settings))
 
 
 def bench_speed(urls: list[str]) -> dict[str, Any]:
@@ -118,24 +123,25 @@ def bench_speed(urls: list[str]) -> dict[str, Any]:
 
     results: dict[str, Any] = {"urls": n, "stock_request_seen_us": stock,
                                "stock_canonicalize_url_us": stock_canon}
-    for verify in (False, True):
-        df = ours_dupefilter(n, verify=verify)
-        requests = [Request(u) for u in urls]
+    for key in ("", "verify_", "jobdir_"):
+        with tempfile.TemporaryDirectory(prefix="bench-jobdir-") as tmp:
+            df = ours_dupefilter(n, verify=key == "verify_", jobdir=tmp if key else None)
+            requests = [Request(u) for u in urls]
 
-        def ours(request: Request, df: BloomDupeFilter = df) -> bool:
-            request.meta["canonical_url"] = normalize_url(request.url)
-            return df.request_seen(request)
+            def ours(request: Request, df: BloomDupeFilter = df) -> bool:
+                request.meta["canonical_url"] = normalize_url(request.url)
+                return df.request_seen(request)
 
-        key = "verify_" if verify else ""
-        results[f"ours_{key}request_seen_us"] = per_op(ours, requests)
-        results[f"ours_{key}unique"] = len(df.seen)
-        if verify:
-            results["verify_false_positives_avoided"] = df.seen.false_positives_avoided
-        df.close("finished")
+            results[f"ours_{key}request_seen_us"] = per_op(ours, requests)
+            results[f"ours_{key}unique"] = len(df.seen)
+            if key == "verify_":
+                results["verify_false_positives_avoided"] = df.seen.false_positives_avoided
+            df.close("finished")
     results["stock_unique"] = len(stock_df._fingerprints)
     results.update(_parts(urls))
     results["ratio"] = results["ours_request_seen_us"] / stock
     results["verify_ratio"] = results["ours_verify_request_seen_us"] / stock
+    results["jobdir_ratio"] = results["ours_jobdir_request_seen_us"] / stock
     return results
 
 
@@ -217,6 +223,8 @@ def table(speed: dict[str, Any], memory: dict[str, Any], fp: dict[str, Any]) -> 
         ("ratio ours / stock (target <= 1.0)", f"{speed['ratio']:.2f}"),
         ("per request, ours with BLOOM_VERIFY", f"{speed['ours_verify_request_seen_us']:.2f} us"),
         ("ratio verify / stock", f"{speed['verify_ratio']:.2f}"),
+        ("per request, ours with JOBDIR", f"{speed['ours_jobdir_request_seen_us']:.2f} us"),
+        ("ratio JOBDIR / stock", f"{speed['jobdir_ratio']:.2f}"),
         ("unique pages: stock / ours / verify",
          f"{speed['stock_unique']} / {speed['ours_unique']} / {speed['ours_verify_unique']}"),
     ]
