@@ -515,7 +515,25 @@ def _histogram_section(hist: dict[str, Any]) -> str:
                  "right means the threshold is safe anywhere inside it; kept bars close to the "
                  "line are near misses, dropped bars at the line are the decisions to check.")
     return (legend + histogram_svg(hist) + f'<p class="note">{_e(" ".join(notes))}</p>'
-            f"<p>{_e(help_text)}</p>")
+            f'<p id="advice">{_e(advice(hist))}</p><p>{_e(help_text)}</p>')
+
+
+def advice(hist: dict[str, Any]) -> str:
+    """One sentence on the gap around the threshold, read off the histogram."""
+    k = hist["threshold"]
+    used = [b["distance"] for b in hist["buckets"] if b["kept"] + b["dropped"]]
+    below = [d for d in used if d <= k]
+    above = [d for d in used if d > k]
+    if not above:
+        return (f"No page is farther than {k} bits from its nearest neighbour: the crawl is "
+                "mostly duplicates, or too small to judge.")
+    low, high = (max(below) if below else 0), min(above)
+    if high - low > 1:
+        return (f"No page has its nearest neighbour at {low + 1}..{high - 1} bits: any "
+                f"threshold from {low} to {high - 1} makes the same decisions on this crawl; "
+                f"the closest distinct pages are {high} bits apart.")
+    return (f"Pages sit on both sides of k = {k} ({low} and {high} bits) with no gap: check "
+            "the near misses and the drops at the line before changing it.")
 
 
 def _what_if_section(data: dict[str, Any], k: int) -> str:

@@ -335,3 +335,13 @@ def test_kept_pairs_within_k_count_as_k_plus_1(tmp_path: Path) -> None:
     assert [r["dropped"] for r in w["rows"]] == [1, 1, 3, 3, 4, 4, 4]
     assert data["near_misses"]["count"] == 1
     assert data["near_misses"]["listed"][0]["distance"] == 4
+
+
+def test_advice_reads_the_gap_around_k() -> None:
+    def hist(counts: dict[int, int]) -> dict[str, Any]:
+        return {"threshold": 3, "buckets": [{"distance": d, "kept": counts.get(d, 0),
+                                             "dropped": 0} for d in range(12)]}
+
+    assert "from 0 to 7" in report.advice(hist({0: 5, 8: 2, 11: 9}))
+    assert "no gap" in report.advice(hist({3: 1, 4: 1}))
+    assert "mostly duplicates" in report.advice(hist({0: 4}))
