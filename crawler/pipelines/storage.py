@@ -134,6 +134,8 @@ class StoragePipeline:
         self._writing = False
         self._failed = False
         self._closing = False
+        self._opening = False
+        self._close_reason: str | None = None
         self._idle_waiters: list[Deferred[None]] = []
         self._timer: Any = None
 
@@ -170,12 +172,19 @@ class StoragePipeline:
         spider = self.crawler.spider if self.crawler else None
         name = getattr(spider, "name", None) or "unknown"
         settings = dedup_settings(self.crawler.settings) if self.crawler else {}
-        self.crawl_id = await run_in_thread(
-            self.store.start_crawl, name, _seed_urls(spider), settings
-        )
+        self._opening = True
+        try:
+            self.crawl_id = await run_in_thread(
+                self.store.start_crawl, name, _seed_urls(spider), settings
+            )
+        finally:
+            self._opening = False
         if self.crawler is not None:
             self.crawler.stats.set_value("dedup/crawl_id", self.crawl_id)
             self.crawler.dedup_crawl_id = self.crawl_id  # type: ignore[attr-defined]
+        if self._close_reason is not None:  # another component failed to open meanwhile
+            await self._finish(self._close_reason)
+            return
         logger.info("Storing pages in %s (crawl %d)", self.store.url, self.crawl_id,
                     extra={"spider": spider})
         self._timer = create_looping_call(self._tick)
@@ -221,14 +230,19 @@ class StoragePipeline:
             self._report_unsaved()
 
     async def spider_closed(self, spider: Any, reason: str) -> None:
+        self._close_reason = reason
+        if not self._opening:  # else open_spider records the end once start_crawl returns
+            await self._finish(reason)
+
+    async def _finish(self, reason: str) -> None:
+        """Record the end of the crawl with the final stats, then release the database."""
         try:
             if self.crawl_id is not None and self.crawler is not None:
                 stats = dict(self.crawler.stats.get_stats())
                 stats.setdefault("finish_reason", reason)
                 await run_in_thread(self.store.finish_crawl, self.crawl_id, reason, stats)
         except StorageError as exc:
-            logger.error("Could not record the end of crawl %s: %s", self.crawl_id, exc,
-                         extra={"spider": spider})
+            logger.error("Could not record the end of crawl %s: %s", self.crawl_id, exc)
         finally:
             self.store.close()
 
