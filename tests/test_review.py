@@ -46,9 +46,9 @@ def drop(url: str, kept: dict, reason: str, simhash: int, second: int, text: str
     return row
 
 
-def build_db(path: Path, k: int = 3, crawls: int = 1) -> dict[str, Any]:
+def build_db(path: Path, k: int = 3, crawls: int = 1, url: str = "") -> dict[str, Any]:
     """A crawl database with 4 kept pages, a near duplicate, an exact copy, another host."""
-    store = Store(f"sqlite:///{path}")
+    store = Store(url or f"sqlite:///{path}")
     ids = [store.start_crawl("web", [ORIGIN + "/"], {"SIMHASH_MAX_DISTANCE": k,
                                                      "DROPPED_TEXT_MAX_CHARS": 20000})
            for _ in range(crawls)]
@@ -221,3 +221,34 @@ def test_explain_finds_a_url_spelled_differently(db_info: dict[str, Any]) -> Non
     with CrawlDB.open(str(db_info["path"])) as db:
         e = review.explain(db, "HTTP://SITE.test:80/mirror/p1.html#top")
     assert e.dropped.url == ORIGIN + "/mirror/p1.html"
+
+
+@pytest.mark.postgres
+def test_review_reads_a_postgresql_crawl_database(pg_url: str, tmp_path: Path) -> None:
+    """Same rows and explanation on PostgreSQL, in a database of its own (dropped after)."""
+    import os
+
+    import sqlalchemy as sa
+
+    from crawler import report
+
+    name = f"review_test_{os.getpid()}"
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.engine.make_url(pg_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        build_db(tmp_path / "unused.db", url=url)
+        with CrawlDB.open(url) as db:
+            assert next(r.url for r in db.dropped()) == "http://b.test/far.html"
+            assert review.explain(db, ORIGIN + "/mirror/p1.html").distance == 2
+            assert report.build_report(db)["what_if"]["mismatches"] == 0
+            db.close()
+    finally:
+        from crawler.storage import release_engine
+
+        release_engine(sa.engine.make_url(url))
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
