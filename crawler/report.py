@@ -192,13 +192,14 @@ def effective_edges(pop: Population, nb: Neighbours, k: int) -> Edges:
                         pop.status[i], pop.status[j]):
                     found[n] = (j, k + 1)
                     adjusted += 1
-        url, distance = pop.matches[i]
+        url, recorded = pop.matches[i]
         if pop.status[i] in review.REASONS and url is not None:
-            j = position.get(url)
-            if j is None or j > i:
+            match = position.get(url)
+            if match is None or match > i:
                 unmatched += 1
             else:
-                found[:] = [(a, d) for a, d in found if a != j] + [(j, int(distance or 0))]
+                found[:] = [(a, d) for a, d in found if a != match] + [
+                    (match, int(recorded or 0))]
     # Every stored pair within the radius is an edge, so a page with an edge takes its nearest
     # distance from its edges (corrected); a page without keeps the numpy pass's value.
     incident: dict[int, int] = {}

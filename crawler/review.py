@@ -183,33 +183,14 @@ def read_log(path: str | Path, flt: DropFilter | None = None) -> list[DropRecord
 
 
 def _log_objects(path: Path) -> Iterator[dict[str, Any]]:
+    from crawler.droplog import read_drop_log  # tolerant of a torn last line
+
     try:
-        from crawler.droplog import read_drop_log  # the simhash helper's tolerant reader
-    except ImportError:
-        read_drop_log = None
-    if read_drop_log is not None:
-        try:
-            yield from read_drop_log(path)
-            return
-        except ValueError as exc:  # DropLogError names the file and the line
-            raise ReviewError(f"damaged drop log: {exc}") from None
-    yield from _read_jsonl(path)
-
-
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            if number == len(lines):  # a torn last record: the crawl was killed mid-write
-                logger.warning("drop log %s: ignoring torn last line %d", path, number)
-                return
-            raise ReviewError(f"drop log {path}: line {number} is not JSON") from None
-        if isinstance(obj, dict):
-            yield obj
+        yield from read_drop_log(path)
+    except ValueError as exc:  # DropLogError names the file and the line
+        raise ReviewError(f"damaged drop log: {exc}") from None
+    except OSError as exc:
+        raise ReviewError(f"cannot read drop log {path}: {exc.strerror or exc}") from None
 
 
 def _record_from_log(obj: dict[str, Any]) -> DropRecord:
