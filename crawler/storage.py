@@ -509,8 +509,8 @@ class Store:
             values["updated_at"] = now
             values["canonical_url"] = values["canonical_url"] or values["url"]
             by_url[values["url"]] = values
-        if by_url:  # in URL order: concurrent workers then lock rows in one order (no deadlock)
-            conn.execute(self._upsert_stmt(), [by_url[url] for url in sorted(by_url)])
+        if by_url:  # in crawl order (ids follow it); a deadlock between workers is retried
+            conn.execute(self._upsert_stmt(), list(by_url.values()))
         return len(by_url)
 
     def _insert_dropped(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
