@@ -18,7 +18,9 @@ For each :class:`~crawler.items.PageItem`, in this order:
    records atomically: exact copy (``exact_duplicate``, distance 0), else nearest page within
    ``SIMHASH_MAX_DISTANCE`` bits (``near_duplicate``), else kept. On a host with fewer than
    ``TemplateFilter.min_pages`` kept pages (its template unknown), a near match on the same host
-   is confirmed only if the page adds fewer than ``YOUNG_OWN_TOKENS`` tokens of its own to it.
+   is confirmed only if the page adds little text of its own to it (:func:`young_distinct`);
+   a same-host match stored by an earlier crawl is compared the same way with its stored
+   text (read in a thread; the page is kept when that text is gone).
 6. A duplicate raises :class:`~crawler.exceptions.DuplicatePage`, is counted
    (``dedup/<reason>``, ``dedup/distance/<d>``) and appended to ``DROPPED_LOG``. A kept page gets
    ``content_hash`` and ``simhash``, and teaches the template filter; fingerprints of earlier
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -43,7 +46,7 @@ from scrapy.utils.asyncio import run_in_thread
 
 from crawler import config, defaults
 from crawler.backends import make_content_index
-from crawler.backends.local import PageSignature
+from crawler.backends.local import Match, PageSignature
 from crawler.droplog import DropLog
 from crawler.exceptions import NEAR_DUPLICATE, DuplicatePage
 from crawler.simhash import content_hash, features, fingerprint
@@ -55,7 +58,6 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from crawler.backends import ContentIndex
-    from crawler.backends.local import Match
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +113,24 @@ def validate(settings: config.SettingsLike) -> tuple[int, int, bool]:
 config.register(validate)
 
 
+@dataclass
+class _Page:
+    """A page between the index lookup and the decision."""
+
+    item: Any
+    host: str
+    text: str
+    hashes: list[int]
+    content: list[tuple[int, str]]
+    signature: PageSignature
+    match: Match | None = None
+    verify: bool = False  # young host, same-host match stored by an earlier crawl
+
+
+def _line_blocks(text: str) -> list[tuple[int, str]]:
+    return [(block_hash(line), line) for line in text.splitlines() if line]
+
+
 class NearDuplicatePipeline:
     """Exact and near-duplicate dropping (see the module docstring)."""
 
@@ -132,6 +152,7 @@ class NearDuplicatePipeline:
         self.droplog = droplog
         self.stats = stats
         self.store_factory = store_factory  # () -> Store, for SIMHASH_PERSIST
+        self._store_obj: Any = None
         self.crawler: Crawler | None = None
 
     @classmethod
@@ -164,55 +185,120 @@ class NearDuplicatePipeline:
             loaded = await run_in_thread(self.load_stored)
             logger.info("content index: %d stored fingerprints loaded", loaded)
 
+    def _store(self) -> Any:
+        if self._store_obj is None and self.store_factory is not None:
+            self._store_obj = self.store_factory()
+        return self._store_obj
+
     def load_stored(self) -> int:
-        """Load every stored document into the index (blocking; run off the reactor)."""
-        store = self.store_factory()
-        try:
-            loaded = self.index.load(store.iter_fingerprints())  # type: ignore[attr-defined]
-        finally:
-            store.close()
+        """Load stored documents into the index (blocking; run off the reactor).
+
+        Documents without a content hash (binary pages) are left out: nothing duplicates them.
+        """
+        records = (r for r in self._store().iter_fingerprints() if r[2])
+        loaded = self.index.load(records)  # type: ignore[attr-defined]
         self._inc("dedup/loaded", loaded)
         return loaded
+
+    def stored_text(self, url: str) -> str | None:
+        """The stored visible text of ``url`` (blocking), None when unknown."""
+        store = self._store()
+        document = store.document_by_url(url) if store is not None else None
+        return getattr(document, "text", None) or None
 
     async def close_spider(self) -> None:
         self.index.close()
         if self.droplog is not None:
             self.droplog.close()
+        if self._store_obj is not None:
+            self._store_obj.close()
+            self._store_obj = None
 
     # --- items ----------------------------------------------------------------------------------
     async def process_item(self, item: Any) -> Any:
-        return self.check(item)
+        page = self._begin(item)
+        if page is None:
+            return item
+        stored = None
+        if page.verify and page.match is not None:
+            stored = await run_in_thread(self.stored_text, page.match.url)
+        return self._finish(page, stored)
 
     def check(self, item: Any) -> Any:
-        """Return ``item`` with ``content_hash``/``simhash`` set, or raise DuplicatePage."""
-        page = ItemAdapter(item)
-        if page.get("binary"):
-            self._inc("dedup/binary")
-            page["text"] = ""
+        """Blocking :meth:`process_item`: ``item`` with fingerprints set, or DuplicatePage."""
+        page = self._begin(item)
+        if page is None:
             return item
-        url = page["url"]
-        canonical = page.get("canonical_url") or url
+        stored = None
+        if page.verify and page.match is not None:
+            stored = self.stored_text(page.match.url)
+        return self._finish(page, stored)
+
+    def _begin(self, item: Any) -> _Page | None:
+        """Fingerprint and ask the index; None for a binary page (passed through)."""
+        adapter = ItemAdapter(item)
+        if adapter.get("binary"):
+            self._inc("dedup/binary")
+            adapter["text"] = ""
+            return None
+        url = adapter["url"]
+        canonical = adapter.get("canonical_url") or url
         host = (urlsplit(canonical).hostname or "").lower()
-        html = page.get("html") or ""
+        html = adapter.get("html") or ""
         text = extract(html, url, tokenize=False)
         hashes = [block_hash(b) for b in text.blocks]
         content = self._content(host, text.blocks, hashes)
-        chash = self._content_hash(text.text, html)
         simhash = self._simhash(content)
         if simhash is None:
             self._inc("dedup/too_short")
-        signature = PageSignature(url, canonical, chash, simhash)
-        match = self.index.check_and_add(signature)
-        if match is not None and self._young_distinct(host, match, content):
-            self.index.load([(url, canonical, chash, simhash)])  # type: ignore[attr-defined]
-            match = None
-        if match is not None:
-            self._drop(signature, match)
-        page["content_hash"] = chash
-        page["simhash"] = simhash
+        signature = PageSignature(url, canonical, self._content_hash(text.text, html), simhash)
+        page = _Page(item, host, text.text, hashes, content, signature)
+        page.match = self.index.check_and_add(signature)
+        if page.match is not None and self._young_host_match(page):
+            kept = self._recent(host, page.match.url)
+            if kept is None:
+                page.verify = True  # an earlier crawl's page: compare with its stored text
+            elif young_distinct(content, kept):
+                self._keep_anyway(page, "dedup/template/young_distinct")
+        return page
+
+    def _finish(self, page: _Page, stored_text: str | None) -> Any:
+        if page.verify:
+            if stored_text is None:
+                self._keep_anyway(page, "dedup/template/young_unverified")
+            elif young_distinct(_line_blocks(page.text), KeptPage("", "", "", _line_blocks(
+                    stored_text))):  # fmt: skip
+                self._keep_anyway(page, "dedup/template/young_distinct")
+        signature = page.signature
+        if page.match is not None:
+            self._drop(signature, page.match)
+        adapter = ItemAdapter(page.item)
+        adapter["content_hash"] = signature.content_hash
+        adapter["simhash"] = signature.simhash
         self._inc("dedup/kept")
-        self._learn(host, hashes, KeptPage(url, canonical, chash, content, simhash))
-        return item
+        kept = KeptPage(signature.url, signature.canonical_url, signature.content_hash,
+                        page.content, signature.simhash)  # fmt: skip
+        self._learn(page.host, page.hashes, kept)
+        return page.item
+
+    def _young_host_match(self, page: _Page) -> bool:
+        """A near match on the page's own host while that host's template is unknown."""
+        match = page.match
+        if self.templates is None or match is None or match.reason != NEAR_DUPLICATE:
+            return False
+        same_host = (urlsplit(match.url).hostname or "").lower() == page.host
+        return same_host and self.templates.is_young(page.host)
+
+    def _recent(self, host: str, url: str) -> KeptPage | None:
+        recent = self.templates.recent(host) if self.templates is not None else []
+        return next((k for k in recent if k.url == url), None)
+
+    def _keep_anyway(self, page: _Page, stat: str) -> None:
+        s = page.signature
+        self.index.load([(s.url, s.canonical_url, s.content_hash, s.simhash)])  # type: ignore[attr-defined]
+        page.match = None
+        page.verify = False
+        self._inc(stat)
 
     def _content(self, host: str, blocks: list[str], hashes: list[int]) -> list[tuple[int, str]]:
         if self.templates is None:
@@ -232,17 +318,6 @@ class NearDuplicatePipeline:
             return content_hash(text)
         self._inc("dedup/empty")
         return content_hash("\x00markup\x00" + normalize(html))
-
-    def _young_distinct(self, host: str, match: Match, content: list[tuple[int, str]]) -> bool:
-        """On a young host, a near match with enough text of its own is a distinct page."""
-        templates = self.templates
-        if templates is None or match.reason != NEAR_DUPLICATE or not templates.is_young(host):
-            return False
-        kept = next((k for k in templates.recent(host) if k.url == match.url), None)
-        if kept is None or not young_distinct(content, kept):
-            return False
-        self._inc("dedup/template/young_distinct")
-        return True
 
     def _drop(self, signature: PageSignature, match: Match) -> None:
         exc = DuplicatePage(
