@@ -24,8 +24,9 @@ Limits of scrapy-redis 0.9.1 to know:
 
 * requests are popped destructively: a worker killed mid-request loses what it had popped
   (its seen-set entries stay, so those URLs are not fetched again); JOBDIR does not apply;
-* a plain spider closes when it is idle and the shared queue is empty, even if another worker
-  will push more later: start the workers together, and late workers pick up what is queued;
+* a plain spider closes as soon as it is idle, even while another worker will push more: the
+  ``SharedIdle`` extension (:mod:`crawler.backends.sharedidle`) keeps each worker open while the
+  queue has requests or another worker is busy, and ``DISTRIBUTED_IDLE_SECONDS`` after that;
 * every worker runs the spider's ``start()``; the shared seen set drops the repeated seeds;
 * the scripts need a single Redis server (not Redis Cluster).
 """
@@ -33,7 +34,7 @@ Limits of scrapy-redis 0.9.1 to know:
 import os
 
 from settings.base import *  # noqa: F403
-from settings.base import BOT_NAME, REDIS_KEY_PREFIX
+from settings.base import BOT_NAME, EXTENSIONS, REDIS_KEY_PREFIX
 
 # --- shared frontier (scrapy-redis) -----------------------------------------------------------
 SCHEDULER = "scrapy_redis.scheduler.Scheduler"  # requests in Redis, shared by every worker
@@ -50,6 +51,11 @@ SCHEDULER_DUPEFILTER_KEY = f"{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE}:%(spider)s:unu
 DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # ours, on the Redis Bloom filter
 DEDUP_BACKEND = "redis"  # seen set and content index in Redis
 REDIS_URL = os.environ.get("DEDUP_REDIS_URL", "redis://127.0.0.1:6379/0")  # shared server
+EXTENSIONS = {
+    **EXTENSIONS,
+    "crawler.backends.sharedidle.SharedIdle": 600,  # stay open while the shared crawl has work
+}
+DISTRIBUTED_IDLE_SECONDS = 5.0  # idle this long with an empty queue and no busy worker: close
 
 # --- shared storage ---------------------------------------------------------------------------
 STORAGE_URL = os.environ.get(
