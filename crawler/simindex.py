@@ -131,7 +131,8 @@ class SimIndex:
     @property
     def nbytes(self) -> int:
         """Bytes held by the index's arrays (the process overhead of numpy is not counted)."""
-        arrays = [*self._tab, *self._rows, *self._off, self._keys, self._dead, self._buffer]
+        arrays: list[np.ndarray] = [*self._tab, *self._rows, *self._off]
+        arrays += [self._keys, self._dead, self._buffer]
         if self._order is not None:
             arrays.append(self._order)
         return sum(a.nbytes for a in arrays)

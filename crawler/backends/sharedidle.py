@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.utils.reactor import CallLaterOnce
 
 from crawler import config, defaults
 from crawler.backends import backend_name
@@ -60,7 +61,7 @@ class SharedIdle(_RedisBacked):
         self._next_beat = 0.0
         self._last_work = time.monotonic()
         self._crawler: Any = None
-        self._wake_pending = False
+        self._waker: CallLaterOnce[None] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SharedIdle:
@@ -103,16 +104,14 @@ class SharedIdle(_RedisBacked):
             raise DontCloseSpider
 
     def _wake_later(self) -> None:
-        if self._wake_pending or self._crawler is None:  # no crawler: no engine to wake
+        if self._crawler is None:  # no crawler: no engine to wake
             return
-        from twisted.internet import reactor
-
-        self._wake_pending = True
-        reactor.callLater(POLL_SECONDS, self._wake)  # type: ignore[attr-defined]
+        if self._waker is None:
+            self._waker = CallLaterOnce(self._wake)
+        self._waker.schedule(POLL_SECONDS)  # once, however often the spider is idle
 
     def _wake(self) -> None:
         """Run the engine's next-request loop now instead of at its 5-second heartbeat."""
-        self._wake_pending = False
         engine = getattr(self._crawler, "engine", None)
         nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
         if nextcall is not None:
