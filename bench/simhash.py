@@ -5,8 +5,9 @@
 Corpus: Debian's ``python3.11-doc`` HTML (/usr/share/doc/python3.11/html) when installed, else
 the generated demo site (``crawler.sitegen.demo_site``). ``--quick``: 120 pages, 2 repeats.
 
-Measured side by side in one run (best of ``--repeat`` passes over the corpus, so a busy
-machine's noise is the same for both sides of every ratio):
+Measured side by side in one run: each page is run through every contender back to back,
+``--repeat`` times, and its best time kept, so a busy machine's noise hits both sides of every
+ratio alike. Means are sums of per-page bests divided by pages.
 
 * text extraction per page: :func:`crawler.text.visible_text` and :func:`crawler.text.extract`
   (the pipeline's: visible + fingerprint text) vs parsel's text XPath
@@ -67,24 +68,31 @@ def load_corpus(limit: int | None) -> tuple[str, list[str]]:
     return name, pages
 
 
-def per_item_ms(fn: Callable[[Any], Any], items: Sequence[Any], repeat: int) -> dict[str, float]:
-    """Best-of-``repeat`` total time over ``items``; median per item from the best pass."""
-    best_total, best_each = float("inf"), [0.0]
-    for _ in range(repeat):
-        each = []
-        start = time.perf_counter()
-        for item in items:
-            t0 = time.perf_counter()
-            fn(item)
-            each.append(time.perf_counter() - t0)
-        total = time.perf_counter() - start
-        if total < best_total:
-            best_total, best_each = total, each
-    return {
-        "mean_ms": best_total / len(items) * 1e3,
-        "median_ms": statistics.median(best_each) * 1e3,
-        "per_s": len(items) / best_total,
-    }
+def paired_ms(
+    fns: dict[str, Callable[[Any], Any]], items: Sequence[Any], repeat: int
+) -> dict[str, dict[str, float]]:
+    """Time every function on every item back to back, ``repeat`` times; keep each item's best.
+
+    Interleaving per item puts a busy machine's slow moments on both sides of a ratio.
+    """
+    best = {name: [float("inf")] * len(items) for name in fns}
+    for i, item in enumerate(items):
+        for _ in range(repeat):
+            for name, fn in fns.items():
+                t0 = time.perf_counter()
+                fn(item)
+                elapsed = time.perf_counter() - t0
+                if elapsed < best[name][i]:
+                    best[name][i] = elapsed
+    out = {}
+    for name, times in best.items():
+        total = sum(times)
+        out[name] = {
+            "mean_ms": total / len(items) * 1e3,
+            "median_ms": statistics.median(times) * 1e3,
+            "per_s": len(items) / total,
+        }
+    return out
 
 
 def parsel_text(html: str) -> str:
@@ -119,20 +127,23 @@ def run(quick: bool, repeat: int) -> dict[str, Any]:
     texts = [visible_text(p) for p in pages]
     token_lists = [extract(p).tokens for p in pages]
     result: dict[str, Any] = {"corpus": corpus, "pages": len(pages), "repeat": repeat}
-    extraction = {
-        "visible_text (selectolax)": per_item_ms(visible_text, pages, repeat),
-        "extract (visible + fingerprint text)": per_item_ms(extract, pages, repeat),
-        "parsel text XPath": per_item_ms(parsel_text, pages, repeat),
-    }
-    result["extraction"] = extraction
+    result["extraction"] = paired_ms(
+        {
+            "visible_text (selectolax)": visible_text,
+            "extract (visible + fingerprint text)": extract,
+            "parsel text XPath": parsel_text,
+        },
+        pages,
+        repeat,
+    )
     fps: dict[str, Any] = {}
     for shingle in (1, 2):
         weighted = [f for f in (features(t, shingle) for t in token_lists) if f]
         ours = [fingerprint(f) for f in weighted]
         theirs = [package_fingerprint(f) for f in weighted]
         mismatches = sum(a != b for a, b in zip(ours, theirs, strict=True))
-        ours_t = per_item_ms(fingerprint, weighted, repeat)
-        pkg_t = per_item_ms(package_fingerprint, weighted, repeat)
+        timing = paired_ms({"ours": fingerprint, "pkg": package_fingerprint}, weighted, repeat)
+        ours_t, pkg_t = timing["ours"], timing["pkg"]
         fps[f"{shingle}-word features"] = {
             "pages": len(weighted),
             "median_features": statistics.median(len(f) for f in weighted),
@@ -142,11 +153,13 @@ def run(quick: bool, repeat: int) -> dict[str, Any]:
             "bit_identical": mismatches == 0,
             "mismatches": mismatches,
         }
-    fps["tokens -> fingerprint (ours, features included)"] = per_item_ms(
-        lambda t: fingerprint(features(t)), token_lists, repeat
-    )
+    fps["tokens -> fingerprint (ours, features included)"] = paired_ms(
+        {"ours": lambda t: fingerprint(features(t))}, token_lists, repeat
+    )["ours"]
     usable = [t for t in texts if _default_ok(t)]
-    fps["simhash.Simhash(text) defaults"] = per_item_ms(simhash_pkg.Simhash, usable, repeat)
+    fps["simhash.Simhash(text) defaults"] = paired_ms({"pkg": simhash_pkg.Simhash}, usable, repeat)[
+        "pkg"
+    ]
     result["overflow_pages_default_text"] = len(texts) - len(usable)
     result["fingerprint"] = fps
     result["overflow_pages_raw_counts"] = overflow_pages(token_lists)
@@ -154,7 +167,7 @@ def run(quick: bool, repeat: int) -> dict[str, Any]:
 
 
 def print_table(result: dict[str, Any]) -> None:
-    print(f"corpus: {result['corpus']}, best of {result['repeat']} passes")
+    print(f"corpus: {result['corpus']}, best of {result['repeat']} runs per page")
     print(f"\n{'text extraction':<42}{'median ms':>10}{'mean ms':>10}{'pages/s':>10}")
     for name, row in result["extraction"].items():
         print(f"{name:<42}{row['median_ms']:>10.3f}{row['mean_ms']:>10.3f}{row['per_s']:>10.0f}")

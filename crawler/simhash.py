@@ -71,7 +71,7 @@ def features(tokens: Sequence[str], shingle: int = 1) -> dict[str, int]:
 def fingerprint(weighted: Mapping[str, int] | Iterable[tuple[str, int]]) -> int:
     """The 64-bit SimHash of ``{feature: weight}`` (or ``(feature, weight)`` pairs).
 
-    Weights must be non-negative integers (below 2**53 in total); no features, or a total weight
+    Weights must be non-negative integers (below 2**62 in total); no features, or a total weight
     of 0, give 0.
     """
     if not isinstance(weighted, Mapping):
@@ -87,7 +87,8 @@ def fingerprint(weighted: Mapping[str, int] | Iterable[tuple[str, int]]) -> int:
     # Row r holds the 64 bits of hash r, most significant first (as simhash.Simhash unpacks them).
     bits = np.unpackbits(hashes.astype(_BIG_ENDIAN_U64).view(np.uint8).reshape(count, 8), axis=1)
     sums = np.einsum("i,ij->j", weights, bits)
-    return int.from_bytes(np.packbits(2 * sums.astype(np.int64) > total).tobytes(), "big")
+    # sum > total / 2  <=>  sum > total // 2 for integers: no float, no widening copy.
+    return int.from_bytes(np.packbits(sums > (total >> 1)).tobytes(), "big")
 
 
 def _encoded(weighted: Mapping[str, int], count: int) -> list[bytes]:
