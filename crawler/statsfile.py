@@ -59,8 +59,9 @@ class StatsFile:
             raise NotConfigured
         ext = cls(Path(path))
         ext.crawler = crawler
-        # Low priority on the signal: run after the other spider_closed handlers filled stats.
-        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed, priority=-1000)
+        # Handlers run in connection order: CoreStats (EXTENSIONS_BASE, order 0) sets
+        # finish_reason before us, and item pipelines have closed before spider_closed is sent.
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
 
     def spider_closed(self, spider: Any, reason: str) -> None:
