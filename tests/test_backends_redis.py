@@ -240,3 +240,12 @@ def test_check_redis_before_a_crawl(ns):
     with pytest.raises(SettingError) as info:
         check_redis(Settings({**ns.copy_to_dict(), "SIMHASH_BLOCKS": 6}))
     assert info.value.name == "SIMHASH_BLOCKS"
+
+
+def test_urls_round_trip_through_the_lua_json(ns):
+    index = make_content_index(ns)
+    url = 'http://例え.jp/ü?q="x"&y=\\/\x01'
+    assert index.check_and_add(page(url, 1, 5)) is None
+    assert index.check_and_add(page("http://b", 1, None)).url == url
+    index.load([(url + "2", "", chash(2), 2**64 - 1)])
+    assert index.check_and_add(page("http://c", 3, 2**64 - 2)).url == url + "2"
