@@ -420,3 +420,30 @@ def test_stored_binary_documents_are_left_out_of_the_index(tmp_path: Any) -> Non
     pipe = pipeline(store_factory=lambda: Store(url))
     assert pipe.load_stored() == 0
     asyncio.run(pipe.close_spider())
+
+
+@pytest.mark.slow
+def test_template_site_end_to_end_crawl(crawl: Any) -> None:
+    """A real crawl: distinct posts stored, mirrors dropped; table and JSON Lines agree."""
+    pytest.importorskip("crawler.middlewares.links")
+    from crawler.droplog import read_drop_log
+    from crawler.siteserver import SiteServer
+
+    site = template_site()
+    with SiteServer(site) as server:
+        run = crawl(urls=[server.base_url + "/"], settings={"ROBOTSTXT_OBEY": False})
+    assert run.returncode == 0, run.stderr[-3000:]
+    stored = {u[len(server.base_url) :] for u in run.stored_urls()}
+    groups = site.duplicate_groups()
+    grouped = set().union(*groups.values())
+    assert site.distinct_pages - grouped <= stored
+    for members in groups.values():
+        assert len(members & stored) == 1
+    table = run.rows("SELECT url, reason, duplicate_of, distance FROM dropped ORDER BY id")
+    log = [(r["url"], r["reason"], r["duplicate_of"], r["distance"])
+           for r in read_drop_log(run.dropped_log)]  # fmt: skip
+    assert [tuple(row) for row in table] == log
+    assert len(log) == len(site.near_duplicates)
+    stats = run.stats
+    assert stats["dedup/kept"] + stats.get("dedup/near_duplicate", 0) == len(stored) + len(log)
+    assert "Dropped near_duplicate (" in run.stderr
