@@ -28,6 +28,9 @@ Limits of scrapy-redis 0.9.1 to know:
   ``SharedIdle`` extension (:mod:`crawler.backends.sharedidle`) keeps each worker open while the
   queue has requests or another worker is busy, and ``DISTRIBUTED_IDLE_SECONDS`` after that;
 * every worker runs the spider's ``start()``; the shared seen set drops the repeated seeds;
+* politeness is per worker: ``DOWNLOAD_DELAY`` and ``CONCURRENT_REQUESTS_PER_DOMAIN`` apply in
+  each process, so N workers reach one host up to N times as often (divide them by N);
+* each worker fetches its own robots.txt;
 * the scripts need a single Redis server (not Redis Cluster).
 """
 
@@ -45,7 +48,6 @@ SCHEDULER_FLUSH_ON_START = False  # never wipe what other workers are doing
 SCHEDULER_IDLE_BEFORE_CLOSE = 0  # the priority queue cannot block; never block the reactor
 DEDUP_NAMESPACE = os.environ.get("DEDUP_NAMESPACE", BOT_NAME)  # per-crawl key namespace
 SCHEDULER_QUEUE_KEY = f"{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE}:%(spider)s:requests"
-SCHEDULER_DUPEFILTER_KEY = f"{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE}:%(spider)s:unused-dupefilter"
 
 # --- shared dedup state -----------------------------------------------------------------------
 DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # ours, on the Redis Bloom filter
