@@ -101,8 +101,8 @@ def corpus(quick: bool) -> list[Doc]:
             words = text.split(" ")
             words[len(words) // 2] = "reportedly"
             revised = " ".join(words) + "\nCorrection: an earlier version misspelled a name."
-            page = _wire_page(title, revised, 1000 + i, rng)
-            docs.append(Doc("wire.test", f"/story/{i}/updated", page, group))
+            html = _wire_page(title, revised, 1000 + i, rng)
+            docs.append(Doc("wire.test", f"/story/{i}/updated", html, group))
         for doc in docs:  # the original joins the group
             if doc.group is None and f"{doc.host}{doc.path}" == group:
                 doc.group = group

@@ -86,7 +86,7 @@ def fingerprint(weighted: Mapping[str, int] | Iterable[tuple[str, int]]) -> int:
     weights = np.fromiter(weighted.values(), dtype=dtype, count=count)
     # Row r holds the 64 bits of hash r, most significant first (as simhash.Simhash unpacks them).
     bits = np.unpackbits(hashes.astype(_BIG_ENDIAN_U64).view(np.uint8).reshape(count, 8), axis=1)
-    sums = np.einsum("i,ij->j", weights, bits)
+    sums = np.einsum("i,ij->j", weights, bits)  # type: ignore[arg-type]
     # sum > total / 2  <=>  sum > total // 2 for integers: no float, no widening copy.
     return int.from_bytes(np.packbits(sums > (total >> 1)).tobytes(), "big")
 

@@ -153,6 +153,7 @@ class NearDuplicatePipeline:
         self.stats = stats
         self.store_factory = store_factory  # () -> Store, for SIMHASH_PERSIST
         self._store_obj: Any = None
+        self._binary_seen = False
         self.crawler: Crawler | None = None
 
     @classmethod
@@ -239,6 +240,10 @@ class NearDuplicatePipeline:
         adapter = ItemAdapter(item)
         if adapter.get("binary"):
             self._inc("dedup/binary")
+            if not self._binary_seen:  # the first one only; the stat counts the rest
+                self._binary_seen = True
+                logger.info("binary body served as HTML, stored without text: %s "
+                            "(further ones counted in dedup/binary)", adapter["url"])  # fmt: skip
             adapter["text"] = ""
             return None
         url = adapter["url"]
