@@ -1,7 +1,8 @@
 """Crawl benchmark: our ``web`` spider vs a stock Scrapy ``CrawlSpider`` on the same local site.
 
 ``.venv/bin/python -m bench.crawl [--site linkheavy|demo] [--pages N] [--links N] [--runs N]
-[--concurrency N] [--quick] [--profile]`` from the project root.
+[--concurrency N] [--quick] [--profile] [-s NAME=VALUE ...]`` from the project root (``-s``
+settings apply to our crawl only, e.g. to compare a feature on and off).
 
 One process serves the generated site (:mod:`crawler.sitegen`) on 127.0.0.1; each crawl runs in a
 child process, the two crawlers alternating (stock, ours, ours, stock, ...) so drift in the
@@ -59,7 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="500 pages x 50 links, 1 run")
     parser.add_argument("--profile", action="store_true", help="one cProfile run of each too")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server/crawler CPUs")
+    parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra Scrapy setting for our crawl only (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
+    for item in args.set:
+        if "=" not in item:
+            parser.error(f"-s {item!r}: expected NAME=VALUE")
     if args.quick:
         args.pages, args.links, args.runs = min(args.pages, 500), min(args.links, 50), 1
     for name in ("pages", "links", "runs", "concurrency"):
@@ -84,7 +90,10 @@ def extensions_for(kind: str) -> str:
     return json.dumps(exts)
 
 
-def command(kind: str, url: str, work: Path, concurrency: int, profile: Path | None) -> list[str]:
+def command(
+    kind: str, url: str, work: Path, args: argparse.Namespace, profile: Path | None
+) -> list[str]:
+    concurrency = args.concurrency
     common = {
         "ROBOTSTXT_OBEY": "True",
         "DOWNLOAD_DELAY": "0",
@@ -98,18 +107,19 @@ def command(kind: str, url: str, work: Path, concurrency: int, profile: Path | N
         "EXTENSIONS": extensions_for(kind),
     }
     if kind == "ours":
-        args = ["crawl", "web", "-a", f"urls={url}"]
+        cmd = ["crawl", "web", "-a", f"urls={url}"]
         common |= {
             "STORAGE_URL": f"sqlite:///{work / 'crawl.db'}",
             "DROPPED_LOG": str(work / "dropped.jsonl"),
         }
+        common |= dict(item.split("=", 1) for item in args.set)
     else:
-        args = ["runspider", str(STOCK_SPIDER), "-a", f"url={url}"]
+        cmd = ["runspider", str(STOCK_SPIDER), "-a", f"url={url}"]
     if profile is not None:
-        args += ["--profile", str(profile)]
+        cmd += ["--profile", str(profile)]
     for name, value in common.items():
-        args += ["-s", f"{name}={value}"]
-    return [sys.executable, "-m", "scrapy", *args]
+        cmd += ["-s", f"{name}={value}"]
+    return [sys.executable, "-m", "scrapy", *cmd]
 
 
 def run_child(cmd: list[str], cwd: Path, work: Path, cpu: int | None, timeout: float) -> dict:
@@ -153,7 +163,7 @@ def crawl_once(kind: str, server: SiteServer, cpu: int | None, args: argparse.Na
     work = Path(tempfile.mkdtemp(prefix=f"bench-crawl-{kind}-"))
     try:
         cwd = ROOT if kind == "ours" else work  # stock: outside the project, stock settings
-        cmd = command(kind, server.base_url + "/", work, args.concurrency, profile)
+        cmd = command(kind, server.base_url + "/", work, args, profile)
         result = run_child(cmd, cwd, work, cpu, args.timeout)
         if result["exit"] != 0 or not result["stats"]:
             tail = (work / "stderr.txt").read_text(errors="replace")[-2000:]
