@@ -5,10 +5,13 @@ the fingerprinter and the dupefilter use. The request itself is still fetched as
 the key is canonical. The steps, in order (RFC 3986 section 6, then the project policy):
 
 0. Clean-up as browsers do: leading/trailing spaces and C0 controls stripped, tab/CR/LF removed
-   anywhere. Anything but a ``str`` is refused.
+   anywhere, ``\`` before the query read as ``/`` (as browsers and Scrapy's own URL escaping do
+   for http(s), so the key names what is fetched). Anything but a ``str`` is refused.
 
    >>> normalize_url(' http://example.com/a\tb\n ')
    'http://example.com/ab'
+   >>> normalize_url('http:\\\\example.com\\a\\b?c\\d')
+   'http://example.com/a/b?c%5Cd'
 
 1. Relative references are resolved against ``base`` (RFC 3986 5.2, strict: a reference with a
    scheme is absolute); an empty ``?`` is an empty query, which overrides the base's query.
@@ -67,9 +70,11 @@ raises (other schemes, no host, a bad port, a host IDNA refuses, IPv6 zone ident
 IPvFuture literals). The result is idempotent: ``normalize_url(normalize_url(u)) ==
 normalize_url(u)``.
 
-Limits (may change): IPv4 shorthand (``0x7f.1``, ``2130706433``) is left as written, ``\`` is
-escaped as ``%5C`` (not read as ``/``), a non-ASCII label holding ``_`` or an emoji is refused
-(IDNA 2008 rules of the ``idna`` package, stricter than browsers).
+Limits (may change): IPv4 shorthand (``0x7f.1``, ``2130706433``) is left as written; a
+non-ASCII label holding ``_`` or an emoji is refused (IDNA 2008 rules of the ``idna`` package,
+stricter than browsers). Scrapy's ``Request`` escapes hosts with IDNA 2003, which maps the UTS 46
+deviation characters (``faß.de`` is fetched as ``fass.de``): the key follows the policy, the
+fetch follows Scrapy.
 
 w3lib is the base where it agrees (its RFC 3986 character classes); its ``canonicalize_url``
 is not used: it keeps default ports, decodes reserved escapes in paths, adds ``=`` to flags and
@@ -387,6 +392,9 @@ def _split(url: str) -> _Parts:
     url = url.strip(_C0_OR_SPACE)
     if "\t" in url or "\r" in url or "\n" in url:
         url = url.translate(_TAB_CR_LF)
+    if "\\" in url:
+        head, mark, tail = url.partition("?")
+        url = head.replace("\\", "/") + mark + tail
     match = _SPLIT.match(url)
     assert match is not None  # every group is optional: the pattern matches any string
     scheme, authority, path, query = match.groups()
