@@ -30,6 +30,7 @@ URLNORM_STRIP_PARAMS: tuple[str, ...] = (
     "mkt_tok",
 )
 URLNORM_SORT_QUERY = True
+URLNORM_DEBUG = False  # log every dropped link at DEBUG, not only the first of each kind
 
 # --- Spider-trap guards (crawler.middlewares) --------------------------------------------------
 URLLENGTH_LIMIT = 2083

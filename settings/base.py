@@ -48,6 +48,7 @@ DUPEFILTER_DEBUG = False  # log every filtered request, not only the first
 DEDUP_EARLY_SKIP = _d.DEDUP_EARLY_SKIP  # skip already-seen links before building a Request
 URLNORM_STRIP_PARAMS = list(_d.URLNORM_STRIP_PARAMS)  # tracking parameters removed (globs)
 URLNORM_SORT_QUERY = _d.URLNORM_SORT_QUERY  # sort query pairs in the canonical key
+URLNORM_DEBUG = _d.URLNORM_DEBUG  # log every dropped link / trap, not only the first of each kind
 URLLENGTH_LIMIT = _d.URLLENGTH_LIMIT  # longer URLs are dropped (trap guard)
 TRAP_MAX_SEGMENT_REPEAT = _d.TRAP_MAX_SEGMENT_REPEAT  # same path segment repeated more: trap
 TRAP_MAX_PATH_DEPTH = _d.TRAP_MAX_PATH_DEPTH  # more path segments: trap
@@ -86,6 +87,7 @@ ITEM_PIPELINES = {
 }
 SPIDER_MIDDLEWARES = {
     "crawler.middlewares.links.UrlNormalizationMiddleware": 550,  # link filter, traps, canonical key
+    "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,  # ours checks the canonical URL
 }
 EXTENSIONS = {
     "crawler.progress.DedupProgress": 500,  # progress line + dedup summary (before StatsFile)
