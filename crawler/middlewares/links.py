@@ -126,18 +126,23 @@ class UrlNormalizationMiddleware(BaseSpiderMiddleware):
         return middleware
 
     def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
+        stat = self._verdict(request)
+        if stat is None:
+            return request
+        self._drop(stat, request, response)
+        return None
+
+    def _verdict(self, request: Request) -> str | None:
+        """The stats key of the reason to drop ``request``, or None to keep it."""
         scheme = request.url.partition(":")[0].lower()
         if scheme != "http" and scheme != "https":
-            key = scheme if _SCHEME_KEY.match(scheme) else "other"
-            return self._drop(f"urlnorm/dropped/scheme/{key}", request, response)
+            return f"urlnorm/dropped/scheme/{scheme if _SCHEME_KEY.match(scheme) else 'other'}"
         canonical = canonical_url_of(request, self.policy)
         if canonical is None:
-            return self._drop("urlnorm/dropped/invalid", request, response)
+            return "urlnorm/dropped/invalid"
         request.meta["canonical_url"] = canonical
         trap = self.limits.trap(canonical)
-        if trap is not None:
-            return self._drop(f"urlnorm/trap/{trap}", request, response)
-        return request
+        return None if trap is None else f"urlnorm/trap/{trap}"
 
     def _drop(self, stat: str, request: Request, response: Response | None) -> None:
         self.crawler.stats.inc_value(stat)
@@ -160,4 +165,3 @@ class UrlNormalizationMiddleware(BaseSpiderMiddleware):
                 referer,
                 extra={"spider": spider},
             )
-        return None
