@@ -16,7 +16,8 @@ When the spider closes, a summary block goes to the log and its numbers to the s
 Drops are counted from the ``item_dropped`` signal (a :class:`~crawler.exceptions.DuplicatePage`
 carries its reason and distance), so the numbers do not depend on the pipeline's stat names.
 Other numbers are read from the stats: ``response_received_count``, ``item_scraped_count``,
-``storage/documents``, ``dupefilter/filtered``, ``dedup/bloom/fill_ratio`` and
+``storage/documents``, ``dupefilter/filtered`` plus ``dedup/links_skipped_seen`` (links the
+spider skipped because the seen set already held them), ``dedup/bloom/fill_ratio`` and
 ``dedup/bloom/urls``/``capacity``.
 """
 
@@ -117,9 +118,14 @@ class DedupProgress:
         elapsed = now - last_time
         return {"fetched": fetched, "stored": self._stored(),
                 "exact": self.drops[EXACT_DUPLICATE], "near": self.drops[NEAR_DUPLICATE],
-                "filtered": int(self._stat("dupefilter/filtered")),
+                "filtered": self._filtered(),
                 "fill": float(self._stat("dedup/bloom/fill_ratio", 0.0)) * 100,
                 "rate": (fetched - last_fetched) / elapsed if elapsed > 0 else 0.0}
+
+    def _filtered(self) -> int:
+        """Duplicate URLs: filtered by the dupefilter, or skipped by the spider before that."""
+        return int(self._stat("dupefilter/filtered")) + int(
+            self._stat("dedup/links_skipped_seen"))
 
     def _stored(self) -> int:
         stored = self.stats.get_value("storage/documents")
@@ -142,7 +148,7 @@ class DedupProgress:
             "pages_fetched": fetched, "pages_kept": kept, "pages_stored": self._stored(),
             "exact_duplicate": exact, "near_duplicate": near, "dropped": exact + near,
             "duplicate_rate": round((exact + near) / decided, 4) if decided else 0.0,
-            "urls_filtered": int(self._stat("dupefilter/filtered")),
+            "urls_filtered": self._filtered(),
             "bloom_fill_ratio": float(self._stat("dedup/bloom/fill_ratio", 0.0)),
             "elapsed_seconds": round(elapsed, 3),
             "pages_per_second": round(fetched / elapsed, 2) if elapsed > 0 else 0.0,

@@ -60,7 +60,8 @@ def test_progress_counts_drops_by_reason_and_rate(wired: tuple) -> None:
     _drop(crawler, ValueError("not a duplicate"))  # other drops are not counted
     stats.set_value("response_received_count", 40)
     stats.set_value("item_scraped_count", 30)
-    stats.set_value("dupefilter/filtered", 12)
+    stats.set_value("dupefilter/filtered", 2)
+    stats.set_value("dedup/links_skipped_seen", 10)  # skipped by the spider: duplicates too
     stats.set_value("dedup/bloom/fill_ratio", 0.0025)
     clock.now += 10
     p = ext.progress()
