@@ -16,6 +16,8 @@ from scrapy.utils.test import get_crawler
 from crawler import config
 from crawler.config import SettingError
 from crawler.middlewares.links import TrapLimits, UrlNormalizationMiddleware
+from crawler.sitegen import Page, Site
+from crawler.siteserver import SiteServer
 from settings import base as project_settings
 
 
@@ -199,3 +201,62 @@ def test_project_settings_replace_scrapy_url_length_middleware() -> None:
     kinds = [type(m) for m in manager.middlewares]
     assert UrlNormalizationMiddleware in kinds
     assert UrlLengthMiddleware not in kinds
+
+
+# --- end to end: a real crawl of a trap site ------------------------------------------------------
+def _trap_page(key: str) -> Page | None:
+    """Endless link chains, one per guard; each page links one step further."""
+    path, _, query = key.partition("?")
+    if path.startswith("/loop/"):
+        link = "a/"  # /loop/a/a/a/... : the segment repeat guard
+    elif path.startswith("/d/"):
+        link = f"x{path.count('/')}/"  # /d/x2/x3/... : the depth guard
+    elif path == "/q":
+        pairs = query.count("=") + 1  # /q?p0=1&p1=1... : the query pairs guard
+        link = "/q?" + "&".join(f"p{i}=1" for i in range(pairs))
+    else:
+        return None
+    return Page(f'<html><body><a href="{link}">next</a></body></html>'.encode())
+
+
+def _trap_site() -> Site:
+    links = [
+        "mailto:a@example.com",
+        "javascript:void(0)",
+        "tel:+123",
+        "ftp://localhost/file",
+        "data:text/html,hi",
+        "file:///etc/passwd",
+        "/loop/",
+        "/d/",
+        "/q",
+        "/long/" + "x" * 3000,
+    ]
+    anchors = "".join(f'<a href="{link}">link</a>' for link in links)
+    home = Page(f"<html><body>{anchors}</body></html>".encode())
+    return Site(name="traps", pages={"/": home}, fallback=_trap_page)
+
+
+@pytest.mark.slow
+def test_crawl_of_trap_site_stops_within_budget(crawl: Any) -> None:
+    with SiteServer(_trap_site()) as server:
+        run = crawl(
+            urls=[server.url("/")],
+            settings={
+                "ROBOTSTXT_OBEY": False,
+                "TRAP_MAX_PATH_DEPTH": 6,
+                "TRAP_MAX_QUERY_PARAMS": 5,
+            },
+        )
+        hits = dict(server.hits)
+    assert run.returncode == 0, run.stderr[-3000:]
+    by_chain = {
+        prefix: sum(n for target, n in hits.items() if target.startswith(prefix))
+        for prefix in ("/loop/", "/d/", "/q", "/long/")
+    }
+    # /loop/ + 3 x "a/"; /d/ .. 6 segments; /q with 0..5 pairs; the long URL never.
+    assert by_chain == {"/loop/": 4, "/d/": 6, "/q": 6, "/long/": 0}
+    assert sum(hits.values()) == 1 + 4 + 6 + 6
+    for kind in ("segment_repeat", "path_depth", "query_params", "url_length"):
+        assert run.stats.get(f"urlnorm/trap/{kind}") == 1, kind
+    assert "Dropped link (urlnorm/trap/segment_repeat)" in run.stderr
