@@ -75,6 +75,11 @@ class Command(ScrapyCommand):
             text = report.render_html(data)
         try:
             write_output(output, text)
+        except BrokenPipeError:  # `scrapy dedupreport --format json | head`
+            from crawler.commands.dropped import quiet_stdout
+
+            quiet_stdout()
+            return
         except OSError as exc:
             print(f"error: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
             self.exitcode = 1

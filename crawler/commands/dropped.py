@@ -25,7 +25,9 @@ from __future__ import annotations
 import csv
 import difflib
 import json
+import os
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Any, TextIO
 
 from scrapy.commands import ScrapyCommand
@@ -87,6 +89,8 @@ class Command(ScrapyCommand):
         except review.ReviewError as exc:
             print(f"error: {exc}", file=sys.stderr)
             self.exitcode = 1
+        except BrokenPipeError:  # `scrapy dropped | head`: the reader left, not an error
+            quiet_stdout()
 
     def _db_url(self, opts: argparse.Namespace) -> str:
         assert self.settings is not None
@@ -120,6 +124,12 @@ class Command(ScrapyCommand):
             print(json.dumps(explanation_dict(result, opts.diff), ensure_ascii=False))
         else:
             sys.stdout.write(format_explanation(result, diff=opts.diff))
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def build_filter(opts: argparse.Namespace) -> review.DropFilter:
@@ -244,7 +254,8 @@ def format_explanation(e: Explanation, diff: bool = False) -> str:
     lines += _listing("Lines only in " + other, e.lines_only_kept)
     lines += _listing("Words only in " + one, e.words_only_dropped, words=True)
     lines += _listing("Words only in " + other, e.words_only_kept, words=True)
-    lines += [f"Note: {note}" for note in e.notes]
+    for note in e.notes:
+        lines += textwrap.wrap(note, WIDTH, initial_indent="Note: ", subsequent_indent="      ")
     if diff:
         lines += ["", *unified_diff(e)]
     return "\n".join(lines) + "\n"
