@@ -345,3 +345,33 @@ def test_advice_reads_the_gap_around_k() -> None:
     assert "from 0 to 7" in report.advice(hist({0: 5, 8: 2, 11: 9}))
     assert "no gap" in report.advice(hist({3: 1, 4: 1}))
     assert "mostly duplicates" in report.advice(hist({0: 4}))
+
+
+def test_a_second_crawl_is_replayed_against_the_first_ones_pages(tmp_path: Path) -> None:
+    """With SIMHASH_PERSIST the first crawl's documents were in the index: seeded as kept."""
+    from datetime import timedelta
+
+    from tests.test_review import T0, doc, drop
+
+    store = Store(f"sqlite:///{tmp_path / 'crawl.db'}")
+    first = store.start_crawl("web", [], {"SIMHASH_MAX_DISTANCE": 3, "SIMHASH_PERSIST": True})
+    old = doc(0, 0xABCD_0000_0000_0000, crawl_id=first)
+    store.write_batch([old], [])
+    store.finish_crawl(first, "finished", {})
+    second = store.start_crawl("web", [], {"SIMHASH_MAX_DISTANCE": 3, "SIMHASH_PERSIST": True})
+    new = doc(1, 0x0000_0000_0000_FFFF, crawl_id=second, fetched_at=T0 + timedelta(days=1))
+    again = drop("http://site.test/again.html", old, "near_duplicate", old["simhash"] ^ 1,
+                 86_400 + 5, "text", crawl_id=second)
+    store.write_batch([new], [again])
+    store.finish_crawl(second, "finished", {})
+    store.close()
+    with CrawlDB.open(str(tmp_path / "crawl.db")) as db:
+        data = report.build_report(db)  # the latest crawl
+        assert report.build_report(db, first)["totals"]["pages"] == 1
+    assert data["crawl"]["id"] == second
+    assert data["totals"] == {"pages": 2, "kept": 1, "dropped": 1, "exact_duplicate": 0,
+                              "near_duplicate": 1, "duplicate_rate": 0.5, "prior_documents": 1}
+    rows = data["what_if"]["rows"]
+    assert data["what_if"]["mismatches"] == 0 and [r["dropped"] for r in rows[:3]] == [0, 1, 1]
+    assert data["by_host"] == [{"host": "site.test", "pages": 2, "kept": 1,
+                                "exact_duplicate": 0, "near_duplicate": 1}]
