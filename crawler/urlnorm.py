@@ -78,8 +78,9 @@ fetch follows Scrapy.
 
 w3lib is the base where it agrees (its RFC 3986 character classes); its ``canonicalize_url``
 is not used: it keeps default ports, decodes reserved escapes in paths, adds ``=`` to flags and
-costs about three times as much (measured: 3.6 against 11.4 us per typical URL; the fast path for
-already-clean ASCII URLs skips the general parser).
+costs five times as much (measured on 10^4 typical absolute URLs: 2.0 against 11 us per URL;
+relative links with a base: 3.9 us against 21 us for ``canonicalize_url(urljoin(...))``). The
+fast path for already-clean ASCII URLs skips the general parser; hosts are cached.
 """
 
 from __future__ import annotations
