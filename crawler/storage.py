@@ -292,6 +292,9 @@ def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
     try:
         cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS:d}")
+        # FULL: a commit is on disk before batch_committed tells the dupefilter journal the
+        # pages are done (NORMAL could lose the last commits in a power cut)
+        cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()

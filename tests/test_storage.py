@@ -281,6 +281,8 @@ def test_sqlite_uses_wal(tmp_path) -> None:
         with s.engine.connect() as conn:
             assert conn.execute(sa.text("PRAGMA journal_mode")).scalar_one() == "wal"
             assert conn.execute(sa.text("PRAGMA busy_timeout")).scalar_one() > 0
+            assert conn.execute(sa.text("PRAGMA synchronous")).scalar_one() == 2  # FULL
+            assert conn.execute(sa.text("PRAGMA foreign_keys")).scalar_one() == 1
 
 
 # --- errors -----------------------------------------------------------------------------------
