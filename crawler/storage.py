@@ -30,8 +30,7 @@ SQLite file at the same instant are not guarded: one fails and can simply be res
 Text columns cannot hold NUL characters on PostgreSQL and unpaired surrogates on any driver:
 both are removed or replaced on write; bounded columns (``content_type``...) are cut to fit.
 Every driver error surfaces as :class:`StorageError` naming the URL (password masked) and what
-to check. Methods are blocking: call them from a
-worker thread inside a crawl.
+to check. Methods are blocking: call them from a worker thread inside a crawl.
 """
 
 from __future__ import annotations
