@@ -135,7 +135,7 @@ def test_summary_reads_database_drop_log_and_stats(tmp_path):
     assert summary_value(text, "dropped as near_duplicate") == 3
     assert summary_value(text, "dropped as exact_duplicate") == 1
     assert f"the site has {len(site.distinct_pages)} distinct pages" in text
-    assert "off-site links 2" in text and "(finished)" in text
+    assert "off-site links 2" in text and "(finished)" in text and ", 404s" not in text
 
 
 def test_summary_without_outputs_falls_back_to_stats(tmp_path):

@@ -31,8 +31,12 @@ if TYPE_CHECKING:
     import argparse
 
     from crawler.sitegen import Site
+    from crawler.siteserver import SiteServer
 
-OUTPUTS = ("crawl.db", "crawl.db-wal", "crawl.db-shm", "dropped.jsonl", "stats.json", "crawl.log")
+OUTPUTS = (
+    "crawl.db", "crawl.db-wal", "crawl.db-shm", "dropped.jsonl", "stats.json", "crawl.log",
+    "site.json",
+)  # fmt: skip
 LOCAL_SITE_SETTINGS = {"DOWNLOAD_DELAY": "0", "AUTOTHROTTLE_ENABLED": "False"}
 CRAWL_TIMEOUT = 600  # seconds; the demo crawl takes a few
 
@@ -54,13 +58,15 @@ class Command(ScrapyCommand):
         group.add_argument("--out", default="demo", help="output directory (default: demo)")
         group.add_argument("--keep", action="store_true", help="keep earlier results in --out")
         group.add_argument("--seed", type=int, default=0, help="demo site seed (default: 0)")
+        group.add_argument("--port", type=int, default=None,
+                           help="serve the site on this port (default: ephemeral; with --keep "
+                           "the port of the previous run, so its URLs stay the same)")  # fmt: skip
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if args:
             raise UsageError(f"scrapy demo takes no arguments, got {' '.join(args)!r}")
         # Imported here: Scrapy imports every project command for every `scrapy` invocation.
         from crawler.sitegen import demo_site
-        from crawler.siteserver import SiteServer
 
         out = Path(opts.out).resolve()
         try:
@@ -70,7 +76,7 @@ class Command(ScrapyCommand):
                 f"--out {opts.out}: cannot use it as the demo directory ({exc})"
             ) from None
         site = demo_site(opts.seed)
-        with SiteServer(site) as server:
+        with start_server(site, out, opts) as server:
             print(f"Demo site: {len(site.canonical_pages)} pages at {server.base_url}/")
             print(f"Crawling it into {display(out)}/ (log: {display(out / 'crawl.log')}) ...")
             sys.stdout.flush()
@@ -82,6 +88,28 @@ class Command(ScrapyCommand):
             return
         # Without stats.json the database and the drop log still tell most of the story.
         print(summary(site, read_json(out / "stats.json") or {}, out, fetched))
+
+
+def start_server(site: Site, out: Path, opts: argparse.Namespace) -> SiteServer:
+    """Serve the site; with ``--keep``, on the previous run's port when it is free."""
+    import json
+
+    from crawler.siteserver import SiteServer
+
+    port = opts.port
+    if port is None and opts.keep:
+        port = (read_json(out / "site.json") or {}).get("port")
+    try:
+        server = SiteServer(site, port=int(port or 0)).start()
+    except OSError as exc:
+        if opts.port is not None:
+            raise UsageError(
+                f"--port {opts.port}: cannot serve the demo site there ({exc})"
+            ) from None
+        print(f"Port {port} of the previous run is busy: this run's URLs differ from it.")
+        server = SiteServer(site).start()
+    (out / "site.json").write_text(json.dumps({"port": server.port, "seed": opts.seed}) + "\n")
+    return server
 
 
 def prepare_output(out: Path, keep: bool) -> None:
@@ -147,8 +175,11 @@ def count_documents(db: Path) -> int | None:
         return None
 
 
-def drops_by_reason(log: Path) -> dict[str, int]:
-    """Count the drop log's records per reason (a torn last line is skipped)."""
+def drops_by_reason(log: Path, crawl_id: object = None) -> dict[str, int]:
+    """Count the drop log's records per reason, of one crawl if ``crawl_id`` is given.
+
+    A torn last line is skipped.
+    """
     import json
 
     counts: dict[str, int] = {}
@@ -156,8 +187,11 @@ def drops_by_reason(log: Path) -> dict[str, int]:
         return counts
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            reason = json.loads(line).get("reason", "?")
+            record = json.loads(line)
+            reason = record.get("reason", "?")
         except (ValueError, AttributeError):
+            continue
+        if crawl_id is not None and record.get("crawl_id") != crawl_id:
             continue
         counts[reason] = counts.get(reason, 0) + 1
     return counts
@@ -174,21 +208,46 @@ def _stat(stats: dict[str, Any], *names: str) -> int:
     return sum(int(stats.get(name) or 0) for name in names)
 
 
+def _family(stats: dict[str, Any], word: str) -> int:
+    """Total of the stats whose key has the segment ``word``, counting each family once.
+
+    ``urlnorm/trap`` and ``urlnorm/trap/segment_repeat`` are one count, not two: only keys with
+    no shorter matching key as a prefix are added up.
+    """
+    keys = [k for k in stats if word in k.split("/")]
+    top = [k for k in keys if not any(k != o and k.startswith(o + "/") for o in keys)]
+    return sum(int(stats[k] or 0) for k in top)
+
+
+def also(stats: dict[str, Any]) -> str:
+    """The other things the crawl skipped, as far as its stats count them (zeros left out)."""
+    parts = [
+        ("robots.txt", _stat(stats, "robotstxt/forbidden")),
+        ("trap links", _family(stats, "trap")),
+        ("off-site links", _stat(stats, "offsite/filtered", "dedup/links_offsite")),
+        ("non-http links", _stat(stats, "dedup/links_not_http")),
+        ("binary bodies", _stat(stats, "dedup/binary")),
+        ("404s", _stat(stats, "downloader/response_status_count/404")),
+    ]
+    return ", ".join(f"{name} {count}" for name, count in parts if count) or "nothing else"
+
+
 def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
     """The text printed after the crawl: what happened next to what the site contains."""
     db = out / "crawl.db"
-    stored = count_documents(db)
-    drops = drops_by_reason(out / "dropped.jsonl") or {
+    in_db = count_documents(db)
+    stored = stats.get("storage/documents", in_db)
+    drops = drops_by_reason(out / "dropped.jsonl", stats.get("dedup/crawl_id")) or {
         r: _stat(stats, f"dedup/{r}") for r in ("exact_duplicate", "near_duplicate")
     }
     filtered = _stat(stats, "dupefilter/filtered")
     skipped = _stat(stats, "dedup/links_skipped_seen")
-    traps = sum(int(v or 0) for k, v in stats.items() if "trap" in k and k.count("/") == 1)
     rows = [
         ("pages fetched", _stat(stats, "downloader/response_count") or requests,
          "HTTP responses, robots.txt and 404s included"),
         ("pages stored", "?" if stored is None else stored,
-         f"the site has {len(site.distinct_pages)} distinct pages"),
+         f"the site has {len(site.distinct_pages)} distinct pages"
+         + ("" if in_db in (None, stored) else f"; the database holds {in_db}")),
         ("duplicate URLs filtered", filtered + skipped,
          f"dupefilter {filtered} + skipped before a request {skipped}"),
         ("dropped as exact_duplicate", drops.get("exact_duplicate", 0),
@@ -198,11 +257,7 @@ def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
     ]  # fmt: skip
     lines = [f"Demo crawl finished ({stats.get('finish_reason', '?')})", ""]
     lines += [f"  {name:<28}{value!s:>6}   ({note})" for name, value, note in rows]
-    lines.append(
-        f"  {'also':<28}off-site links {_stat(stats, 'offsite/filtered')}, "
-        f"robots.txt {_stat(stats, 'robotstxt/forbidden')}, trap links {traps}, "
-        f"404s {_stat(stats, 'downloader/response_status_count/404')}"
-    )
+    lines.append(f"  {'also skipped':<28}{also(stats)}")
     lines += [
         "",
         f"Results in {display(out)}/: crawl.db, dropped.jsonl, stats.json, crawl.log",
