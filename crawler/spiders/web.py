@@ -105,7 +105,7 @@ class WebSpider(Spider):
             html=html,
             depth=int(response.meta.get("depth", 0)),
             referer=referer.decode("latin-1") if referer else None,
-            fetched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            fetched_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
             canonical_url=response.meta.get("canonical_url") or self._canonical(response.url),
             fingerprints=self._chain_fingerprints(response),
             encoding=None if binary else response.encoding,
