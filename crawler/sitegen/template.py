@@ -39,7 +39,8 @@ class TemplateBuilder:
         self.rng = random.Random(seed)
         self.text = TextMaker(self.rng)
         self.topics = self.text.words.topics
-        self.site = Site(name="template", pages={})
+        self.pages: dict[str, Page] = {}
+        self.site = Site(name="template", pages=self.pages)
 
     def phrase(self, words: int) -> str:
         w = self.text.words
@@ -126,7 +127,7 @@ def template_site(n: int = 60, seed: int = 0) -> Site:
 
     def emit(path: str, title: str, main: str, ad: str, main_text: str | None) -> None:
         html = before.replace("{title}", escape(title)) + main + after.replace("{sponsor}", ad)
-        site.pages[path] = page(html)
+        b.pages[path] = page(html)
         site.canonical_pages.add(path)
         if main_text is not None:
             site.main_text[path] = main_text
@@ -149,6 +150,6 @@ def template_site(n: int = 60, seed: int = 0) -> Site:
         mirrors.append((mirror, title + " (mobile)"))
     index = b.links("post-list", [(p[0], p[1]) for p in posts] + mirrors)
     emit("/", SITE_NAME, f'<div class="post-index"><h1>All posts</h1>{index}</div>', sponsor, None)
-    site.pages["/robots.txt"] = Page(b"User-agent: *\nDisallow:\n", "text/plain")
+    b.pages["/robots.txt"] = Page(b"User-agent: *\nDisallow:\n", "text/plain")
     site.distinct_pages = site.canonical_pages - set(site.near_duplicates)
     return site
