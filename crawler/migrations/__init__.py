@@ -11,7 +11,6 @@ For developers: ``python -m crawler.migrations revision -m "why" [--autogenerate
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -86,7 +85,8 @@ def _quiet_alembic() -> Iterator[None]:
         alembic_logger.setLevel(level)
 
 
-def _main(argv: list[str]) -> int:
+def main(argv: list[str]) -> int:
+    """``python -m crawler.migrations revision -m ...`` (developers)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m crawler.migrations")
@@ -99,7 +99,3 @@ def _main(argv: list[str]) -> int:
     command.revision(alembic_config(url=args.url), message=args.message,
                      autogenerate=args.autogenerate)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
