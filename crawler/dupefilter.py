@@ -104,8 +104,11 @@ class BloomDupeFilter(BaseDupeFilter):
 
     @classmethod
     def from_spider(cls, spider: Spider) -> BloomDupeFilter:
-        """scrapy-redis builds custom dupefilters this way, after the spider is open."""
-        return cls.from_crawler(spider.crawler)
+        """scrapy-redis builds custom dupefilters this way, in its ``open``, which never calls
+        the dupefilter's ``open``/``close`` — so this does (close on ``spider_closed``)."""
+        dupefilter = cls.from_crawler(spider.crawler)
+        dupefilter.open()
+        return dupefilter
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> BloomDupeFilter:

@@ -161,3 +161,29 @@ def test_bad_settings_stop_the_build(tmp_path, name, value) -> None:
 
     with pytest.raises(SettingError, match=name):
         open_scheduler({"JOBDIR": str(tmp_path), name: value})
+
+
+@pytest.mark.redis
+def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) -> None:
+    import uuid
+
+    from scrapy_redis.scheduler import Scheduler as RedisScheduler
+
+    key = f"test-dupefilter-{uuid.uuid4().hex}"
+    crawler = get_crawler(Spider, {
+        **BASE, "REDIS_URL": redis_url, "SCHEDULER_SERIALIZER": "crawler.backends.serializer",
+        "SCHEDULER_QUEUE_KEY": key + ":%(spider)s:requests", "SCHEDULER_PERSIST": False,
+    })
+    crawler.spider = crawler._create_spider("t")
+    crawler.stats.open_spider()
+    scheduler = RedisScheduler.from_crawler(crawler)
+    with caplog.at_level(logging.INFO, logger="crawler.dupefilter"):
+        scheduler.open(crawler.spider)
+    assert isinstance(scheduler.df, BloomDupeFilter)
+    assert "Bloom filter for 1,000 URLs" in caplog.text  # open() ran although scrapy-redis skips it
+    try:
+        assert scheduler.enqueue_request(Request("http://a/1"))
+        assert not scheduler.enqueue_request(Request("http://a/1"))
+        assert crawler.stats.get_value("dupefilter/filtered") == 1
+    finally:
+        scheduler.close("finished")  # not persisted: the queue key is flushed
