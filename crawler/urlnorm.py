@@ -40,7 +40,8 @@ the key is canonical. The steps, in order (RFC 3986 section 6, then the project 
 
 4. Host: percent-decoded, mapped per UTS 46 (non-transitional, as browsers: ``ß`` is kept,
    full-width dots become dots), each non-ASCII label IDNA-encoded with the ``idna`` package,
-   ``xn--`` labels validated; one trailing dot removed, empty labels refused. IPv6 literals
+   ``xn--`` labels validated; one trailing dot removed, empty labels and hosts over 253
+   characters refused. IPv6 literals
    compressed per RFC 5952 (IPv4-mapped ones in dotted form). ``www.`` and userinfo kept (userinfo
    gets rule 3 only).
 
@@ -268,7 +269,10 @@ def _host(host: str) -> str:
         host = host[:-1]
     if not host:
         raise _Refused("no host")
-    return ".".join(_label(label) for label in host.split("."))
+    canonical = ".".join(_label(label) for label in host.split("."))
+    if len(canonical) > 253:  # RFC 1035; also bounds what the cache holds
+        raise _Refused("host longer than 253 characters")
+    return canonical
 
 
 def _port(port: str | None, scheme: str) -> str:

@@ -207,6 +207,7 @@ INVALID = [
     ("http://[v1.x]/", "IPvFuture"),
     ("http://[::1]x/", "junk"),
     ("", "no scheme"),
+    ("http://" + "a" * 60 + ("." + "b" * 60) * 4 + "/", "longer than 253"),
 ]
 
 
