@@ -41,9 +41,8 @@ the key is canonical. The steps, in order (RFC 3986 section 6, then the project 
 4. Host: percent-decoded, mapped per UTS 46 (non-transitional, as browsers: ``ß`` is kept,
    full-width dots become dots), each non-ASCII label IDNA-encoded with the ``idna`` package,
    ``xn--`` labels validated; one trailing dot removed, empty labels and hosts over 253
-   characters refused. IPv6 literals
-   compressed per RFC 5952 (IPv4-mapped ones in dotted form). ``www.`` and userinfo kept (userinfo
-   gets rule 3 only).
+   characters refused. IPv6 literals compressed per RFC 5952 (IPv4-mapped ones in dotted form).
+   ``www.`` and userinfo kept (userinfo gets rule 3 only).
 
    >>> normalize_url('http://Fa\u00df.DE\u3002/')
    'http://xn--fa-hia.de/'
