@@ -187,3 +187,14 @@ def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) ->
         assert crawler.stats.get_value("dupefilter/filtered") == 1
     finally:
         scheduler.close("finished")  # not persisted: the queue key is flushed
+
+
+def test_project_fingerprinter_makes_spellings_one_request() -> None:
+    scheduler, _, crawler = open_scheduler(
+        {"REQUEST_FINGERPRINTER_CLASS": "crawler.fingerprint.CanonicalRequestFingerprinter"})
+    spellings = ["http://Example.com:80/a/./b?y=2&x=1", "http://example.com/a/b?x=1&y=2#top",
+                 "http://EXAMPLE.com/a/%62?x=1&y=2&utm_source=mail", "http://example.com/a/b?y=2&x=1"]
+    results = [scheduler.enqueue_request(Request(url)) for url in spellings]
+    assert results == [True, False, False, False]
+    assert crawler.stats.get_value("dupefilter/filtered") == 3
+    assert scheduler.enqueue_request(Request("http://example.com/a/b?x=1&y=3"))
