@@ -52,13 +52,16 @@ def test_stored_documents_are_the_distinct_pages(demo_run):
     stored = {row[0] for row in run.rows("SELECT canonical_url FROM documents")}
     # One kept page per duplicate group; every other distinct page kept as itself.
     grouped = set().union(*site.duplicate_groups().values())
-    singles = {normalize_url(base + path) for path in site.distinct_pages - grouped}
+    # A binary body served as HTML is stored (without text), never fingerprinted.
+    singles = {
+        normalize_url(base + path) for path in (site.distinct_pages | site.mislabelled) - grouped
+    }
     assert singles <= stored
     for members in site.duplicate_groups().values():
         kept = stored & {normalize_url(base + path) for path in members}
         assert len(kept) == 1, members
     assert len(stored) == len(singles) + len(site.duplicate_groups())
-    for path in site.non_html | site.broken:
+    for path in (site.non_html - site.mislabelled) | site.broken:
         assert normalize_url(base + path) not in stored
 
 
@@ -124,4 +127,15 @@ def test_early_skip_changes_nothing_but_the_work_done(tmp_path):
     assert off.stats["dedup/links_extracted"] == on.stats["dedup/links_extracted"]
     assert off.stats["dupefilter/filtered"] == (
         on.stats["dupefilter/filtered"] + on.stats["dedup/links_skipped_seen"]
+    )
+
+
+def test_fetch_url_keeps_the_link_as_found_but_gives_it_the_policy_host():
+    from crawler.spiders.web import fetch_url
+
+    assert fetch_url("http://Example.com/a?utm_source=x#f", "http://example.com/a") == (
+        "http://Example.com/a?utm_source=x"
+    )
+    assert fetch_url("http://faß.de/straße?q=1#x", "http://xn--fa-hia.de/stra%C3%9Fe?q=1") == (
+        "http://xn--fa-hia.de/straße?q=1"
     )

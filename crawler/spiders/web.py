@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from scrapy import Request, Spider
 from scrapy.http import HtmlResponse
@@ -31,7 +31,7 @@ from scrapy.utils.response import get_base_url
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
-from crawler.fingerprint import fingerprint_url
+from crawler.fingerprint import canonical_url_of, fingerprint_url
 from crawler.items import PageItem
 from crawler.seeds import canonical_host, seeds_from_args
 from crawler.text import is_binary, visible_text
@@ -71,7 +71,7 @@ class WebSpider(Spider):
 
     async def start(self) -> AsyncIterator[Request]:
         for url, canonical in zip(self.seeds.urls, self.seeds.canonical, strict=True):
-            yield self._request(url, canonical)
+            yield self._request(fetch_url(url, canonical), canonical)
 
     # --- responses --------------------------------------------------------------------------
 
@@ -106,7 +106,7 @@ class WebSpider(Spider):
             depth=int(response.meta.get("depth", 0)),
             referer=referer.decode("latin-1") if referer else None,
             fetched_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-            canonical_url=response.meta.get("canonical_url") or self._canonical(response.url),
+            canonical_url=canonical_url_of(response.request, self.policy) or response.url,
             fingerprints=self._chain_fingerprints(response),
             encoding=None if binary else response.encoding,
             binary=binary,
@@ -141,7 +141,7 @@ class WebSpider(Spider):
             if seen_check is not None and seen_check(fingerprint_url(canonical)):
                 skipped += 1
                 continue
-            yield self._request(urljoin(base, href).split("#", 1)[0], canonical)
+            yield self._request(fetch_url(urljoin(base, href), canonical), canonical)
         if stats is not None:
             stats.inc_value("dedup/links_extracted", extracted)
             if skipped:
@@ -189,6 +189,19 @@ class WebSpider(Spider):
                 for u in response.meta.get("redirect_urls", ())
             ]
         self.crawler.signals.send_catch_log(dedup_signals.request_finished, fingerprints=fps)
+
+
+def fetch_url(url: str, canonical: str) -> str:
+    """The URL to fetch for a link: as found, less the fragment, with an ASCII host.
+
+    Scrapy escapes a non-ASCII host with IDNA 2003 (``faß.de`` becomes ``fass.de``, another
+    host), while the canonical key uses UTS 46 non-transitional (``xn--fa-hia.de``), as browsers
+    do. A non-ASCII URL therefore gets the canonical (punycode) host; the rest stays as found.
+    """
+    url = url.split("#", 1)[0]
+    if url.isascii():
+        return url
+    return urlunsplit(urlsplit(url)._replace(netloc=urlsplit(canonical).netloc))
 
 
 def _content_type(response: Response) -> str:
