@@ -406,7 +406,7 @@ class ExactSet:
         import tempfile
 
         self._tmpdir = None if directory is not None else tempfile.mkdtemp(prefix="dedup-seen-")
-        self.path = Path(directory if directory is not None else self._tmpdir, self.FILENAME)
+        self.path = Path(directory or self._tmpdir or ".", self.FILENAME)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")

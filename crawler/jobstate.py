@@ -54,7 +54,7 @@ import struct
 import time
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 from crawler import config, defaults
 from crawler.bloom import SnapshotError, fsync_dir
@@ -233,7 +233,7 @@ class JobState:
         self.generation = 0
         self.started = time.time()  # when the job began; kept across resumes
         self.snapshots = 0
-        self._file = None
+        self._file: BinaryIO | None = None
         self._since_snapshot = self._journal_records = 0
         self._last_snapshot = self._last_flush = time.monotonic()
 
