@@ -139,3 +139,16 @@ def test_fetch_url_keeps_the_link_as_found_but_gives_it_the_policy_host():
     assert fetch_url("http://faß.de/straße?q=1#x", "http://xn--fa-hia.de/stra%C3%9Fe?q=1") == (
         "http://xn--fa-hia.de/straße?q=1"
     )
+
+
+def test_stored_canonical_url_is_the_key_of_the_fetched_url_even_after_redirects(demo_run):
+    site, run, _, _, base = demo_run
+    assert site.redirects, "the demo site must redirect somewhere"
+    rows = run.rows("SELECT url, canonical_url FROM documents")
+    assert rows
+    for url, canonical in rows:
+        assert canonical == normalize_url(url), url
+    stored = {url for url, _ in rows}
+    for target in site.redirects.values():
+        if target in site.distinct_pages:
+            assert normalize_url(base + target) in {normalize_url(u) for u in stored}
