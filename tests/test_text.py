@@ -111,3 +111,12 @@ def test_never_raises_on_any_string(html: str) -> None:
 @given(st.binary(max_size=300))
 def test_is_binary_never_raises(body: bytes) -> None:
     assert isinstance(is_binary(body), bool)
+
+
+def test_huge_pages_are_read_up_to_the_cap() -> None:
+    from crawler import text as text_module
+
+    head = "<p>" + "word " * 100 + "</p>"
+    html = "<html><body>" + head + "<p>" + "x" * text_module.MAX_HTML_CHARS + "</p><p>tail</p>"
+    result = visible_text(html)
+    assert result.startswith("word word") and not result.endswith("tail")

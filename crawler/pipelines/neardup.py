@@ -51,7 +51,7 @@ from crawler.droplog import DropLog
 from crawler.exceptions import NEAR_DUPLICATE, DuplicatePage
 from crawler.simhash import content_hash, features, fingerprint
 from crawler.template import KeptPage, TemplateFilter, block_hash
-from crawler.text import extract, normalize, tokens
+from crawler.text import block_tokens, extract, normalize, tokens
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -312,7 +312,7 @@ class NearDuplicatePipeline:
 
     def _simhash(self, content: list[tuple[int, str]]) -> int | None:
         """SimHash of the main blocks; None below ``min_tokens`` tokens."""
-        per_block = [tokens(block) for _, block in content]
+        per_block = block_tokens([block for _, block in content])
         toks = main_tokens(per_block, self.min_tokens)
         if len(toks) < max(self.min_tokens, 1):
             return None
