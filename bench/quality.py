@@ -41,10 +41,9 @@ from typing import Any
 import numpy as np
 
 from crawler import defaults
-from crawler.pipelines.neardup import main_tokens
 from crawler.simhash import features, fingerprint
 from crawler.template import KeptPage, TemplateFilter, block_hash
-from crawler.text import extract, tokens
+from crawler.text import extract, main_tokens, tokens
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REMOVALS = ("none", "regions", "template", "pipeline")

@@ -26,15 +26,21 @@ first). A block that becomes template late refreshes only the last ``recent_page
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import xxhash
 
-from crawler.text import normalize
+from crawler.text import normalize, tokens
 
-__all__ = ["KeptPage", "TemplateFilter", "block_hash"]
+__all__ = ["YOUNG_MAX_OVERLAP", "YOUNG_OWN_TOKENS", "KeptPage", "TemplateFilter", "block_hash",
+           "young_distinct"]  # fmt: skip
+
+#: A page of a young host adding at least this many tokens of its own is distinct...
+YOUNG_OWN_TOKENS = 15
+#: ... unless its own tokens overlap the other page's own tokens at least this much (Jaccard).
+YOUNG_MAX_OVERLAP = 0.5
 
 
 def block_hash(block: str) -> int:
@@ -145,3 +151,21 @@ class TemplateFilter:
                 kept.blocks = blocks
                 changed.append(kept)
         return changed
+
+
+def young_distinct(content: list[tuple[int, str]], kept: KeptPage) -> bool:
+    """Whether a page is distinct from a kept page of its young host (template unknown).
+
+    Blocks both pages hold are set aside (they may be template). The page is distinct when
+    its remaining blocks hold at least :data:`YOUNG_OWN_TOKENS` tokens and those tokens are not
+    mostly the kept page's remaining tokens (multiset Jaccard below :data:`YOUNG_MAX_OVERLAP`:
+    an edited paragraph is the same paragraph, a different post is not).
+    """
+    ours = kept.hashes()
+    mine = {h for h, _ in content}
+    own = Counter(t for h, b in content if h not in ours for t in tokens(b))
+    if sum(own.values()) < YOUNG_OWN_TOKENS:
+        return False
+    theirs = Counter(t for h, b in kept.blocks if h not in mine for t in tokens(b))
+    union = sum((own | theirs).values())
+    return sum((own & theirs).values()) < YOUNG_MAX_OVERLAP * union

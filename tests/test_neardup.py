@@ -21,11 +21,11 @@ from crawler.droplog import DropLog, read_drop_log
 from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE, DuplicatePage
 from crawler.items import PageItem
 from crawler.logformatter import DedupLogFormatter
-from crawler.pipelines.neardup import NearDuplicatePipeline, main_tokens
+from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.simhash import hamming
 from crawler.sitegen import demo_site, template_site
 from crawler.template import TemplateFilter
-from crawler.text import is_binary, visible_text
+from crawler.text import is_binary, main_tokens, visible_text
 
 BASE = "http://site.test"
 

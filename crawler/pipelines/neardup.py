@@ -36,7 +36,6 @@ the refresh of step 6 updates the index only.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -50,8 +49,8 @@ from crawler.backends.local import Match, PageSignature
 from crawler.droplog import DropLog
 from crawler.exceptions import NEAR_DUPLICATE, DuplicatePage
 from crawler.simhash import content_hash, features, fingerprint
-from crawler.template import KeptPage, TemplateFilter, block_hash
-from crawler.text import block_tokens, extract, normalize, tokens
+from crawler.template import KeptPage, TemplateFilter, block_hash, young_distinct
+from crawler.text import block_tokens, extract, main_tokens, normalize
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -60,46 +59,6 @@ if TYPE_CHECKING:
     from crawler.backends import ContentIndex
 
 logger = logging.getLogger(__name__)
-
-#: A page of a young host adding at least this many tokens of its own is distinct.
-YOUNG_OWN_TOKENS = 15
-#: ... unless its own tokens overlap the other page's own tokens at least this much (Jaccard).
-YOUNG_MAX_OVERLAP = 0.5
-#: Blocks shorter than this (in tokens) are "short" (see :func:`main_tokens`).
-SHORT_BLOCK_TOKENS = 12
-
-
-def main_tokens(per_block: list[list[str]], min_tokens: int) -> list[str]:
-    """Tokens of the long blocks when they hold most of the text, else of every block.
-
-    Blocks of fewer than :data:`SHORT_BLOCK_TOKENS` tokens (datelines, bylines, text adverts,
-    captions, per-page "latest headlines" widgets) are left out when the long blocks hold at
-    least ``min_tokens`` tokens and at least a third of all tokens, so a changed date or advert
-    does not move a short page's fingerprint while list-like pages keep every block.
-    """
-    long_blocks = [toks for toks in per_block if len(toks) >= SHORT_BLOCK_TOKENS]
-    long_count = sum(map(len, long_blocks))
-    total = sum(map(len, per_block))
-    chosen = long_blocks if long_count >= min_tokens and 3 * long_count >= total else per_block
-    return [t for toks in chosen for t in toks]
-
-
-def young_distinct(content: list[tuple[int, str]], kept: KeptPage) -> bool:
-    """Whether a page is distinct from a kept page of its young host (template unknown).
-
-    Blocks both pages hold are set aside (they may be template). The page is distinct when
-    its remaining blocks hold at least :data:`YOUNG_OWN_TOKENS` tokens and those tokens are not
-    mostly the kept page's remaining tokens (multiset Jaccard below :data:`YOUNG_MAX_OVERLAP`:
-    an edited paragraph is the same paragraph, a different post is not).
-    """
-    ours = kept.hashes()
-    mine = {h for h, _ in content}
-    own = Counter(t for h, b in content if h not in ours for t in tokens(b))
-    if sum(own.values()) < YOUNG_OWN_TOKENS:
-        return False
-    theirs = Counter(t for h, b in kept.blocks if h not in mine for t in tokens(b))
-    union = sum((own | theirs).values())
-    return sum((own & theirs).values()) < YOUNG_MAX_OVERLAP * union
 
 
 def validate(settings: config.SettingsLike) -> tuple[int, int, bool]:
