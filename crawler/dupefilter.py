@@ -262,9 +262,9 @@ class BloomDupeFilter(BaseDupeFilter):
 
     def _stop_full(self) -> None:
         self.stopping = True
-        logger.error("Bloom filter full (BLOOM_ON_FULL=stop): closing the spider; raise "
-                     "BLOOM_CAPACITY (now %d) and resume with the same JOBDIR or start over",
-                     self.seen.capacity)
+        logger.error("Bloom filter full (BLOOM_ON_FULL=stop, BLOOM_CAPACITY=%d): closing the "
+                     "spider; resume the same JOBDIR with BLOOM_ON_FULL=grow, or start over with "
+                     "a larger BLOOM_CAPACITY", self.seen.capacity)
         if self.stats is not None:
             self.stats.set_value("dedup/bloom/full", 1)
         self._close_spider("bloom_full")
