@@ -198,3 +198,20 @@ def test_layer_rates_sum_to_at_most_p() -> None:
     assert sum(grow._layer_rate(i) for i in range(40)) <= 0.001 * (1 + 1e-12)
     assert stop.layers[0].error_rate == 0.001  # one layer, never grown: exactly p
     assert grow.layers[0].error_rate == pytest.approx(0.001 * (1 - bloom.TIGHTEN))
+
+
+def test_a_full_stop_filter_resumes_with_grow(tmp_path) -> None:
+    seen = LocalSeenSet(50, 0.01, on_full="stop")
+    for key in keys(60, "full"):
+        seen.add(key)
+    assert seen.full
+    seen.save(tmp_path / "s")
+    again = LocalSeenSet(50, 0.01, on_full="stop")
+    again.load(tmp_path / "s")
+    assert again.full  # still full under the same policy
+    grown = LocalSeenSet(50, 0.01, on_full="grow")
+    grown.load(tmp_path / "s")
+    assert not grown.full
+    for key in keys(200, "more"):
+        grown.add(key)
+    assert len(grown.layers) > 1 and all(k in grown for k in keys(60, "full"))
