@@ -32,9 +32,12 @@ def demo_run(tmp_path_factory):
     return proc, out
 
 
+SITE = demo_site()
+
+
 def site_key(url: str) -> str | None:
     parts = urlsplit(url)
-    return demo_site().canonical_of(parts.path + ("?" + parts.query if parts.query else ""))
+    return SITE.canonical_of(parts.path + ("?" + parts.query if parts.query else ""))
 
 
 def rows(db: Path, sql: str) -> list[tuple]:
