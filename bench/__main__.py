@@ -1,0 +1,46 @@
+"""Run every benchmark in one command: ``.venv/bin/python -m bench [--quick] [--only a,b]``.
+
+Each benchmark runs in its own child process (so one's memory does not inflate the next), prints
+its own table and writes ``bench/results/<name>.json``; this runner then writes
+``bench/results/all.json`` with each one's exit status and wall time. Order: the cheap ones first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHES = ("simhash", "quality", "dupefilter", "simindex", "storage", "crawl")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="pass --quick to every benchmark")
+    parser.add_argument("--only", help="comma-separated subset of: " + ", ".join(BENCHES))
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",")] if args.only else list(BENCHES)
+    unknown = sorted(set(names) - set(BENCHES))
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
+    summary = {}
+    for name in names:
+        command = [sys.executable, "-m", f"bench.{name}"] + (["--quick"] if args.quick else [])
+        print(f"\n=== bench.{name}: {' '.join(command[1:])}", flush=True)
+        start = time.monotonic()
+        code = subprocess.call(command, cwd=ROOT)
+        summary[name] = {"exit": code, "seconds": round(time.monotonic() - start, 1)}
+    results = ROOT / "bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "all.json").write_text(json.dumps(summary, indent=2) + "\n")
+    for name, result in summary.items():
+        print(f"{name:12} exit {result['exit']}  {result['seconds']:8.1f} s")
+    return max((s["exit"] for s in summary.values()), default=0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
