@@ -103,7 +103,8 @@ def load_seeds(path: str | Path) -> Seeds:
     except FileNotFoundError:
         raise SeedError(str(file), ["file not found: give -a seeds=PATH to a seed list"]) from None
     except UnicodeDecodeError as exc:
-        raise SeedError(str(file), [f"not UTF-8 text (byte {exc.start}): save it as UTF-8"]) from None
+        problem = f"not UTF-8 text (byte {exc.start}): save it as UTF-8"
+        raise SeedError(str(file), [problem]) from None
     except OSError as exc:
         raise SeedError(str(file), [f"cannot read: {exc.strerror}"]) from None
     return parse_seeds(text.splitlines(), source=str(file))

@@ -11,8 +11,8 @@ from crawler import defaults as _d
 BOT_NAME = _d.BOT_NAME  # bot name, also in the User-Agent
 SPIDER_MODULES = ["crawler.spiders"]  # where `scrapy crawl` finds spiders
 NEWSPIDER_MODULE = "crawler.spiders"  # where `scrapy genspider` writes
-COMMANDS_MODULE = "crawler.commands"  # project commands: crawl (checked), demo, dropped, dedupreport
-USER_AGENT = f"{_d.BOT_NAME}/0.1 (+https://example.invalid/bot)"  # say who you are; set a contact URL
+COMMANDS_MODULE = "crawler.commands"  # crawl (checked), demo, dropped, dedupreport
+USER_AGENT = f"{_d.BOT_NAME}/0.1 (+https://example.invalid/bot)"  # set your contact URL
 
 # --- Politeness ---------------------------------------------------------------------------------
 ROBOTSTXT_OBEY = True  # honour robots.txt
@@ -42,7 +42,8 @@ LOG_FORMATTER = "crawler.logformatter.DedupLogFormatter"  # one short line per d
 STATS_FILE = ""  # if set, the final stats are written there as JSON (atomically)
 
 # --- URL dedup ----------------------------------------------------------------------------------
-REQUEST_FINGERPRINTER_CLASS = "crawler.fingerprint.CanonicalRequestFingerprinter"  # keyed on canonical URL
+# Request fingerprints over method + canonical URL + body, shared by every component:
+REQUEST_FINGERPRINTER_CLASS = "crawler.fingerprint.CanonicalRequestFingerprinter"
 DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # Bloom-filter seen set
 DUPEFILTER_DEBUG = False  # log every filtered request, not only the first
 DEDUP_EARLY_SKIP = _d.DEDUP_EARLY_SKIP  # skip already-seen links before building a Request
@@ -86,7 +87,7 @@ ITEM_PIPELINES = {
     "crawler.pipelines.storage.StoragePipeline": 800,  # stores kept pages and drop records
 }
 SPIDER_MIDDLEWARES = {
-    "crawler.middlewares.links.UrlNormalizationMiddleware": 550,  # link filter, traps, canonical key
+    "crawler.middlewares.links.UrlNormalizationMiddleware": 550,  # link filter, traps, canon key
     "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,  # ours checks the canonical URL
 }
 EXTENSIONS = {

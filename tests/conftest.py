@@ -29,7 +29,8 @@ REDIS_URL = os.environ.get("DEDUP_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 def _port_open(url: str, default_port: int) -> bool:
     parts = urlsplit(url.replace("+psycopg", ""))
     try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port), 2):
+        address = (parts.hostname or "127.0.0.1", parts.port or default_port)
+        with socket.create_connection(address, 2):
             return True
     except OSError:
         return False

@@ -17,15 +17,16 @@ from typing import TYPE_CHECKING
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 
-
 if TYPE_CHECKING:
     import argparse
+
+    from crawler.config import SettingsLike
 
 #: Finish reasons after which the crawl is incomplete: the command exits 1.
 FAILED_FINISH_REASONS = frozenset({"bloom_full", "storage_error", "jobdir_error", "redis_error"})
 
 
-def preflight(settings: object, spargs: dict[str, str], spider: str = "web") -> None:
+def preflight(settings: SettingsLike, spargs: dict[str, str], spider: str = "web") -> None:
     """Every check that must pass before a crawl starts; raises with a one-line-per-problem text.
 
     Raises :class:`SeedError`, :class:`SettingError` or the storage/backend error types.
@@ -33,7 +34,7 @@ def preflight(settings: object, spargs: dict[str, str], spider: str = "web") -> 
     from crawler.config import validate_settings
     from crawler.seeds import seeds_from_args
 
-    validate_settings(settings)  # type: ignore[arg-type]
+    validate_settings(settings)
     if spider == "web":
         seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"))
     from crawler.storage import check_storage
@@ -41,7 +42,7 @@ def preflight(settings: object, spargs: dict[str, str], spider: str = "web") -> 
     check_storage(settings)
     from crawler.backends import backend_name
 
-    if backend_name(settings) == "redis":  # type: ignore[arg-type]
+    if backend_name(settings) == "redis":
         from crawler.backends.redis import check_redis
 
         check_redis(settings)
