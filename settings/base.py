@@ -58,6 +58,8 @@ BLOOM_CAPACITY = _d.BLOOM_CAPACITY  # URLs the filter is sized for (n)
 BLOOM_ERROR_RATE = _d.BLOOM_ERROR_RATE  # false "seen" rate at capacity (p), in (0, 1)
 BLOOM_ON_FULL = _d.BLOOM_ON_FULL  # past capacity: "grow" (add a layer) or "stop" the crawl
 BLOOM_VERIFY = _d.BLOOM_VERIFY  # confirm every "seen" against an exact on-disk set
+JOBDIR_SNAPSHOT_RECORDS = _d.JOBDIR_SNAPSHOT_RECORDS  # journal records between snapshots
+JOBDIR_SNAPSHOT_SECONDS = _d.JOBDIR_SNAPSHOT_SECONDS  # seconds between filter snapshots
 
 # --- Content dedup ------------------------------------------------------------------------------
 SIMHASH_MAX_DISTANCE = _d.SIMHASH_MAX_DISTANCE  # k: within k bits is a near duplicate (0..16)
@@ -81,6 +83,7 @@ DEDUP_BACKEND = _d.DEDUP_BACKEND  # "local" (in process) or "redis" (shared)
 REDIS_URL = _d.REDIS_URL  # Redis server of the distributed profile
 REDIS_KEY_PREFIX = _d.REDIS_KEY_PREFIX  # prefix of every key we write in Redis
 DEDUP_NAMESPACE = _d.DEDUP_NAMESPACE  # Redis namespace of one crawl (None = BOT_NAME)
+DISTRIBUTED_IDLE_SECONDS = _d.DISTRIBUTED_IDLE_SECONDS  # worker waits this long for work
 
 ITEM_PIPELINES = {
     "crawler.pipelines.neardup.NearDuplicatePipeline": 300,  # drops exact and near duplicates
