@@ -16,6 +16,9 @@ class PageItem:
     UTC. ``text`` is the visible text; the dedup pipeline fills ``content_hash`` and ``simhash``
     (an unsigned 64-bit int) before storage. ``binary`` marks a body served as HTML that is
     not text (magic bytes, NUL bytes): such a page has empty ``html``/``text`` and no fingerprint.
+    ``blocks`` (optional) are the fingerprint blocks of ``html`` (:class:`crawler.text.PageText`)
+    when the spider has parsed the page already; the dedup pipeline then uses ``text`` and
+    ``blocks`` instead of parsing ``html`` again, and empties ``blocks`` (None).
     """
 
     url: str
@@ -33,3 +36,4 @@ class PageItem:
     simhash: int | None = None
     encoding: str | None = None
     binary: bool = False  # body is not text although served as HTML: no text stored
+    blocks: list[str] | None = None  # fingerprint blocks from the spider's parse (not stored)

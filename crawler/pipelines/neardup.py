@@ -5,8 +5,10 @@ For each :class:`~crawler.items.PageItem`, in this order:
 1. ``binary`` pages (a body that is not text although served as HTML): counted
    (``dedup/binary``), text emptied, passed through unfingerprinted.
 2. :func:`crawler.text.extract` gives the visible text and the fingerprint blocks (boilerplate
-   regions left out); :class:`crawler.template.TemplateFilter` removes the host's learned
-   template blocks; the rest is tokenized.
+   regions left out; an item whose ``blocks`` the spider filled from its own parse is not
+   parsed again: its ``text`` and ``blocks`` are used, and ``blocks`` emptied);
+   :class:`crawler.template.TemplateFilter` removes the host's learned template blocks; the
+   rest is tokenized.
 3. The content hash (:func:`crawler.simhash.content_hash`) is taken of the whole visible text,
    so exact copies match whatever the template learning knows. A page without any visible text
    (empty, script-only) is hashed by its whitespace-collapsed markup instead
@@ -209,14 +211,14 @@ class NearDuplicatePipeline:
         canonical = adapter.get("canonical_url") or url
         host = (urlsplit(canonical).hostname or "").lower()
         html = adapter.get("html") or ""
-        text = extract(html, url, tokenize=False)
-        hashes = [block_hash(b) for b in text.blocks]
-        content = self._content(host, text.blocks, hashes)
+        visible, blocks = self._text(adapter, html, url)
+        hashes = [block_hash(b) for b in blocks]
+        content = self._content(host, blocks, hashes)
         simhash = self._simhash(content)
         if simhash is None:
             self._inc("dedup/too_short")
-        signature = PageSignature(url, canonical, self._content_hash(text.text, html), simhash)
-        page = _Page(item, host, text.text, hashes, content, signature)
+        signature = PageSignature(url, canonical, self._content_hash(visible, html), simhash)
+        page = _Page(item, host, visible, hashes, content, signature)
         page.match = self.index.check_and_add(signature)
         if page.match is not None and self._young_host_match(page):
             kept = self._recent(host, page.match.url)
@@ -263,6 +265,16 @@ class NearDuplicatePipeline:
         page.match = None
         page.verify = False
         self._inc(stat)
+
+    @staticmethod
+    def _text(adapter: ItemAdapter, html: str, url: str) -> tuple[str, list[str]]:
+        """Visible text and fingerprint blocks: the spider's (``blocks`` set) or parsed here."""
+        blocks = adapter.get("blocks")
+        if blocks is None:
+            text = extract(html, url, tokenize=False)
+            return text.text, text.blocks
+        adapter["blocks"] = None  # read once; not stored
+        return adapter.get("text") or "", blocks
 
     def _content(self, host: str, blocks: list[str], hashes: list[int]) -> list[tuple[int, str]]:
         if self.templates is None:
