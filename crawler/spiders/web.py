@@ -21,7 +21,8 @@ Behaviour:
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+import re
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -34,7 +35,7 @@ from crawler import signals as dedup_signals
 from crawler.fingerprint import canonical_url_of, fingerprint_url
 from crawler.items import PageItem
 from crawler.seeds import canonical_host, seeds_from_args
-from crawler.text import is_binary, visible_text
+from crawler.text import extract, is_binary
 from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url
 
 if TYPE_CHECKING:
@@ -47,10 +48,22 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _SKIP_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "file:", "ftp:", "about:", "sms:")
+_ABSOLUTE = ("http://", "https://")
+# A base URL that normalize_url parses as written (printable ASCII, no space or backslash):
+# origin "scheme://authority", then the path.
+_PLAIN_BASE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)([^?#]*)")
+#: Link memo entries (href -> verdict) kept before the memo is emptied; about 170 bytes each.
+LINK_MEMO_SIZE = 32768
+_INVALID, _OFFSITE = 0, 1  # memo verdicts besides a fingerprint (bytes)
+_Table = dict[str, "bytes | int"]  # href -> verdict
 
 
 class WebSpider(Spider):
     name = "web"
+    # One item per response: parallel item processing per response buys nothing, and Scrapy
+    # 2.19 starts CONCURRENT_ITEMS asyncio tasks for every response whatever it yields (100 by
+    # default: the largest own-time cost of a crawl). ``-s CONCURRENT_ITEMS=N`` still wins.
+    custom_settings = {"CONCURRENT_ITEMS": 1}
 
     def __init__(self, seeds: str | None = None, urls: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -59,6 +72,7 @@ class WebSpider(Spider):
         self.allowed_domains = sorted(self.hosts)
         self.policy = UrlPolicy()
         self.early_skip = True
+        self.link_memo = LinkMemo()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> WebSpider:
@@ -95,21 +109,25 @@ class WebSpider(Spider):
         title = ""
         if root is not None and hasattr(root, "findtext"):
             title = " ".join((root.findtext(".//title") or "").split())
+        # One parse for the visible text and the fingerprint blocks: the dedup pipeline reads
+        # ``blocks`` instead of parsing the HTML again.
+        page = None if binary else extract(html, response.url, tokenize=False)
         referer = response.request.headers.get("Referer") if response.request else None
         return PageItem(
             url=response.url,
             status=response.status,
             content_type=_content_type(response),
             title=title,
-            text="" if binary else visible_text(html),
+            text="" if page is None else page.text,
             html=html,
             depth=int(response.meta.get("depth", 0)),
             referer=referer.decode("latin-1") if referer else None,
-            fetched_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+            fetched_at=datetime.now(UTC).isoformat(timespec="microseconds"),
             canonical_url=canonical_url_of(response.request, self.policy) or response.url,
             fingerprints=self._chain_fingerprints(response),
             encoding=None if binary else response.encoding,
             binary=binary,
+            blocks=None if page is None else page.blocks,
         )
 
     # --- links ------------------------------------------------------------------------------
@@ -119,8 +137,9 @@ class WebSpider(Spider):
         if not hasattr(root, "iter"):
             return
         base = get_base_url(response)
+        absolute, rooted, relative = self.link_memo.tables(base)
         seen_check = self._seen_check()
-        stats = self.crawler.stats
+        fresh: set[bytes] = set()  # fingerprints requested from this page (early skip only)
         extracted = skipped = dropped = 0
         for element in root.iter("a", "area"):
             href = element.get("href")
@@ -130,24 +149,46 @@ class WebSpider(Spider):
             if href[:11].lower().startswith(_SKIP_SCHEMES):
                 dropped += 1
                 continue
-            try:
-                canonical = normalize_url(href, base=base, policy=self.policy)
-            except InvalidUrl:
+            table = _table_for(href, absolute, rooted, relative)
+            verdict = table.get(href) if table is not None else None
+            if verdict is None:
+                verdict = self._verdict(href, base)
+                if table is not None:
+                    self.link_memo.remember(table, href, verdict)
+            if verdict is _INVALID:
                 dropped += 1
                 continue
-            if canonical_host(canonical) not in self.hosts:
+            if verdict is _OFFSITE:
                 continue
             extracted += 1
-            if seen_check is not None and seen_check(fingerprint_url(canonical)):
-                skipped += 1
-                continue
+            if seen_check is not None:
+                if verdict in fresh or seen_check(verdict):
+                    skipped += 1
+                    continue
+                fresh.add(verdict)  # type: ignore[arg-type]  # not _INVALID/_OFFSITE here
+            canonical = normalize_url(href, base=base, policy=self.policy)
             yield self._request(fetch_url(urljoin(base, href), canonical), canonical)
-        if stats is not None:
-            stats.inc_value("dedup/links_extracted", extracted)
-            if skipped:
-                stats.inc_value("dedup/links_skipped_seen", skipped)
-            if dropped:
-                stats.inc_value("dedup/links_not_http", dropped)
+        self._count_links(extracted, skipped, dropped)
+
+    def _verdict(self, href: str, base: str) -> bytes | int:
+        """The link's request fingerprint, or _INVALID (not http(s)), or _OFFSITE."""
+        try:
+            canonical = normalize_url(href, base=base, policy=self.policy)
+        except InvalidUrl:
+            return _INVALID
+        if canonical_host(canonical) not in self.hosts:
+            return _OFFSITE
+        return fingerprint_url(canonical)
+
+    def _count_links(self, extracted: int, skipped: int, dropped: int) -> None:
+        stats = self.crawler.stats
+        if stats is None:
+            return
+        stats.inc_value("dedup/links_extracted", extracted)
+        if skipped:
+            stats.inc_value("dedup/links_skipped_seen", skipped)
+        if dropped:
+            stats.inc_value("dedup/links_not_http", dropped)
 
     def _seen_check(self) -> Any:
         """The dupefilter's read-only ``seen_fingerprint``, or None when early skip is off."""
@@ -189,6 +230,63 @@ class WebSpider(Spider):
                 for u in response.meta.get("redirect_urls", ())
             ]
         self.crawler.signals.send_catch_log(dedup_signals.request_finished, fingerprints=fps)
+
+
+class LinkMemo:
+    """Link verdicts remembered across pages: ``href -> fingerprint | _INVALID | _OFFSITE``.
+
+    Exact, not a heuristic: ``normalize_url(href, base)`` reads only the part of ``base`` that
+    the reference needs (RFC 3986 5.2.2), so a verdict is kept under that part alone: nothing
+    for an absolute ``http(s)://`` href, the origin (scheme and authority) for a ``/``-rooted
+    href, the directory of the base path for any other href. Hrefs that read the base's full
+    path or query (``?q``, ``#f``, empty, a leading control character) and bases that
+    ``normalize_url`` would clean first (not printable ASCII, spaces, backslashes) are not
+    memoized. The spider's policy and hosts are fixed, so the verdict is a function of the key.
+    Bounded: emptied once it holds ``size`` entries (tables included).
+    """
+
+    def __init__(self, size: int = LINK_MEMO_SIZE) -> None:
+        self.size = size
+        self._tables: dict[str, _Table] = {}
+        self._count = 0
+
+    def tables(self, base: str) -> tuple[_Table, _Table | None, _Table | None]:
+        """``(absolute, rooted, relative)`` tables for a page whose base URL is ``base``."""
+        absolute = self._table("")
+        plain = base.isascii() and base.isprintable() and " " not in base and "\\" not in base
+        match = _PLAIN_BASE.match(base) if plain else None
+        if match is None:
+            return absolute, None, None
+        origin, path = match.groups()
+        directory = origin + (path[: path.rfind("/") + 1] if path else "/")
+        return absolute, self._table(origin), self._table(directory)
+
+    def remember(self, table: _Table, href: str, verdict: bytes | int) -> None:
+        if self._count >= self.size:
+            self._tables.clear()
+            self._count = 0
+        table[href] = verdict
+        self._count += 1
+
+    def _table(self, key: str) -> _Table:
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = {}
+            self._count += 1
+        return table
+
+
+def _table_for(
+    href: str, absolute: _Table, rooted: _Table | None, relative: _Table | None
+) -> _Table | None:
+    """The memo table whose key covers every part of the base URL that ``href`` reads."""
+    if href.startswith(_ABSOLUTE):
+        return absolute
+    if href[:1] == "/":
+        return rooted
+    if href and href[0] > " " and href[0] not in "?#":
+        return relative
+    return None
 
 
 def fetch_url(url: str, canonical: str) -> str:
