@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawler.sitegen import Page, Site, demo_site, link_heavy_site
 from crawler.siteserver import SiteServer
-from crawler.urlnorm import normalize_url
+from crawler.urlnorm import InvalidUrl, normalize_url
 from tests.conftest import run_crawl
 
 pytestmark = pytest.mark.slow
@@ -152,3 +154,176 @@ def test_stored_canonical_url_is_the_key_of_the_fetched_url_even_after_redirects
     for target in site.redirects.values():
         if target in site.distinct_pages:
             assert normalize_url(base + target) in {normalize_url(u) for u in stored}
+
+
+# --- the link memo: a verdict is kept under exactly the part of the base URL it reads ---------
+
+_HREF_ALPHABET = st.sampled_from(
+    ["a", "b", "/", "//", ".", "..", "?", "#", ":", "%2e", "%", "\\", " ", "\t", "\x01", "ü",
+     "=", "&", "http:", "https://", "HTTP://", "h", "x.y", "@", "[", "]", "8"]
+)  # fmt: skip
+_hrefs = st.lists(_HREF_ALPHABET, max_size=8).map("".join)
+_segments = st.lists(st.sampled_from(["a", "b", ".", "..", "c%2F", "d;p", ""]), max_size=4)
+_bases = st.builds(
+    lambda scheme, host, segs, last, query: f"{scheme}://{host}/" + "/".join([*segs, last]) + query,
+    st.sampled_from(["http", "https", "HTTP", "ftp"]),
+    st.sampled_from(["h", "H", "h:8080", "u@h", "[::1]", "x.y", ""]),
+    _segments,
+    st.sampled_from(["", "page", "p.html", "..", "."]),
+    st.sampled_from(["", "?q=1", "?", "#f", "?a#b"]),
+)
+
+
+def _outcome(href: str, base: str) -> str:
+    try:
+        return normalize_url(href, base=base)
+    except InvalidUrl as exc:
+        return f"invalid: {exc}"
+
+
+@given(href=_hrefs, base1=_bases, base2=_bases)
+@settings(max_examples=400, deadline=None)
+def test_link_memo_key_covers_what_normalize_url_reads(href, base1, base2):
+    from crawler.spiders.web import LinkMemo, _table_for
+
+    memo = LinkMemo()
+    href = href.strip()
+    t1 = _table_for(href, *memo.tables(base1))
+    t2 = _table_for(href, *memo.tables(base2))
+    if t1 is not None and t1 is t2:  # one memo entry would serve both pages
+        assert _outcome(href, base1) == _outcome(href, base2)
+
+
+def test_link_memo_does_not_memoize_what_reads_the_whole_base():
+    from crawler.spiders.web import LinkMemo, _table_for
+
+    memo = LinkMemo()
+    tables = memo.tables("http://h/d/page?q=1")
+    for href in ("?x", "#f", "", "\x01?x"):
+        assert _table_for(href, *tables) is None, href
+    assert memo.tables("http://h/d/pa ge")[1:] == (None, None)  # normalize_url would clean it
+    assert memo.tables("http://h/d/p\\q")[1:] == (None, None)
+    assert memo.tables("http://h/d/é")[1:] == (None, None)
+
+
+def test_link_memo_is_bounded():
+    from crawler.spiders.web import LinkMemo
+
+    memo = LinkMemo(size=10)
+    absolute = memo.tables("http://h/d/")[0]
+    for i in range(25):
+        memo.remember(absolute, f"http://h/{i}", b"x")
+        assert memo._count <= 10
+    assert len(memo.tables("http://h/d/")[0]) < 10
+
+
+_TRICKY_LINKS = [
+    "/a", "/a#f", "/./a", "a", "./a", "../a", "../../a", "?q=2", "#top", "", " /a ", "//h/x",
+    "\\a", "\\\\h\\y", "http://h/a", "HTTP://H/a", "http:a", "https://h:443/a", "http://other/a",
+    "mailto:x@h", "javascript:void(0)", "ftp://h/a", "http://[bad/", "ü/x", "%2e%2e/a",
+    "a?utm_source=x",
+]  # fmt: skip
+
+
+def _page(url: str, links: list[str], base_href: str | None = None) -> bytes:
+    from html import escape
+
+    base = f'<base href="{escape(base_href)}">' if base_href else ""
+    anchors = "".join(f'<a href="{escape(h, quote=True)}">l</a>' for h in links)
+    return f"<html><head>{base}<title>t</title></head><body>{anchors}</body></html>".encode()
+
+
+def test_links_are_exactly_what_normalizing_each_one_gives():
+    """The memo changes nothing: every page's requests equal a plain normalize_url per link."""
+    from urllib.parse import urljoin
+
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.response import get_base_url
+    from scrapy.utils.test import get_crawler
+
+    from crawler.spiders.web import WebSpider, _table_for, fetch_url
+
+    crawler = get_crawler(WebSpider, {"DEDUP_EARLY_SKIP": False})
+    spider = WebSpider.from_crawler(crawler, urls="http://h/")
+    crawler.spider = spider
+    crawler.stats.open_spider()
+    pages = [
+        ("http://h/d/p1", None), ("http://h/d/p2?x=1", None), ("http://h/e/f/p3", None),
+        ("http://h", None), ("http://h/d/p4", "http://h/z/"), ("http://h/d/p5", "/y/q?r"),
+        ("http://h/d/p1", None),
+    ]  # fmt: skip
+    for url, base_href in pages:
+        body = _page(url, _TRICKY_LINKS, base_href)
+        response = HtmlResponse(url, body=body, encoding="utf-8", request=Request(url))
+        got = [(r.url, r.meta["canonical_url"]) for r in spider._links(response)]
+        base = get_base_url(response)
+        tables = spider.link_memo.tables(base)
+        for href in filter(None, (h.strip() for h in _TRICKY_LINKS)):
+            table = _table_for(href, *tables)  # what a later page with this base would reuse
+            if table is not None and href in table:
+                assert table[href] == spider._verdict(href, base), (url, href)
+        want = []
+        for href in filter(None, _TRICKY_LINKS):
+            href = href.strip()
+            if href[:11].lower().startswith(("mailto:", "javascript:", "ftp:")):
+                continue
+            try:
+                canonical = normalize_url(href, base=base)
+            except InvalidUrl:
+                continue
+            if canonical.split("/")[2].split(":")[0] == "h":
+                fetched = Request(fetch_url(urljoin(base, href), canonical)).url
+                want.append((fetched, canonical))
+        assert got == want, url
+
+
+def _failing_site() -> Site:
+    """``/fail`` always answers 500 and is linked from every page, spelled several ways."""
+
+    def html(title: str, links: list[str]) -> Page:
+        anchors = "".join(f'<a href="{h}">{h}</a>' for h in links)
+        return Page(f"<html><head><title>{title}</title></head><body><p>{title} has text of its "
+                    f"own.</p>{anchors}</body></html>".encode())  # fmt: skip
+
+    return Site(
+        name="failing",
+        pages={
+            "/": html("Home", ["/fail", "/a", "/gone"]),
+            "/a": html("Page A", ["/fail#x", "{base}/./fail", "/b", "/gone", "/a"]),
+            "/b": html("Page B", ["fail", "/FAIL", "/new", "/fail?utm_source=feed"]),
+            "/new": html("Page New", ["/fail", "/"]),
+            "/fail": Page(b"<html><body>server error</body></html>", status=500),
+            "/FAIL": html("Upper-case path is another page", []),
+            "/gone": Page(b"<html><body>not here</body></html>", status=404),
+        },
+    )
+
+
+def test_a_link_to_a_failed_page_follows_the_failure_policy(tmp_path):
+    """A 500 is retried RETRY_TIMES times, then recorded as failed, not stored; later links to
+    it are filtered as stock Scrapy's dupefilter would (seen, early skip or not); a page linked
+    only from a late page is fetched."""
+    site = _failing_site()
+    runs = {}
+    for skip in (False, True):
+        with SiteServer(site) as server:
+            run = run_crawl(
+                tmp_path / f"skip-{skip}",
+                urls=[server.url("/")],
+                settings={"DEDUP_EARLY_SKIP": skip, "ROBOTSTXT_OBEY": False, "RETRY_TIMES": 1},
+            )
+            assert run.returncode == 0, run.stderr[-3000:]
+            runs[skip] = (run, dict(server.hits), server.base_url)
+    for skip, (run, hits, base) in runs.items():
+        assert hits["/fail"] == 2, (skip, hits)  # the first try and RETRY_TIMES=1 retry
+        assert hits["/gone"] == 1 and hits["/new"] == 1 and hits["/FAIL"] == 1, (skip, hits)
+        assert run.stats["retry/max_reached"] == 1
+        assert run.stored_urls() == {base + p for p in ("/", "/a", "/b", "/new", "/FAIL")}
+        # Not fetched: 5 later links to /fail, 1 to /gone, the self-link of /a, /new's link to /.
+        assert (
+            run.stats.get("dupefilter/filtered", 0) + run.stats.get("dedup/links_skipped_seen", 0)
+            == 8
+        ), run.stats
+    (off, _, _), (on, _, _) = runs[False], runs[True]
+    assert on.stats["dedup/links_skipped_seen"] > 0
+    assert off.stats["dedup/links_extracted"] == on.stats["dedup/links_extracted"]
