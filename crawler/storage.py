@@ -5,7 +5,9 @@ on open; a database at a newer revision than this code is refused):
 
 ``documents``
     One row per kept page, unique on ``url`` (the URL fetched, after redirects); a re-crawl
-    updates the row (``updated_at``, ``crawl_id``) instead of failing.
+    updates the row (``updated_at``, ``crawl_id``) instead of failing, also when it meets the
+    page under another spelling: the row with the same ``canonical_url`` takes the new ``url``
+    (same id) and any other row of that canonical URL is deleted, in the same transaction.
 ``dropped``
     One row per page dropped as a duplicate: ``reason`` (``exact_duplicate`` |
     ``near_duplicate``), ``duplicate_of`` (URL of the kept page), ``distance`` (Hamming bits),
@@ -417,6 +419,12 @@ def _row(row: Mapping[str, Any], columns: tuple[str, ...], kind: str) -> dict[st
     return values
 
 
+def _chunked(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of ``size`` (bounds the parameters of one ``IN`` list)."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
 def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -515,14 +523,61 @@ class Store:
     def _upsert(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
         now = utcnow()
         by_url: dict[str, dict[str, Any]] = {}
+        url_of: dict[str, str] = {}  # canonical URL -> the batch's URL for it
         for row in rows:  # one statement may not touch a row twice: the last version wins
             values = _row(row, DOCUMENT_COLUMNS, "document")
             values["updated_at"] = now
-            values["canonical_url"] = values["canonical_url"] or values["url"]
-            by_url[values["url"]] = values
+            url, canonical = values["url"], values["canonical_url"] or values["url"]
+            values["canonical_url"] = canonical
+            earlier = by_url.get(url)
+            if earlier is not None:
+                url_of.pop(earlier["canonical_url"], None)
+            if url_of.get(canonical, url) != url:  # a later spelling of the same page wins
+                del by_url[url_of[canonical]]
+            by_url[url] = values
+            url_of[canonical] = url
         if by_url:  # in crawl order (ids follow it); a deadlock between workers is retried
+            self._replace_spellings(conn, url_of)
             conn.execute(self._upsert_stmt(), list(by_url.values()))
         return len(by_url)
+
+    def _replace_spellings(self, conn: sa.Connection, url_of: Mapping[str, str]) -> None:
+        """Make each batch URL the one row of its canonical page (a re-crawl updates it).
+
+        A page stored by an earlier crawl under another spelling (``/a?utm_source=x``, then
+        ``/a``) is the same page: its row takes the new URL (keeping its id), so the upsert on
+        ``url`` updates it instead of adding a second row. When the new URL has a row already,
+        or several rows share the canonical URL, the surplus rows are deleted. Rows whose own
+        URL is in the batch are left to the upsert. Runs inside the batch's transaction.
+        """
+        t = self.documents
+        batch_urls = set(url_of.values())
+        existing: set[str] = set()
+        others: dict[str, list[int]] = {}
+        for chunk in _chunked(sorted(batch_urls)):
+            existing.update(conn.execute(sa.select(t.c.url).where(t.c.url.in_(chunk))).scalars())
+        for chunk in _chunked(sorted(url_of)):
+            stmt = (sa.select(t.c.id, t.c.url, t.c.canonical_url)
+                    .where(t.c.canonical_url.in_(chunk)).order_by(t.c.id))
+            for row_id, url, canonical in conn.execute(stmt):
+                if url not in batch_urls:
+                    others.setdefault(canonical, []).append(row_id)
+        renames: list[dict[str, Any]] = []
+        deletes: list[int] = []
+        for canonical, ids in others.items():
+            if url_of[canonical] in existing:
+                deletes += ids
+            else:
+                renames.append({"row_id": ids[0], "new_url": url_of[canonical]})
+                deletes += ids[1:]
+        for chunk in _chunked(deletes):
+            conn.execute(sa.delete(t).where(t.c.id.in_(chunk)))
+        if renames:
+            conn.execute(sa.update(t).where(t.c.id == sa.bindparam("row_id"))
+                         .values(url=sa.bindparam("new_url")), renames)
+        if renames or deletes:
+            logger.debug("documents: %d pages stored under another spelling renamed, %d "
+                         "surplus rows deleted", len(renames), len(deletes))
 
     def _insert_dropped(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
         now = utcnow()

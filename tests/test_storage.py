@@ -134,6 +134,39 @@ def test_one_batch_may_hold_the_same_url_twice(store: Store) -> None:
     assert store.document_by_url("http://a.test/x").title == "2"
 
 
+def test_recrawl_under_another_spelling_updates_the_stored_page(store: Store) -> None:
+    # Crawl 1 met the page as /a?utm_source=x, crawl 2 as /a: one canonical page, one row.
+    first = "http://a.test/a?utm_source=x"
+    store.upsert_documents([doc(first, canonical_url="http://a.test/a", title="old")])
+    kept = store.document_by_url(first)
+    store.upsert_documents([doc("http://a.test/a", canonical_url="http://a.test/a", title="new")])
+    rows = [r for r in store.iter_fingerprints()]
+    assert [(u, c) for u, c, *_ in rows] == [("http://a.test/a", "http://a.test/a")]
+    again = store.document_by_url("http://a.test/a")
+    assert (again.id, again.title) == (kept.id, "new")  # the stored page, updated in place
+    store.upsert_documents([doc("http://a.test/%61", canonical_url="http://a.test/a")])
+    assert store.count_documents() == 1
+    assert store.document_by_url("http://a.test/a").url == "http://a.test/%61"
+
+
+def test_recrawl_replaces_every_row_of_the_canonical_page(store: Store) -> None:
+    # Rows written before the fix (two spellings of one page) and a batch holding two spellings
+    # again: one row per canonical URL remains; a row whose own URL is rewritten keeps its id.
+    store.upsert_documents([doc("http://a.test/b?utm_source=1", canonical_url="http://a.test/b"),
+                            doc("http://a.test/keep")])
+    with store.engine.begin() as conn:  # a duplicate row as the old code left it
+        conn.execute(sa.insert(store.documents), [{
+            "url": "http://a.test/b?utm_source=2", "canonical_url": "http://a.test/b"}])
+    store.upsert_documents([doc("http://a.test/b?fbclid=3", canonical_url="http://a.test/b"),
+                            doc("http://a.test/b", canonical_url="http://a.test/b", title="b")])
+    urls = sorted(u for u, *_ in store.iter_fingerprints())
+    assert urls == ["http://a.test/b", "http://a.test/keep"]
+    assert store.document_by_url("http://a.test/b").title == "b"
+    # A URL whose canonical form changed (another URLNORM policy) takes its own row along.
+    store.upsert_documents([doc("http://a.test/keep", canonical_url="http://a.test/b")])
+    assert [u for u, *_ in store.iter_fingerprints()] == ["http://a.test/keep"]
+
+
 def test_write_batch_is_one_transaction(store: Store) -> None:
     with pytest.raises(StorageError) as info:
         store.write_batch([doc("http://a.test/ok")], [drop("http://a.test/bad", reason=None)])
