@@ -12,8 +12,14 @@ Behaviour:
 * Early skip (``DEDUP_EARLY_SKIP``, default on): a link whose fingerprint the dupefilter already
   holds never becomes a ``Request`` — the costly part of a crawl where most links are already
   seen. The check is read-only; the dupefilter stays the one authority that records a URL as seen.
-  Skipped links are counted as ``dedup/links_skipped_seen``; in-scope links as
-  ``dedup/links_extracted``; ``javascript:``/``mailto:``/... links as ``dedup/links_not_http``.
+  Skipped links are counted as ``dedup/links_skipped_seen`` (a repeat of a link this page
+  already requested counts there too: the dupefilter would filter it, so
+  ``dupefilter/filtered + dedup/links_skipped_seen`` is the same with the skip on or off);
+  in-scope links as ``dedup/links_extracted``; ``javascript:``/``mailto:``/... links as
+  ``dedup/links_not_http``.
+* Link verdicts (fingerprint, off-site, invalid) are memoized across pages by
+  :class:`LinkMemo`, exactly: a link spelled as on an earlier page is not normalized again
+  unless it becomes a request.
 * One :class:`~crawler.items.PageItem` per HTML response; other responses (and failures) send
   :data:`crawler.signals.request_finished` so the JOBDIR journal knows they are done.
 """
@@ -151,8 +157,9 @@ class WebSpider(Spider):
                 continue
             table = _table_for(href, absolute, rooted, relative)
             verdict = table.get(href) if table is not None else None
+            canonical = None
             if verdict is None:
-                verdict = self._verdict(href, base)
+                verdict, canonical = self._verdict(href, base)
                 if table is not None:
                     self.link_memo.remember(table, href, verdict)
             if verdict is _INVALID:
@@ -166,19 +173,21 @@ class WebSpider(Spider):
                     skipped += 1
                     continue
                 fresh.add(verdict)  # type: ignore[arg-type]  # not _INVALID/_OFFSITE here
-            canonical = normalize_url(href, base=base, policy=self.policy)
+            if canonical is None:  # a memo hit: normalized on an earlier page, not kept
+                canonical = normalize_url(href, base=base, policy=self.policy)
             yield self._request(fetch_url(urljoin(base, href), canonical), canonical)
         self._count_links(extracted, skipped, dropped)
 
-    def _verdict(self, href: str, base: str) -> bytes | int:
-        """The link's request fingerprint, or _INVALID (not http(s)), or _OFFSITE."""
+    def _verdict(self, href: str, base: str) -> tuple[bytes | int, str | None]:
+        """``(verdict, canonical URL)``: the link's request fingerprint, or _INVALID (not an
+        http(s) URL), or _OFFSITE."""
         try:
             canonical = normalize_url(href, base=base, policy=self.policy)
         except InvalidUrl:
-            return _INVALID
+            return _INVALID, None
         if canonical_host(canonical) not in self.hosts:
-            return _OFFSITE
-        return fingerprint_url(canonical)
+            return _OFFSITE, canonical
+        return fingerprint_url(canonical), canonical
 
     def _count_links(self, extracted: int, skipped: int, dropped: int) -> None:
         stats = self.crawler.stats
