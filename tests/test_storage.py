@@ -249,6 +249,53 @@ def test_document_by_url_falls_back_to_canonical(store: Store) -> None:
     assert store.document_by_url("http://a.test/y") is None
 
 
+# --- re-crawls: a real crawl subprocess, twice, on one database -------------------------------
+
+_TEXTS = {
+    "/": "Welcome to the harbour museum with model ships, old charts, brass compasses and "
+         "lighthouse lenses collected by sailors over two centuries of coastal trade.",
+    "/a": "Our bakery course teaches sourdough starters, rye loaves, croissant folding and "
+          "oven timing for beginners who want crusty bread every weekend at home.",
+    "/b": "The cycling club rides gravel lanes past vineyards and orchards each Sunday, "
+          "stopping for coffee, repairs and maps before the long climb back to town.",
+}
+
+
+def _linking_home(links: list[str]) -> bytes:
+    anchors = "".join(f'<a href="{href}">link</a> ' for href in links)
+    return (f"<html><head><title>/</title></head><body><p>{_TEXTS['/']}</p>{anchors}"
+            "</body></html>").encode()
+
+
+def test_a_recrawl_meeting_other_spellings_updates_the_stored_pages(db_url: str, tmp_path):
+    from crawler.sitegen import Page, Site
+    from crawler.siteserver import SiteServer
+    from tests.conftest import run_crawl
+
+    pages = {path: Page(f"<html><head><title>{path}</title></head><body><p>{text}</p>"
+                        "</body></html>".encode()) for path, text in _TEXTS.items()}
+    pages["/"] = Page(_linking_home(["/a?utm_source=x", "/%62"]))  # crawl 1's spellings
+    pages["/robots.txt"] = Page(b"User-agent: *\nDisallow:\n", "text/plain")
+    with SiteServer(Site(name="respelled", pages=pages)) as server:
+        stored = []
+        for n in (1, 2):
+            run = run_crawl(tmp_path / f"crawl{n}", urls=[server.url("/")],
+                            settings={"STORAGE_URL": db_url})
+            assert run.returncode == 0, run.stderr[-3000:]
+            assert run.stats["storage/documents"] == 3
+            with Store(db_url) as store:
+                stored.append({(u, c) for u, c, *_ in store.iter_fingerprints()})
+                latest, count = store.latest_crawl().id, store.count_documents()
+            pages["/"] = Page(_linking_home(["/a", "/b"]))  # crawl 2's spellings
+    url = server.url
+    assert stored[0] == {(url("/"), url("/")), (url("/a?utm_source=x"), url("/a")),
+                         (url("/%62"), url("/b"))}
+    assert stored[1] == {(url(p), url(p)) for p in ("/", "/a", "/b")}
+    assert count == 3
+    with Store(db_url) as store:
+        assert store.count_documents(latest) == 3  # every row is the re-crawl's version
+
+
 # --- schema versions --------------------------------------------------------------------------
 
 def test_migrations_create_the_schema_and_record_the_version(store: Store) -> None:
