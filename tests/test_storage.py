@@ -335,6 +335,21 @@ def test_stores_opening_at_once_migrate_once(db_url: str) -> None:
         s.close()
 
 
+def test_a_crawl_log_starts_with_our_migration_line_not_alembic_setup(tmp_path) -> None:
+    from crawler.sitegen import Page, Site
+    from crawler.siteserver import SiteServer
+    from tests.conftest import run_crawl
+
+    site = Site(name="one", pages={"/": Page(b"<html><body><p>One page.</p></body></html>")})
+    with SiteServer(site) as server:
+        run = run_crawl(tmp_path / "run", urls=[server.url("/")],
+                        settings={"ROBOTSTXT_OBEY": False})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "[crawler.migrations] INFO: Migrating the crawl database from an empty schema" \
+        in run.stderr
+    assert "[alembic" not in run.stderr, run.stderr[:3000]
+
+
 def test_a_newer_schema_is_refused(store: Store) -> None:
     store.check()
     with store.engine.begin() as conn:

@@ -15,10 +15,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+# Importing alembic registers its autogenerate plugins, each with an INFO line ("setup plugin
+# alembic.autogenerate.schemas", ...): eight lines of noise at the top of every crawl log. They
+# are logged once per process, at import, so the import runs with alembic's logger at WARNING.
+_ALEMBIC_LOGGER = logging.getLogger("alembic")
+_ALEMBIC_LEVEL = _ALEMBIC_LOGGER.level
+_ALEMBIC_LOGGER.setLevel(max(_ALEMBIC_LEVEL, logging.WARNING))
+try:
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+finally:
+    _ALEMBIC_LOGGER.setLevel(_ALEMBIC_LEVEL)
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
