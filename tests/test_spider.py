@@ -310,7 +310,13 @@ def test_a_link_to_a_failed_page_follows_the_failure_policy(tmp_path):
             run = run_crawl(
                 tmp_path / f"skip-{skip}",
                 urls=[server.url("/")],
-                settings={"DEDUP_EARLY_SKIP": skip, "ROBOTSTXT_OBEY": False, "RETRY_TIMES": 1},
+                settings={
+                    "DEDUP_EARLY_SKIP": skip,
+                    "ROBOTSTXT_OBEY": False,
+                    "RETRY_TIMES": 1,
+                    "DUPEFILTER_DEBUG": True,
+                    "LOG_LEVEL": "DEBUG",
+                },
             )
             assert run.returncode == 0, run.stderr[-3000:]
             runs[skip] = (run, dict(server.hits), server.base_url)
@@ -324,6 +330,13 @@ def test_a_link_to_a_failed_page_follows_the_failure_policy(tmp_path):
             run.stats.get("dupefilter/filtered", 0) + run.stats.get("dedup/links_skipped_seen", 0)
             == 8
         ), run.stats
+        # DUPEFILTER_DEBUG shows every link not fetched, skipped early or filtered.
+        assert run.stderr.count("Skipped already-seen link: ") == run.stats.get(
+            "dedup/links_skipped_seen", 0
+        )
+        assert run.stderr.count("Filtered duplicate request: ") == run.stats.get(
+            "dupefilter/filtered", 0
+        )
     (off, _, _), (on, _, _) = runs[False], runs[True]
     assert on.stats["dedup/links_skipped_seen"] > 0
     assert off.stats["dedup/links_extracted"] == on.stats["dedup/links_extracted"]

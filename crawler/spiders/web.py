@@ -15,6 +15,7 @@ Behaviour:
   Skipped links are counted as ``dedup/links_skipped_seen`` (a repeat of a link this page
   already requested counts there too: the dupefilter would filter it, so
   ``dupefilter/filtered + dedup/links_skipped_seen`` is the same with the skip on or off);
+  with ``DUPEFILTER_DEBUG`` each skipped link is logged by the dupefilter's ``note_skipped``;
   in-scope links as ``dedup/links_extracted``; ``javascript:``/``mailto:``/... links as
   ``dedup/links_not_http``.
 * Link verdicts (fingerprint, off-site, invalid) are memoized across pages by
@@ -139,12 +140,13 @@ class WebSpider(Spider):
     # --- links ------------------------------------------------------------------------------
 
     def _links(self, response: HtmlResponse) -> Iterator[Request]:
+        # One loop, no per-link helper calls: this runs for every link of every page.
         root = response.selector.root
         if not hasattr(root, "iter"):
             return
         base = get_base_url(response)
         absolute, rooted, relative = self.link_memo.tables(base)
-        seen_check = self._seen_check()
+        seen_check, note_skipped = self._seen_check()
         fresh: set[bytes] = set()  # fingerprints requested from this page (early skip only)
         extracted = skipped = dropped = 0
         for element in root.iter("a", "area"):
@@ -171,6 +173,8 @@ class WebSpider(Spider):
             if seen_check is not None:
                 if verdict in fresh or seen_check(verdict):
                     skipped += 1
+                    if note_skipped is not None:
+                        note_skipped(urljoin(base, href), response.url)
                     continue
                 fresh.add(verdict)  # type: ignore[arg-type]  # not _INVALID/_OFFSITE here
             if canonical is None:  # a memo hit: normalized on an earlier page, not kept
@@ -199,13 +203,15 @@ class WebSpider(Spider):
         if dropped:
             stats.inc_value("dedup/links_not_http", dropped)
 
-    def _seen_check(self) -> Any:
-        """The dupefilter's read-only ``seen_fingerprint``, or None when early skip is off."""
+    def _seen_check(self) -> tuple[Any, Any]:
+        """The dupefilter's read-only ``seen_fingerprint`` (None when early skip is off) and,
+        with ``DUPEFILTER_DEBUG``, its ``note_skipped`` logger (else None)."""
         if not self.early_skip or self.crawler.engine is None:
-            return None
-        scheduler = self.crawler.engine.scheduler
-        dupefilter = getattr(scheduler, "df", None)
-        return getattr(dupefilter, "seen_fingerprint", None)
+            return None, None
+        dupefilter = getattr(self.crawler.engine.scheduler, "df", None)
+        debug = getattr(dupefilter, "debug", False)
+        note = getattr(dupefilter, "note_skipped", None) if debug else None
+        return getattr(dupefilter, "seen_fingerprint", None), note
 
     def _request(self, url: str, canonical: str) -> Request:
         return Request(
