@@ -16,7 +16,8 @@ crawl then gets exactly one core; ``--no-pin`` turns that off).
 
 Per crawl: pages/s (responses received / wall seconds from spider open to close, measured inside
 the child by ``bench.probe``), CPU ms per page (the child's CPU in the same window), peak RSS
-(``ru_maxrss`` of the child from ``wait4``), pages fetched, duplicate fetches (the server's hits
+(``ru_maxrss`` of the child from ``wait4``; "RSS at open" is the part already resident when
+the spider opens: imports and components), pages fetched, duplicate fetches (the server's hits
 mapped to site pages: the same page fetched more than once). The table shows the median and range
 over ``--runs`` and the ratio ours/stock; ``--profile`` adds one cProfile run of each (Scrapy's
 ``--profile``) and lists the top cumulative shares. Writes ``bench/results/crawl.json`` (and
@@ -193,6 +194,7 @@ def measure(kind: str, result: dict[str, Any], server: SiteServer) -> dict[str, 
         "pages_per_s": fetched / wall if wall else 0.0,
         "cpu_ms_per_page": 1000 * cpu / fetched if fetched else 0.0,
         "peak_rss_mib": round(result["peak_rss_mib"], 1),
+        "rss_open_mib": float(stats.get("bench/rss_open_mib") or 0),
         "items": int(stats.get("item_scraped_count", 0)),
         "dupefilter_filtered": int(stats.get("dupefilter/filtered", 0)),
         "links_skipped_seen": int(stats.get("dedup/links_skipped_seen", 0)),
@@ -212,6 +214,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "pages_per_s_max": max(rates),
             "cpu_ms_per_page_median": statistics.median(r["cpu_ms_per_page"] for r in mine),
             "peak_rss_mib_max": max(r["peak_rss_mib"] for r in mine),
+            "rss_open_mib_median": statistics.median(r["rss_open_mib"] for r in mine),
             "pages_fetched_median": statistics.median(r["pages_fetched"] for r in mine),
             "unique_pages_median": statistics.median(r["unique_pages"] for r in mine),
             "duplicate_fetches_median": statistics.median(r["duplicate_fetches"] for r in mine),
@@ -219,7 +222,12 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     ours, stock = out["ours"], out["stock"]
     out["ratio_ours_over_stock"] = {
         key: (ours[key] / stock[key] if stock[key] else None)
-        for key in ("pages_per_s_median", "cpu_ms_per_page_median", "peak_rss_mib_max")
+        for key in (
+            "pages_per_s_median",
+            "cpu_ms_per_page_median",
+            "peak_rss_mib_max",
+            "rss_open_mib_median",
+        )
     }
     return out
 
@@ -321,6 +329,8 @@ def table(title: str, summary: dict[str, Any]) -> str:
          fmt(stock["cpu_ms_per_page_median"]), fmt(ratio["cpu_ms_per_page_median"])),
         ("peak RSS MiB", fmt(ours["peak_rss_mib_max"], ".0f"),
          fmt(stock["peak_rss_mib_max"], ".0f"), fmt(ratio["peak_rss_mib_max"])),
+        ("  RSS at open MiB", fmt(ours["rss_open_mib_median"], ".0f"),
+         fmt(stock["rss_open_mib_median"], ".0f"), fmt(ratio["rss_open_mib_median"])),
         ("pages fetched", fmt(ours["pages_fetched_median"], ".0f"),
          fmt(stock["pages_fetched_median"], ".0f"), ""),
         ("duplicate fetches", fmt(ours["duplicate_fetches_median"], ".0f"),
