@@ -7,6 +7,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,10 +26,15 @@ def run_demo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[st
     )  # fmt: skip
 
 
+#: The files each demo run left in its --out directory, listed before any test reads them.
+LEFT_BEHIND: dict[Path, list[str]] = {}
+
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
     proc = run_demo("--out", str(out))
+    LEFT_BEHIND[out] = sorted(p.name for p in out.iterdir())
     return proc, out
 
 
@@ -41,7 +47,7 @@ def site_key(url: str) -> str | None:
 
 
 def rows(db: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:  # closed: SQLite then removes -wal and -shm
         return conn.execute(sql).fetchall()
 
 
@@ -66,6 +72,14 @@ def test_demo_exits_zero_and_prints_summary(demo_run):
         assert (out / name).exists(), name
 
 
+def test_a_finished_demo_leaves_only_crawl_db(demo_run):
+    # WAL mode: crawl.db-wal / crawl.db-shm stay when the last connection is read-only or open.
+    proc, out = demo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert LEFT_BEHIND[out] == ["crawl.db", "crawl.log", "dropped.jsonl", "site.json",
+                                "stats.json"]
+
+
 def test_stored_pages_are_the_distinct_pages(demo_run):
     proc, out = demo_run
     site = demo_site()
@@ -79,6 +93,9 @@ def test_stored_pages_are_the_distinct_pages(demo_run):
     assert len(stored) == len(set(stored))  # no page stored twice under two spellings
     assert set(stored) <= site.canonical_pages
     assert summary_value(proc.stdout, "pages stored") == len(stored) + len(binary)
+    assert len(binary) == 1  # the summary says what the one row more is
+    assert (f"the site has {len(site.distinct_pages)} distinct pages, plus 1 binary body served "
+            "as text/html, stored without text") in proc.stdout
     # Every distinct page is kept; of each original + mirrors + copies group exactly one.
     groups = site.duplicate_groups()
     grouped = set().union(*groups.values())
@@ -111,6 +128,7 @@ def test_keep_adds_a_crawl_without_duplicating_documents(demo_run, tmp_path):
     before = rows(out / "crawl.db", "SELECT COUNT(*) FROM documents")[0][0]
     again = run_demo("--out", str(out), "--keep")
     assert again.returncode == 0, again.stdout + again.stderr
+    assert not {p.name for p in out.iterdir()} & {"crawl.db-wal", "crawl.db-shm"}
     assert rows(out / "crawl.db", "SELECT COUNT(*) FROM crawls")[0][0] == 2
     assert rows(out / "crawl.db", "SELECT COUNT(*) FROM documents")[0][0] == before
 
@@ -142,8 +160,13 @@ def test_summary_reads_database_drop_log_and_stats(tmp_path):
     assert summary_value(text, "duplicate URLs filtered") == 45
     assert summary_value(text, "dropped as near_duplicate") == 3
     assert summary_value(text, "dropped as exact_duplicate") == 1
-    assert f"the site has {len(site.distinct_pages)} distinct pages" in text
+    assert f"the site has {len(site.distinct_pages)} distinct pages)" in text
     assert "off-site links 2" in text and "(finished)" in text and ", 404s" not in text
+    stats.update({"dedup/binary": 2, "storage/documents": 7})
+    text = summary(site, stats, tmp_path, requests=99)
+    assert re.search(r"pages stored\s+7\s+\(the site has \d+ distinct pages, plus 2 binary "
+                     r"bodies served as text/html, stored without text\)$", text, re.MULTILINE)
+    assert "binary" not in text.split("also skipped")[1]  # stored, not skipped
 
 
 def test_summary_without_outputs_falls_back_to_stats(tmp_path):

@@ -163,13 +163,19 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def count_documents(db: Path) -> int | None:
-    """Rows of ``documents`` in the crawl database, or ``None`` if there is none to read."""
+    """Rows of ``documents`` in the crawl database, or ``None`` if there is none to read.
+
+    Opened read-write (``mode=rw``: never creates the file) and closed before returning: the
+    database is in WAL mode, and SQLite removes ``crawl.db-wal`` and ``crawl.db-shm`` when the
+    last connection closes, unless that connection is read-only (``mode=ro`` left both behind).
+    """
     import sqlite3
+    from contextlib import closing
 
     if not db.exists():
         return None
     try:
-        with sqlite3.connect(db.as_uri() + "?mode=ro", uri=True) as conn:
+        with closing(sqlite3.connect(db.as_uri() + "?mode=rw", uri=True)) as conn:
             return int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
     except sqlite3.Error:
         return None
@@ -226,10 +232,25 @@ def also(stats: dict[str, Any]) -> str:
         ("trap links", _family(stats, "trap")),
         ("off-site links", _stat(stats, "offsite/filtered", "dedup/links_offsite")),
         ("non-http links", _stat(stats, "dedup/links_not_http")),
-        ("binary bodies", _stat(stats, "dedup/binary")),
         ("404s", _stat(stats, "downloader/response_status_count/404")),
     ]
     return ", ".join(f"{name} {count}" for name, count in parts if count) or "nothing else"
+
+
+def stored_note(site: Site, stats: dict[str, Any], stored: object, in_db: int | None) -> str:
+    """What the "pages stored" count holds: the distinct pages, plus binary bodies.
+
+    A binary body served as text/html is stored by design (flagged, without text, never
+    fingerprinted), so it is one row more than the site's distinct pages: say so.
+    """
+    note = f"the site has {len(site.distinct_pages)} distinct pages"
+    binary = _stat(stats, "dedup/binary")
+    if binary:
+        bodies = "body" if binary == 1 else "bodies"
+        note += f", plus {binary} binary {bodies} served as text/html, stored without text"
+    if in_db not in (None, stored):
+        note += f"; the database holds {in_db}"
+    return note
 
 
 def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
@@ -246,8 +267,7 @@ def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
         ("pages fetched", _stat(stats, "downloader/response_count") or requests,
          "HTTP responses, robots.txt and 404s included"),
         ("pages stored", "?" if stored is None else stored,
-         f"the site has {len(site.distinct_pages)} distinct pages"
-         + ("" if in_db in (None, stored) else f"; the database holds {in_db}")),
+         stored_note(site, stats, stored, in_db)),
         ("duplicate URLs filtered", filtered + skipped,
          f"dupefilter {filtered} + skipped before a request {skipped}"),
         ("dropped as exact_duplicate", drops.get("exact_duplicate", 0),
