@@ -13,7 +13,8 @@ class DuplicatePage(DropItem):
 
     ``reason`` is ``exact_duplicate`` or ``near_duplicate``; ``duplicate_of`` the URL of the kept
     page; ``distance`` the Hamming distance in bits (0 for exact copies); ``simhash`` and
-    ``duplicate_simhash`` the unsigned 64-bit fingerprints of both pages (None when not computed).
+    ``duplicate_simhash`` the unsigned 64-bit fingerprints of both pages (None when not computed);
+    ``content_hash`` the dropped page's content hash (None when not computed).
     """
 
     def __init__(
@@ -24,6 +25,7 @@ class DuplicatePage(DropItem):
         distance: int,
         simhash: int | None = None,
         duplicate_simhash: int | None = None,
+        content_hash: str | None = None,
     ) -> None:
         self.url = url
         self.reason = reason
@@ -31,4 +33,5 @@ class DuplicatePage(DropItem):
         self.distance = distance
         self.simhash = simhash
         self.duplicate_simhash = duplicate_simhash
+        self.content_hash = content_hash
         super().__init__(f"{reason} of {duplicate_of} (distance {distance}): {url}")

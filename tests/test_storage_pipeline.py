@@ -311,6 +311,20 @@ def test_lasting_outage_closes_the_spider_with_storage_error(pg_schema_url: str)
     assert "were NOT stored" in log
 
 
+def test_a_real_crawl_stores_the_content_hash_of_every_dropped_page(demo_server, tmp_path):
+    from tests.conftest import run_crawl
+
+    run = run_crawl(tmp_path / "run", urls=[demo_server.url("/")])
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = run.rows("SELECT d.reason, d.content_hash, k.content_hash FROM dropped d "
+                     "JOIN documents k ON k.url = d.duplicate_of")
+    assert len(found) == run.rows("SELECT COUNT(*) FROM dropped")[0][0] > 0
+    assert {reason for reason, *_ in found} == {"exact_duplicate", "near_duplicate"}
+    for reason, own, kept in found:
+        assert own and len(own) == len(kept)
+        assert (own == kept) == (reason == "exact_duplicate")  # an exact copy: the same hash
+
+
 # --- in process: settings and row building ----------------------------------------------------
 
 def test_bad_batch_settings_stop_the_pipeline() -> None:
@@ -332,3 +346,7 @@ def test_rows_from_items() -> None:
     record = dropped_row(page(2), exc, 5, 0)
     assert record["text"] is None and record["simhash"] == 2**63 + 2
     assert (record["reason"], record["distance"]) == ("exact_duplicate", 0)
+    assert record["content_hash"] == "h2"  # the item's, when the exception carries none
+    exc = DuplicatePage("http://site.test/2", "exact_duplicate", "http://site.test/0", 0,
+                        content_hash="c0ffee")
+    assert dropped_row(page(2), exc, 5, 0)["content_hash"] == "c0ffee"

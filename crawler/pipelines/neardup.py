@@ -303,6 +303,7 @@ class NearDuplicatePipeline:
             distance=match.distance,
             simhash=signature.simhash,
             duplicate_simhash=match.simhash,
+            content_hash=signature.content_hash,
         )
         self._inc(f"dedup/{match.reason}")
         self._inc(f"dedup/distance/{match.distance}")

@@ -95,7 +95,7 @@ def dropped_row(
         "distance": exc.distance,
         "simhash": simhash,
         "duplicate_simhash": exc.duplicate_simhash,
-        "content_hash": page.get("content_hash"),
+        "content_hash": exc.content_hash or page.get("content_hash"),
         "title": page.get("title") or None,
         "text": text[:max_chars] if max_chars and text else None,
         "dropped_at": utcnow(),
