@@ -58,17 +58,17 @@ class Command(ScrapyCrawlCommand):
             return
         assert self.settings is not None
         # Imported here: Scrapy imports every project command for every `scrapy` invocation.
+        from crawler.backends.redis import RedisBackendError
         from crawler.config import SettingError
         from crawler.seeds import SeedError
+        from crawler.storage import StorageError
 
         try:
             preflight(self.settings, opts.spargs, spider=args[0])
-        except (SeedError, SettingError) as exc:
+        except (SeedError, SettingError) as exc:  # the user's input: usage error
             self._fail(exc, 2)
             return
-        except Exception as exc:  # storage/backend errors: their own types, one-line messages
-            if type(exc).__name__ not in ("StorageError", "RedisBackendError"):
-                raise
+        except (StorageError, RedisBackendError) as exc:  # a server: one line, password masked
             self._fail(exc, 1)
             return
         crawler = self._create_crawler(args[0])
