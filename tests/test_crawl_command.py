@@ -74,3 +74,16 @@ def test_sqlite_in_missing_directory(tmp_path):
     assert result.returncode == 1
     assert "no/such/dir" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_unreachable_redis_stops_the_distributed_crawl_before_it_starts(tmp_path):
+    result = scrapy(
+        "crawl", "web", "-a", "urls=http://localhost:1/",
+        "-s", "DEDUP_BACKEND=redis", "-s", "REDIS_URL=redis://:hunter2@127.0.0.1:1/0",
+        "-s", f"STORAGE_URL=sqlite:///{tmp_path}/c.db",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "127.0.0.1:1" in result.stderr
+    assert "hunter2" not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Spider opened" not in result.stderr
