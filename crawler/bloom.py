@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crawler import config, defaults
+from crawler.atomicfile import fsync_dir
 
 if TYPE_CHECKING:
     from crawler.config import SettingsLike
@@ -379,14 +380,6 @@ def read_snapshot(path: str | os.PathLike[str]) -> tuple[int, float, int, list[B
     if not layers or offset != length:
         raise SnapshotError(path, "layer table does not match the payload")
     return n, p, count, layers
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ExactSet:

@@ -57,7 +57,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 from crawler import config, defaults
-from crawler.bloom import SnapshotError, fsync_dir
+from crawler.atomicfile import fsync_dir
+from crawler.bloom import SnapshotError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

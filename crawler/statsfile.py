@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+
+from crawler.atomicfile import write_atomic
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -30,21 +30,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` via a temp file in the same directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class StatsFile:
@@ -68,5 +53,5 @@ class StatsFile:
         assert self.crawler is not None and self.crawler.stats is not None
         stats = {k: _jsonable(v) for k, v in self.crawler.stats.get_stats().items()}
         stats.setdefault("finish_reason", reason)
-        write_json_atomic(self.path, stats)
+        write_atomic(self.path, json.dumps(stats, indent=2, sort_keys=True))
         logger.info("Stats written to %s", self.path, extra={"spider": spider})

@@ -137,6 +137,14 @@ def run_crawl(
                     stats_path, stats)
 
 
+@pytest.fixture(scope="session")
+def demo_crawl(demo_server, tmp_path_factory) -> CrawlRun:
+    """One crawl of the demo site with the project's settings, shared by the whole session."""
+    run = run_crawl(tmp_path_factory.mktemp("demo-crawl"), urls=[demo_server.base_url + "/"])
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
 @pytest.fixture
 def crawl(tmp_path):
     """``crawl(urls=[...], settings={...})`` runs a crawl into ``tmp_path``."""

@@ -24,18 +24,11 @@ from hypothesis import strategies as st
 from crawler import report
 from crawler.review import CrawlDB, ReviewError
 from crawler.storage import Store
-from tests.conftest import IN_CI, ROOT, CrawlRun, run_crawl
+from tests.conftest import IN_CI, ROOT, CrawlRun
 from tests.test_dropped_command import cli  # noqa: F401  (fixture)
 from tests.test_review import build_db
 
 KEPT_RGB = (0x4C, 0x78, 0xA8)
-
-
-@pytest.fixture(scope="module")
-def demo_crawl(demo_server: Any, tmp_path_factory: pytest.TempPathFactory) -> CrawlRun:
-    run = run_crawl(tmp_path_factory.mktemp("demo"), urls=[demo_server.base_url + "/"])
-    assert run.returncode == 0, run.stderr[-3000:]
-    return run
 
 
 @pytest.fixture(scope="module")

@@ -18,17 +18,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from crawler.sitegen import demo_site
-from tests.conftest import ROOT, CrawlRun, run_crawl
+from tests.conftest import ROOT, CrawlRun
 from tests.test_review import ORIGIN, build_db
 
 COLUMNS = "url, reason, duplicate_of, distance, simhash, duplicate_simhash, crawl_id, title"
-
-
-@pytest.fixture(scope="module")
-def demo_crawl(demo_server: Any, tmp_path_factory: pytest.TempPathFactory) -> CrawlRun:
-    run = run_crawl(tmp_path_factory.mktemp("demo"), urls=[demo_server.base_url + "/"])
-    assert run.returncode == 0, run.stderr[-3000:]
-    return run
 
 
 @pytest.fixture(scope="module")

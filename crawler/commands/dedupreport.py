@@ -19,10 +19,7 @@ Exit status 1 when the database is missing or empty, the crawl is unknown or has
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scrapy.commands import ScrapyCommand
@@ -96,14 +93,6 @@ def write_output(output: str, text: str) -> None:
     if output == "-":
         sys.stdout.write(text)
         return
-    path = Path(output)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from crawler.atomicfile import write_atomic
+
+    write_atomic(output, text)
