@@ -14,6 +14,13 @@ Behaviour:
 * Saturation: with ``BLOOM_ON_FULL=stop`` the first new URL past ``BLOOM_CAPACITY`` closes the
   spider with finish reason ``bloom_full`` (stat ``dedup/bloom/full`` = 1); the ``crawl`` command
   exits 1 for it.
+* Redis outage (``DEDUP_BACKEND=redis``): the first failed Redis call closes the spider with
+  finish reason ``redis_error`` (the ``crawl`` command exits 1) and logs ONE error line naming the
+  masked ``REDIS_URL`` and what to check (:func:`stop_on_redis_error`, shared with the
+  near-duplicate pipeline; stat ``dedup/redis_error`` = 1). From then on Redis is not asked
+  again: new requests are dropped (``dedup/redis_error/requests_dropped``, not counted as
+  filtered) and ``seen_fingerprint`` answers True, so nothing more is fetched while the crawl
+  closes. Pages already stored are untouched; the storage pipeline writes what it holds.
 * ``JOBDIR`` (local backend): state in ``JOBDIR/dedup`` (:mod:`crawler.jobstate`). Scrapy's
   ``requests.queue`` is discarded at start — it is not crash-safe — and every request seen but
   never finished is re-scheduled once the spider opens, through this filter with the meta flag
@@ -28,6 +35,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +65,43 @@ logger = logging.getLogger(__name__)
 
 RESUME_META = "dedup_resumed"
 STATS_SECONDS = 60.0
+REDIS_ERROR = "redis_error"  # finish reason and stat name of a Redis outage
+
+
+@cache
+def redis_errors() -> tuple[type[Exception], ...]:
+    """What a Redis backend raises when the server fails (imported on first use)."""
+    import redis
+
+    from crawler.backends.redis import RedisBackendError
+
+    return (RedisBackendError, redis.RedisError)
+
+
+def stop_on_redis_error(crawler: Crawler | None, exc: Exception, url: str) -> None:
+    """Close the spider with finish reason ``redis_error`` after a failed Redis call.
+
+    The first call of a crawl (whichever component failed) logs one ERROR line (the masked
+    ``url`` and what to check), sets the stat ``dedup/redis_error`` to 1 and schedules the close;
+    later calls do nothing. Without a crawler (``from_settings``) ``exc`` is raised again.
+    """
+    if crawler is None or crawler.stats is None:
+        raise exc
+    if crawler.stats.get_value(f"dedup/{REDIS_ERROR}"):
+        return
+    crawler.stats.set_value(f"dedup/{REDIS_ERROR}", 1)
+    from crawler.backends.redis import RedisBackendError
+
+    error = exc if isinstance(exc, RedisBackendError) else RedisBackendError(url, exc)
+    logger.error("%s. Closing the spider (%s): pages already stored are kept, pages not yet "
+                 "checked for duplicates are not stored", " ".join(str(error).split()),
+                 REDIS_ERROR)
+    try:  # Crawler.engine raises until the crawl starts
+        engine = crawler.engine
+    except RuntimeError:
+        return
+    if engine is not None:
+        _schedule_coro(engine.close_spider_async(reason=REDIS_ERROR))
 
 
 class BloomDupeFilter(BaseDupeFilter):
@@ -74,6 +119,7 @@ class BloomDupeFilter(BaseDupeFilter):
         self.crawler: Crawler | None = None
         self.logdupes = True
         self.stopping = False
+        self.redis_down = False  # a Redis call failed: the crawl is closing (redis_error)
         self._resume: dict[bytes, PendingRequest] = {}
         self._closed = False
         self._stats_due = time.monotonic() + STATS_SECONDS
@@ -150,7 +196,14 @@ class BloomDupeFilter(BaseDupeFilter):
         fp = self.fingerprinter.fingerprint(request)
         if self._resume and request.meta.get(RESUME_META) and self._resume.pop(fp, None):
             return False  # already recorded and journaled before the restart
-        if self.seen.add(fp):
+        if self.redis_down:
+            return self._drop_for_redis()
+        try:
+            seen = self.seen.add(fp)
+        except redis_errors() as exc:
+            self._redis_failed(exc)
+            return self._drop_for_redis()
+        if seen:
             return True
         if self.jobstate is not None:
             self._journal(fp, request)
@@ -161,8 +214,17 @@ class BloomDupeFilter(BaseDupeFilter):
         return False
 
     def seen_fingerprint(self, fp: bytes) -> bool:
-        """Read-only: True when ``fp`` is (probably) in the seen set. Records nothing."""
-        return fp in self.seen
+        """Read-only: True when ``fp`` is (probably) in the seen set. Records nothing.
+
+        True as well once Redis has failed (nothing more is fetched while the crawl closes).
+        """
+        if self.redis_down:
+            return True
+        try:
+            return fp in self.seen
+        except redis_errors() as exc:
+            self._redis_failed(exc)
+            return True
 
     def note_skipped(self, url: str, referer: str | None = None) -> None:
         """Log a link the spider skipped as already seen (only with ``DUPEFILTER_DEBUG``).
@@ -174,6 +236,8 @@ class BloomDupeFilter(BaseDupeFilter):
                          {"url": url, "referer": referer})
 
     def log(self, request: Request, spider: Spider) -> None:
+        if self.redis_down:  # dropped for the outage, not a duplicate: counted apart
+            return
         if self.debug:
             logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
                          {"request": request, "referer": referer_str(request)},
@@ -203,7 +267,10 @@ class BloomDupeFilter(BaseDupeFilter):
             except OSError as exc:
                 logger.error("JOBDIR: final snapshot failed: %s", exc)
         self.update_stats()
-        self.seen.close()
+        try:
+            self.seen.close()
+        except redis_errors() as exc:
+            logger.debug("closing the seen set: %s", exc)
 
     def clear(self) -> None:
         """scrapy-redis ``flush``: empty the seen set when the backend can."""
@@ -215,8 +282,20 @@ class BloomDupeFilter(BaseDupeFilter):
 
     def update_stats(self) -> None:
         self._stats_due = time.monotonic() + STATS_SECONDS
-        if self.stats is None:
+        if self.stats is None or self.redis_down:  # a Redis seen set's figures live in Redis
             return
+        try:
+            values = self._seen_values()
+        except redis_errors() as exc:
+            self._redis_failed(exc)
+            return
+        for name, value in values.items():
+            self.stats.set_value(f"dedup/bloom/{name}", value)
+        if self.jobstate is not None:
+            self.stats.set_value("dedup/jobdir/pending", len(self.jobstate.pending))
+            self.stats.set_value("dedup/jobdir/snapshots", self.jobstate.snapshots)
+
+    def _seen_values(self) -> dict[str, Any]:
         seen, values = self.seen, {"capacity": self.seen.capacity, "urls": len(self.seen)}
         for name in ("bits", "hashes", "fill_ratio", "false_positives_avoided"):
             if hasattr(seen, name):
@@ -227,11 +306,7 @@ class BloomDupeFilter(BaseDupeFilter):
             values["layers"] = len(seen.layers)
         if "fill_ratio" in values:
             values["fill_ratio"] = round(values["fill_ratio"], 6)
-        for name, value in values.items():
-            self.stats.set_value(f"dedup/bloom/{name}", value)
-        if self.jobstate is not None:
-            self.stats.set_value("dedup/jobdir/pending", len(self.jobstate.pending))
-            self.stats.set_value("dedup/jobdir/snapshots", self.jobstate.snapshots)
+        return values
 
     # --- internals ---------------------------------------------------------------------------
 
@@ -254,6 +329,18 @@ class BloomDupeFilter(BaseDupeFilter):
             self.jobstate.finished(bytes.fromhex(fp) for fp in fingerprints)
         except OSError as exc:
             self._fail_jobdir(exc)
+
+    def _redis_failed(self, exc: Exception) -> None:
+        if self.crawler is None:  # built by from_settings: nothing to close, the caller decides
+            raise exc
+        self.redis_down = True
+        url = getattr(self.seen, "url", None) or defaults.REDIS_URL
+        stop_on_redis_error(self.crawler, exc, url)
+
+    def _drop_for_redis(self) -> bool:
+        if self.stats is not None:
+            self.stats.inc_value(f"dedup/{REDIS_ERROR}/requests_dropped")
+        return True
 
     def _fail_jobdir(self, exc: OSError) -> None:
         logger.error("JOBDIR: cannot write %s (%s); closing the spider", exc.filename, exc)

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import logging
+import random
+import shutil
+import socket
+import sqlite3
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from pathlib import Path
 
 import pytest
+import redis
 from scrapy import Request, Spider
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.test import get_crawler
@@ -12,6 +23,10 @@ from scrapy.utils.test import get_crawler
 from crawler import signals as dedup_signals
 from crawler.bloom import LocalSeenSet
 from crawler.dupefilter import RESUME_META, BloomDupeFilter
+from crawler.sitegen import Page, Site
+from crawler.sitegen.text import TextMaker, load_words
+from crawler.siteserver import SiteServer
+from tests.conftest import IN_CI, run_crawl
 
 BASE = {
     "DUPEFILTER_CLASS": "crawler.dupefilter.BloomDupeFilter",
@@ -198,3 +213,119 @@ def test_project_fingerprinter_makes_spellings_one_request() -> None:
     assert results == [True, False, False, False]
     assert crawler.stats.get_value("dupefilter/filtered") == 3
     assert scheduler.enqueue_request(Request("http://example.com/a/b?x=1&y=3"))
+
+
+# --- a Redis outage in a real crawl -----------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    """A throw-away redis-server (no persistence) on a free port; the test may kill it."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if IN_CI:
+            pytest.fail("redis-server is not installed (CI=true)")
+        pytest.skip("redis-server is not installed")
+    port = _free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    for _ in range(100):  # up to ~10 s
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"redis-server on port {port} did not start")
+    client.close()
+    yield url, proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)
+
+
+def _gated_site(gate_links: bool) -> tuple[Site, threading.Event, threading.Event]:
+    """``/`` links to 12 distinct pages and ``/gate``, whose answer waits for ``release``."""
+    topics = load_words().topics
+    pages: dict[str, Page] = {}
+
+    def body(title: str, seed: int, links: list[str]) -> bytes:
+        maker = TextMaker(random.Random(seed))
+        text = " ".join(maker.paragraph(topics[seed % len(topics)], 5) for _ in range(2))
+        anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
+        return (f"<html><head><title>{title}</title></head><body><p>{text}</p>{anchors}"
+                "</body></html>").encode()
+
+    pages["/"] = Page(body("home", 100, [f"/p/{i}" for i in range(12)] + ["/gate"]))
+    for i in range(12):
+        pages[f"/p/{i}"] = Page(body(f"page {i}", i, []))
+    gate = Page(body("gate", 50, [f"/q/{i}" for i in range(4)] if gate_links else []))
+    asked, release = threading.Event(), threading.Event()
+
+    def fallback(key: str) -> Page | None:
+        if key != "/gate":
+            return None
+        asked.set()
+        release.wait(60)
+        return gate
+
+    return Site(name="gated", pages=pages, fallback=fallback), asked, release
+
+
+def _stored(db: Path) -> dict[str, tuple]:
+    if not db.exists():
+        return {}
+    try:
+        with closing(sqlite3.connect(db)) as conn:
+            return {row[0]: row[1:] for row in conn.execute(
+                "SELECT url, title, text, content_hash, simhash FROM documents")}
+    except sqlite3.Error:  # not created yet
+        return {}
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("gate_links", [True, False], ids=["links-hit-dupefilter", "no-links"])
+def test_a_redis_outage_mid_crawl_stops_it_cleanly(private_redis, tmp_path, gate_links) -> None:
+    # The crawl stores 13 pages, then Redis dies while /gate is being answered: its links meet
+    # the dupefilter (or, without links, its duplicate check meets the content index).
+    url, redis_proc = private_redis
+    site, asked, release = _gated_site(gate_links)
+    workdir = tmp_path / "run"
+    settings = {"DEDUP_BACKEND": "redis", "REDIS_URL": url, "ROBOTSTXT_OBEY": False,
+                "STORAGE_BATCH_SECONDS": 0.2}
+    with SiteServer(site) as server, ThreadPoolExecutor(1) as pool:
+        future = pool.submit(run_crawl, workdir, urls=[server.url("/")], settings=settings)
+        try:
+            for _ in range(600):  # up to ~60 s: /gate asked and the 13 other pages stored
+                if asked.is_set() and len(_stored(workdir / "crawl.db")) == 13:
+                    break
+                time.sleep(0.1)
+            before = _stored(workdir / "crawl.db")
+            redis_proc.kill()
+            redis_proc.wait(10)
+        finally:
+            release.set()
+        run = future.result(timeout=120)
+    assert set(before) == {server.url("/")} | {server.url(f"/p/{i}") for i in range(12)}
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert run.stats["finish_reason"] == "redis_error"
+    assert run.stats["dedup/redis_error"] == 1
+    assert "Traceback" not in run.stderr, run.stderr[-5000:]
+    errors = [line for line in run.stderr.splitlines() if "] ERROR: " in line]
+    assert len(errors) == 1, errors
+    assert f"Redis at {url} is unavailable" in errors[0] and "check that redis-server" in errors[0]
+    assert "crawl stopped early: redis_error" in run.stderr
+    after = _stored(run.db_path)
+    assert after == before  # every stored page intact; /gate was not checked, so not stored
+    assert all(title and text and content_hash for title, text, content_hash, _ in after.values())
+    assert run.stats["dedup/redis_error/unchecked"] == 1
+    assert not any(hit.startswith("/q/") for hit in server.hits)  # nothing fetched after

@@ -29,6 +29,13 @@ For each :class:`~crawler.items.PageItem`, in this order:
    pages whose blocks became template are recomputed and re-recorded in the index
    (``dedup/template/refreshed``).
 
+Redis outage (``DEDUP_BACKEND=redis``): a failed index call closes the spider with finish reason
+``redis_error`` and one error line (:func:`crawler.dupefilter.stop_on_redis_error`). A page
+whose duplicate check failed, and every page after it, is dropped unchecked (plain ``DropItem``
+logged at DEBUG, stat ``dedup/redis_error/unchecked``; one warning at close with the count and
+the first URL): it is neither stored nor told to be a duplicate. A page already decided (kept)
+whose follow-up index update fails is still stored.
+
 With ``SIMHASH_PERSIST`` (default True) the index is loaded at open from the stored documents
 (``crawler.storage.Store.iter_fingerprints``), so a second crawl drops pages duplicating the
 first crawl's. Limit: ``documents.simhash`` keeps the fingerprint a page had when it was kept;
@@ -43,12 +50,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter
+from scrapy.exceptions import DropItem
 from scrapy.utils.asyncio import run_in_thread
 
 from crawler import config, defaults
 from crawler.backends import make_content_index
 from crawler.backends.local import Match, PageSignature
 from crawler.droplog import DropLog
+from crawler.dupefilter import REDIS_ERROR, redis_errors, stop_on_redis_error
 from crawler.exceptions import NEAR_DUPLICATE, DuplicatePage
 from crawler.simhash import content_hash, features, fingerprint
 from crawler.template import KeptPage, TemplateFilter, block_hash, young_distinct
@@ -115,6 +124,8 @@ class NearDuplicatePipeline:
         self.store_factory = store_factory  # () -> Store, for SIMHASH_PERSIST
         self._store_obj: Any = None
         self._binary_seen = False
+        self.redis_down = False
+        self._unchecked_first: str | None = None
         self.crawler: Crawler | None = None
 
     @classmethod
@@ -169,7 +180,14 @@ class NearDuplicatePipeline:
         return getattr(document, "text", None) or None
 
     async def close_spider(self) -> None:
-        self.index.close()
+        if self._unchecked_first is not None:
+            logger.warning("%d fetched page(s) not checked for duplicates (Redis unavailable) "
+                           "and not stored, first: %s",
+                           self._stat(f"dedup/{REDIS_ERROR}/unchecked"), self._unchecked_first)
+        try:
+            self.index.close()
+        except redis_errors() as exc:
+            logger.debug("closing the content index: %s", exc)
         if self.droplog is not None:
             self.droplog.close()
         if self._store_obj is not None:
@@ -219,7 +237,7 @@ class NearDuplicatePipeline:
             self._inc("dedup/too_short")
         signature = PageSignature(url, canonical, self._content_hash(visible, html), simhash)
         page = _Page(item, host, visible, hashes, content, signature)
-        page.match = self.index.check_and_add(signature)
+        page.match = self._check_and_add(signature)
         if page.match is not None and self._young_host_match(page):
             kept = self._recent(host, page.match.url)
             if kept is None:
@@ -261,7 +279,7 @@ class NearDuplicatePipeline:
 
     def _keep_anyway(self, page: _Page, stat: str) -> None:
         s = page.signature
-        self.index.load([(s.url, s.canonical_url, s.content_hash, s.simhash)])  # type: ignore[attr-defined]
+        self._load([(s.url, s.canonical_url, s.content_hash, s.simhash)])
         page.match = None
         page.verify = False
         self._inc(stat)
@@ -320,13 +338,45 @@ class NearDuplicatePipeline:
             if simhash != page.simhash:
                 page.simhash = simhash
                 record = (page.url, page.canonical_url, page.content_hash, simhash)
-                self.index.load([record])  # type: ignore[attr-defined]
+                self._load([record])
                 self._inc("dedup/template/refreshed")
+
+    # --- Redis outage -------------------------------------------------------------------------
+    def _check_and_add(self, signature: PageSignature) -> Match | None:
+        """The index's decision; DropItem (unchecked) when Redis is or goes down."""
+        if not self.redis_down:
+            try:
+                return self.index.check_and_add(signature)
+            except redis_errors() as exc:
+                self._redis_failed(exc)
+        self._inc(f"dedup/{REDIS_ERROR}/unchecked")
+        if self._unchecked_first is None:
+            self._unchecked_first = signature.url
+        raise DropItem(f"not checked for duplicates (Redis unavailable): {signature.url}",
+                       log_level="DEBUG")
+
+    def _load(self, records: list[Any]) -> None:
+        """Record already-decided pages in the index; a Redis failure stops the crawl only."""
+        if self.redis_down:
+            return
+        try:
+            self.index.load(records)  # type: ignore[attr-defined]
+        except redis_errors() as exc:
+            self._redis_failed(exc)
+
+    def _redis_failed(self, exc: Exception) -> None:
+        if self.crawler is None:  # built by hand: nothing to close, the caller decides
+            raise exc
+        self.redis_down = True
+        stop_on_redis_error(self.crawler, exc, getattr(self.index, "url", defaults.REDIS_URL))
 
     # --- helpers --------------------------------------------------------------------------------
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:
             self.stats.inc_value(key, count)
+
+    def _stat(self, key: str) -> int:
+        return int(self.stats.get_value(key, 0)) if self.stats is not None else 0
 
     def _crawl_id(self) -> int | None:
         crawler = self.crawler
