@@ -311,11 +311,8 @@ def test_lasting_outage_closes_the_spider_with_storage_error(pg_schema_url: str)
     assert "were NOT stored" in log
 
 
-def test_a_real_crawl_stores_the_content_hash_of_every_dropped_page(demo_server, tmp_path):
-    from tests.conftest import run_crawl
-
-    run = run_crawl(tmp_path / "run", urls=[demo_server.url("/")])
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_a_real_crawl_stores_the_content_hash_of_every_dropped_page(demo_crawl) -> None:
+    run = demo_crawl  # the session's crawl of the demo site
     found = run.rows("SELECT d.reason, d.content_hash, k.content_hash FROM dropped d "
                      "JOIN documents k ON k.url = d.duplicate_of")
     assert len(found) == run.rows("SELECT COUNT(*) FROM dropped")[0][0] > 0
