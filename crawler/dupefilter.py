@@ -20,7 +20,8 @@ Behaviour:
   near-duplicate pipeline; stat ``dedup/redis_error`` = 1). From then on Redis is not asked
   again: new requests are dropped (``dedup/redis_error/requests_dropped``, not counted as
   filtered) and ``seen_fingerprint`` answers True, so nothing more is fetched while the crawl
-  closes. Pages already stored are untouched; the storage pipeline writes what it holds.
+  closes. Pages already stored are untouched; the storage pipeline writes what it holds. A
+  failure only while closing (the final stats) is a warning: the crawl ended for its own reason.
 * ``JOBDIR`` (local backend): state in ``JOBDIR/dedup`` (:mod:`crawler.jobstate`). Scrapy's
   ``requests.queue`` is discarded at start — it is not crash-safe — and every request seen but
   never finished is re-scheduled once the spider opens, through this filter with the meta flag
@@ -334,6 +335,9 @@ class BloomDupeFilter(BaseDupeFilter):
         if self.crawler is None:  # built by from_settings: nothing to close, the caller decides
             raise exc
         self.redis_down = True
+        if self._closed:  # the crawl ended for its own reason: only the last figures are missing
+            logger.warning("The final dedup/bloom stats were not read from Redis: %s", exc)
+            return
         url = getattr(self.seen, "url", None) or defaults.REDIS_URL
         stop_on_redis_error(self.crawler, exc, url)
 

@@ -329,3 +329,41 @@ def test_a_redis_outage_mid_crawl_stops_it_cleanly(private_redis, tmp_path, gate
     assert all(title and text and content_hash for title, text, content_hash, _ in after.values())
     assert run.stats["dedup/redis_error/unchecked"] == 1
     assert not any(hit.startswith("/q/") for hit in server.hits)  # nothing fetched after
+
+
+@pytest.mark.redis
+def test_after_a_redis_failure_requests_are_dropped_without_asking_again(private_redis,
+                                                                         caplog) -> None:
+    url, redis_proc = private_redis
+    scheduler, df, crawler = open_scheduler({"DEDUP_BACKEND": "redis", "REDIS_URL": url})
+    assert scheduler.enqueue_request(Request("http://a.test/1"))
+    redis_proc.kill()
+    redis_proc.wait(10)
+    with caplog.at_level(logging.INFO, logger="crawler.dupefilter"):
+        for i in range(2, 5):
+            assert not scheduler.enqueue_request(Request(f"http://a.test/{i}"))
+        assert df.seen_fingerprint(b"\x00" * 16)  # the spider skips every link from now on
+        df.update_stats()
+        df.close("redis_error")
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and f"Redis at {url} is unavailable" in errors[0].getMessage()
+    assert df.redis_down
+    stats = crawler.stats
+    assert stats.get_value("dedup/redis_error") == 1
+    assert stats.get_value("dedup/redis_error/requests_dropped") == 3
+    assert stats.get_value("dupefilter/filtered") is None  # not duplicates
+    assert drain(scheduler) == ["http://a.test/1"]
+
+
+@pytest.mark.redis
+def test_redis_gone_only_at_close_is_a_warning(private_redis, caplog) -> None:
+    url, redis_proc = private_redis
+    scheduler, df, crawler = open_scheduler({"DEDUP_BACKEND": "redis", "REDIS_URL": url})
+    assert scheduler.enqueue_request(Request("http://a.test/1"))
+    redis_proc.kill()
+    redis_proc.wait(10)
+    with caplog.at_level(logging.INFO, logger="crawler.dupefilter"):
+        df.close("finished")
+    assert [r.levelname for r in caplog.records if r.levelno >= logging.WARNING] == ["WARNING"]
+    assert "final dedup/bloom stats" in caplog.text
+    assert crawler.stats.get_value("dedup/redis_error") is None
