@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from parsel import Selector as ParselSelector
 from scrapy import Request, Spider
 from scrapy.http import HtmlResponse
 from scrapy.utils.response import get_base_url
@@ -101,18 +102,18 @@ class WebSpider(Spider):
             self._finished(response.request, response)
             return
         binary = is_binary(response.body)
-        if not binary:
-            yield from self._links(response)
-        yield self._item(response, binary)
+        root = None if binary else html_tree(response)
+        if root is not None:
+            yield from self._links(response, root)
+        yield self._item(response, binary, root)
 
     def on_error(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
         if request is not None:
             self._finished(request, getattr(failure.value, "response", None))
 
-    def _item(self, response: HtmlResponse, binary: bool) -> PageItem:
+    def _item(self, response: HtmlResponse, binary: bool, root: Any) -> PageItem:
         html = "" if binary else response.text
-        root = None if binary else response.selector.root
         title = ""
         if root is not None and hasattr(root, "findtext"):
             title = " ".join((root.findtext(".//title") or "").split())
@@ -139,9 +140,8 @@ class WebSpider(Spider):
 
     # --- links ------------------------------------------------------------------------------
 
-    def _links(self, response: HtmlResponse) -> Iterator[Request]:
+    def _links(self, response: HtmlResponse, root: Any) -> Iterator[Request]:
         # One loop, no per-link helper calls: this runs for every link of every page.
-        root = response.selector.root
         if not hasattr(root, "iter"):
             return
         base = get_base_url(response)
@@ -302,6 +302,17 @@ def _table_for(
     if href and href[0] > " " and href[0] not in "?#":
         return relative
     return None
+
+
+def html_tree(response: HtmlResponse) -> Any:
+    """The lxml root of ``response``, parsed exactly as ``response.selector`` parses it.
+
+    Not cached on the response: ``response.selector`` keeps the selector on the response and
+    the selector keeps the response, a reference cycle that holds each page's tree (C memory)
+    until the cyclic garbage collector runs, which measured ~200 pages' trees at a time
+    (+20 MiB RSS on the 5,000-page bench).
+    """
+    return ParselSelector(text=response.text, type="html", base_url=get_base_url(response)).root
 
 
 def fetch_url(url: str, canonical: str) -> str:
