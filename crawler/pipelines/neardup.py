@@ -45,10 +45,12 @@ the refresh of step 6 updates the index only.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import xxhash
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 from scrapy.utils.asyncio import run_in_thread
@@ -95,6 +97,18 @@ class _Page:
     signature: PageSignature
     match: Match | None = None
     verify: bool = False  # young host, same-host match stored by an earlier crawl
+
+
+def block_hashes(blocks: list[str]) -> list[int]:
+    """``[block_hash(b) for b in blocks]``, normalizing the whole page in one NFKC + case-fold
+    call (a line break composes with nothing, so the lines normalize as they would alone)."""
+    if not blocks:
+        return []
+    folded = unicodedata.normalize("NFKC", "\n".join(blocks)).casefold().split("\n")
+    if len(folded) != len(blocks):  # a block held a line break: no shortcut
+        return [block_hash(b) for b in blocks]
+    digest = xxhash.xxh3_64_intdigest
+    return [digest(" ".join(line.split()).encode("utf-8", "surrogatepass")) for line in folded]
 
 
 def _line_blocks(text: str) -> list[tuple[int, str]]:
@@ -230,7 +244,7 @@ class NearDuplicatePipeline:
         host = (urlsplit(canonical).hostname or "").lower()
         html = adapter.get("html") or ""
         visible, blocks = self._text(adapter, html, url)
-        hashes = [block_hash(b) for b in blocks]
+        hashes = block_hashes(blocks)
         content = self._content(host, blocks, hashes)
         simhash = self._simhash(content)
         if simhash is None:
