@@ -21,6 +21,10 @@ per table at 10**7 for k <= 3; with k >= 5 blocks shrink to 10 bits or fewer and
 down (linearly in ``n``). A wider ``b`` than ``k + 1`` only shrinks the blocks: allowed, never
 faster. A merge costs O(n) per table (about 0.2 s at 10**7, once per 4096 adds).
 
+The 64-bit keys of the exact tables live here too, so the content index and the storage (which
+keeps them in ``documents.content_key`` / ``documents.canonical_key``) agree on them:
+:func:`content_key` and :func:`url_key`.
+
 Limits: at most 2**31 - 1 entries; keys are any ``int64``; a key may be added twice (both
 entries live until ``remove(key)``, which tombstones every live entry with that key). ``remove``
 is a binary search while keys are added in non-decreasing order (row ids), otherwise it uses a
@@ -32,8 +36,10 @@ the index. Not thread-safe. Nothing is persisted: the index is rebuilt from stor
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
+import xxhash
 
 from crawler import config, defaults
 
@@ -45,7 +51,28 @@ BUFFER_SIZE = 4096  # scanned with the buckets; merges (O(n)) happen once per BU
 BUCKET_BITS = 16  # at most 2**16 buckets per table: 0.5 MiB of offsets, ~150 entries at 10**7
 _MIN_BUCKET_BITS = 4
 _MAX_ENTRIES = 2**31 - 1
+_HEX16 = re.compile(r"[0-9a-fA-F]{16}")
 _UNSORTED_SCAN = 65536  # keys past the sorted order are scanned linearly up to this many
+
+
+def content_key(content_hash: str) -> int:
+    """Unsigned 64-bit key of a content hash: its first 16 hex digits, else xxh3-64 of it.
+
+    Stored (signed) in ``documents.content_key``: changing it needs a schema migration that
+    recomputes the column.
+    """
+    head = content_hash[:16]
+    if _HEX16.fullmatch(head):  # int(s, 16) alone would take "0x", "_", signs and spaces
+        return int(head, 16)
+    return xxhash.xxh3_64_intdigest(content_hash.encode("utf-8", "surrogatepass"))
+
+
+def url_key(url: str) -> int:
+    """Unsigned 64-bit key of a (canonical) URL: xxh3-64 of its UTF-8 bytes.
+
+    Stored (signed) in ``documents.canonical_key``; same migration rule as :func:`content_key`.
+    """
+    return xxhash.xxh3_64_intdigest(url.encode("utf-8", "surrogatepass"))
 
 
 def settings_params(settings: config.SettingsLike) -> tuple[int, int]:
@@ -313,6 +340,25 @@ class SimIndex:
         if self._buffered:
             found |= np.isin(fps, self._buffer[: self._buffered])
         return found
+
+    def repeated(self) -> list[list[int]]:
+        """Keys of the live entries holding the same fingerprint, one list per fingerprint
+        held more than once, each in insertion order. O(n) numpy (one pass over the sorted
+        table 0) plus Python work per repeated entry only."""
+        self._flush()
+        tab, rows = self._tab[0], self._rows[0]
+        if len(tab) < 2:
+            return []
+        same = np.flatnonzero(tab[1:] == tab[:-1])
+        if len(same) == 0:
+            return []
+        groups: dict[int, set[int]] = {}
+        for i in same.tolist():  # equal fingerprints are adjacent in table 0
+            for j in (i, i + 1):
+                pos = int(rows[j])
+                if not self._dead[pos]:
+                    groups.setdefault(int(tab[j]), set()).add(pos)
+        return [[int(self._keys[p]) for p in sorted(ps)] for ps in groups.values() if len(ps) > 1]
 
     # --- removing ---------------------------------------------------------------------------
     def remove(self, key: int) -> int:

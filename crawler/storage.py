@@ -43,9 +43,12 @@ import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any, ClassVar
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
@@ -63,6 +66,7 @@ from sqlalchemy.pool import StaticPool
 
 from crawler import config, defaults
 from crawler.config import SettingsLike
+from crawler.simindex import content_key, url_key
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +184,15 @@ class Document(Base):
     crawl_id: Mapped[int | None] = mapped_column(
         sa.ForeignKey("crawls.id", ondelete="SET NULL"), index=True
     )
+    # derived on write (signed form of crawler.simindex.content_key / url_key): the content
+    # index loads these integers instead of hashing every stored string (revision 0002)
+    content_key: Mapped[int | None] = mapped_column(sa.BigInteger)
+    canonical_key: Mapped[int | None] = mapped_column(sa.BigInteger)
+
+    __table_args__ = (
+        # covering: the index load reads these four integers without touching the page text
+        sa.Index("ix_documents_keys", "id", "simhash", "content_key", "canonical_key"),
+    )
 
 
 class Dropped(Base):
@@ -202,6 +215,8 @@ class Dropped(Base):
     )
 
 
+#: Columns computed by the Store on every write (a caller's values for them are ignored).
+DERIVED_COLUMNS = ("content_key", "canonical_key")
 DOCUMENT_COLUMNS = tuple(c.key for c in Document.__table__.columns if c.key != "id")
 DROPPED_COLUMNS = tuple(c.key for c in Dropped.__table__.columns if c.key != "id")
 _TEXT_COLUMNS = frozenset(
@@ -214,6 +229,42 @@ _MAX_LENGTHS = {
     for c in (*Document.__table__.columns, *Dropped.__table__.columns)
     if isinstance(c.type, sa.String) and not isinstance(c.type, sa.Text) and c.type.length
 }
+
+
+KEY_BATCH = 262_144  # rows per KeyArrays: 9 MB of arrays, about 0.2 s of fetching
+
+
+@dataclass(frozen=True)
+class KeyArrays:
+    """A chunk of :meth:`Store.iter_key_arrays`: one entry per document, in id order.
+
+    ``ids`` (int64), ``simhash`` (uint64, 0 where ``has_simhash`` is False), ``has_simhash``
+    (bool), ``content_keys`` and ``canonical_keys`` (uint64: :func:`crawler.simindex.content_key`
+    and :func:`crawler.simindex.url_key` of the stored strings).
+    """
+
+    ids: np.ndarray
+    simhash: np.ndarray
+    has_simhash: np.ndarray
+    content_keys: np.ndarray
+    canonical_keys: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[tuple[int, int, int, int]]) -> KeyArrays:
+        """From ``(tagged_id, signed simhash, signed content_key, signed canonical_key)``."""
+        flat = np.fromiter(chain.from_iterable(rows), np.int64, 4 * len(rows)).reshape(-1, 4)
+        tagged = flat[:, 0]
+        has = tagged >= 0
+        return cls(
+            ids=np.where(has, tagged, -tagged - 1),
+            simhash=np.ascontiguousarray(flat[:, 1]).view(np.uint64),
+            has_simhash=has,
+            content_keys=np.ascontiguousarray(flat[:, 2]).view(np.uint64),
+            canonical_keys=np.ascontiguousarray(flat[:, 3]).view(np.uint64),
+        )
 
 
 class StorageError(Exception):
@@ -529,6 +580,9 @@ class Store:
             values["updated_at"] = now
             url, canonical = values["url"], values["canonical_url"] or values["url"]
             values["canonical_url"] = canonical
+            chash = values["content_hash"]
+            values["content_key"] = to_signed64(content_key(chash)) if chash else None
+            values["canonical_key"] = to_signed64(url_key(canonical))
             earlier = by_url.get(url)
             if earlier is not None:
                 url_of.pop(earlier["canonical_url"], None)
@@ -682,6 +736,43 @@ class Store:
             cursor = dbapi.cursor()
         cursor.execute(str(compiled), params)
         return cursor
+
+    def iter_key_arrays(self, batch_size: int = KEY_BATCH) -> Iterator[KeyArrays]:
+        """What the content index needs of every stored document, as numpy arrays in chunks.
+
+        Rows with a content hash only (nothing can duplicate a page without one), in id order,
+        at most ``batch_size`` per :class:`KeyArrays`. Four integers per row and no string: on
+        SQLite they come from the covering index ``ix_documents_keys``, on PostgreSQL from a
+        server-side cursor, with no per-row work in Python beyond the driver's tuple. A NULL
+        SimHash travels as the id's sign (``-id - 1``; ids are never negative), so the query
+        stays four columns wide.
+        """
+        self.check()
+        t = self.documents
+        raw_simhash = sa.type_coerce(t.c.simhash, sa.BigInteger)
+        tagged_id = sa.case((t.c.simhash.is_(None), -t.c.id - 1), else_=t.c.id)
+        stmt = (sa.select(tagged_id, sa.func.coalesce(raw_simhash, 0), t.c.content_key,
+                          t.c.canonical_key)
+                .where(t.c.content_key.is_not(None)).order_by(t.c.id))
+        with self._errors("reading content keys"), self.engine.connect() as conn:
+            cursor = self._raw_cursor(conn, stmt)
+            try:
+                while part := cursor.fetchmany(batch_size):
+                    yield KeyArrays.from_rows(part)
+            finally:
+                cursor.close()
+
+    def document_urls(self, ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """``id -> (url, canonical_url)`` of the given documents (missing ids are absent)."""
+        self.check()
+        t = self.documents
+        found: dict[int, tuple[str, str]] = {}
+        with self._errors("reading document URLs"), self.engine.connect() as conn:
+            for chunk in _chunked(sorted({int(i) for i in ids})):
+                stmt = sa.select(t.c.id, t.c.url, t.c.canonical_url).where(t.c.id.in_(chunk))
+                for row_id, url, canonical in conn.execute(stmt):
+                    found[int(row_id)] = (url, canonical or url)
+        return found
 
     def iter_fingerprints(
         self, crawl_id: int | None = None

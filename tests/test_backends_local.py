@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 
+import numpy as np
 import pytest
+import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy.settings import Settings
 
 from crawler.backends import make_content_index
-from crawler.backends.local import LocalContentIndex, Match, PageSignature, hash64
+from crawler.backends.local import (
+    LocalContentIndex,
+    Match,
+    PageSignature,
+    hash64,
+    url_hash64,
+)
+from crawler.simindex import content_key, url_key
+from crawler.storage import KeyArrays
 
 BASES = [0, 2**64 - 1, 0x0123_4567_89AB_CDEF, 2**63, 0xF0F0_F0F0_0000_FFFF]
 
@@ -210,3 +221,137 @@ def test_extreme_k(k):
     index.check_and_add(page("http://a", 1, 0))
     match = index.check_and_add(page("http://b", 2, 0b111111))
     assert (match is None) == (k < 6)
+
+
+# --- bulk load from key arrays (no strings) ---------------------------------------------------
+
+StoredRow = tuple[str, str, str, "int | None"]  # (url, canonical_url, content_hash, simhash)
+
+
+def key_chunks(rows: list[StoredRow], sizes: list[int], first_id: int = 1) -> list[KeyArrays]:
+    """``rows`` as Store.iter_key_arrays would give them (ids first_id...), cut at ``sizes``."""
+    ids = np.arange(first_id, first_id + len(rows), dtype=np.int64)
+    has = np.array([r[3] is not None for r in rows], np.bool_)
+    fps = np.array([r[3] or 0 for r in rows], np.uint64)
+    ck = np.array([content_key(r[2]) for r in rows], np.uint64)
+    uk = np.array([url_key(r[1] or r[0]) for r in rows], np.uint64)
+    cuts = np.cumsum([0, *sizes, len(rows)]).clip(0, len(rows))
+    return [KeyArrays(ids[a:b], fps[a:b], has[a:b], ck[a:b], uk[a:b])
+            for a, b in itertools.pairwise(cuts)]
+
+
+class Resolver:
+    """The store's id -> (url, canonical) lookup, counting calls."""
+
+    def __init__(self, rows: list[StoredRow], first_id: int = 1) -> None:
+        self.docs = {first_id + i: (r[0], r[1] or r[0]) for i, r in enumerate(rows)}
+        self.calls = 0
+
+    def __call__(self, ids):
+        self.calls += 1
+        return {i: self.docs[i] for i in ids if i in self.docs}
+
+
+@st.composite
+def stored_and_probes(draw: st.DrawFn) -> tuple[int, list[StoredRow], list[int], list]:
+    k = draw(st.integers(0, 5))
+
+    def signature(url_pool: int) -> StoredRow:
+        base = draw(st.sampled_from(BASES))
+        fp = base
+        for b in draw(st.lists(st.integers(0, 63), max_size=k + 2, unique=True)):
+            fp ^= 1 << b
+        url = f"http://h/{draw(st.integers(0, url_pool))}"
+        canonical = draw(st.sampled_from(["", url, "http://h/canon", "http://h/1"]))
+        return (url, canonical, chash(draw(st.integers(0, 12))),
+                draw(st.one_of(st.just(fp), st.none())))
+
+    stored = [signature(20) for _ in range(draw(st.integers(0, 30)))]
+    stored = list({r[0]: r for r in stored}.values())  # url is unique in storage
+    sizes = draw(st.lists(st.integers(0, 10), max_size=4))
+    probes = [PageSignature(*signature(25)) for _ in range(draw(st.integers(1, 25)))]
+    return k, stored, sizes, probes
+
+
+@settings(max_examples=120, deadline=None)
+@given(stored_and_probes())
+def test_loading_arrays_decides_exactly_as_loading_records(case):
+    k, stored, sizes, probes = case
+    by_records, by_arrays = LocalContentIndex(k), LocalContentIndex(k)
+    assert by_records.load(stored) == by_arrays.load_arrays(key_chunks(stored, sizes),
+                                                            Resolver(stored)) == len(stored)
+    assert len(by_records) == len(by_arrays)
+    for p in probes:
+        assert by_arrays.check_and_add(p) == by_records.check_and_add(p)
+    assert len(by_records) == len(by_arrays)
+
+
+def test_load_arrays_in_several_batches_replaces_older_versions(monkeypatch):
+    monkeypatch.setattr("crawler.backends.local.ARRAY_BATCH", 8)
+    stored: list[StoredRow] = [(f"http://h/{i}", "", chash(i), i * 0x9E3779B97F4A7C15 % 2**64)
+                               for i in range(40)]
+    stored.append(("http://h/0b", "http://h/0", chash(100), 0xFFFF << 40))  # newer h/0
+    index = LocalContentIndex(2)
+    assert index.load_arrays(key_chunks(stored, [3] * 13), Resolver(stored)) == 41
+    assert len(index) == 40
+    assert index.check_and_add(page("http://q", 200, 0)) is None  # h/0 had 0: replaced
+    match = index.check_and_add(page("http://q2", 201, (0xFFFF << 40) | 1))
+    assert match == Match("near_duplicate", "http://h/0b", 0xFFFF << 40, 1)
+
+
+def test_loaded_rows_hold_no_url_and_resolve_only_on_a_match():
+    stored: list[StoredRow] = [(f"http://old/{i}", "", chash(i), (i * 0x9E3779B97F4A7C15) % 2**64)
+                               for i in range(1000)]
+    resolver = Resolver(stored)
+    index = LocalContentIndex(3)
+    index.load_arrays(key_chunks(stored, [256]), resolver)
+    assert resolver.calls == 0 and len(index._urls) == 0  # no string kept for a loaded row
+    assert index.check_and_add(page("http://new/1", 5000, 0x5555_5555_5555_5555)) is None
+    assert resolver.calls == 0  # kept pages never ask
+    for _ in range(3):  # the same stored page matched again: asked once, then remembered
+        assert index.check_and_add(page("http://mirror", 7, None)).url == "http://old/7"
+    assert resolver.calls == 1
+    records = LocalContentIndex(3)
+    records.load(stored)
+    assert index.nbytes < records.nbytes
+
+
+def test_a_recrawl_replaces_its_loaded_row_by_canonical_url():
+    stored: list[StoredRow] = [("http://a/x?utm=1", "http://a/x", chash(1), 0b1111),
+                               ("http://a/y", "", chash(2), 0xFFFF << 40)]
+    index = LocalContentIndex(3)
+    index.load_arrays(key_chunks(stored, []), Resolver(stored))
+    # the re-crawl (another spelling, same canonical URL) is not its own duplicate...
+    assert index.check_and_add(page("http://a/x", 3, 0b1110, canonical="http://a/x")) is None
+    assert len(index) == 2
+    # ...and replaced the loaded row: its old content no longer matches, the new one does
+    assert index.check_and_add(page("http://b/1", 1, None)) is None
+    assert index.check_and_add(page("http://b/2", 3, None)).url == "http://a/x"
+    # a re-crawl that became a copy of another stored page is dropped, its row kept
+    assert index.check_and_add(page("http://a/y", 1, None)).url == "http://b/1"
+    assert index.check_and_add(page("http://c", 2, None)).url == "http://a/y"
+
+
+def test_a_loaded_row_whose_document_is_gone_is_dropped_not_reported():
+    stored: list[StoredRow] = [("http://a/1", "", chash(1), 0b1),
+                               ("http://a/2", "", chash(2), 0b11)]
+    resolver = Resolver(stored)
+    index = LocalContentIndex(3)
+    index.load_arrays(key_chunks(stored, []), resolver)
+    del resolver.docs[1]  # deleted from storage since the load
+    assert index.check_and_add(page("http://n", 9, 0b0)).url == "http://a/2"  # next nearest
+    assert index.check_and_add(page("http://m", 1, None)) is None  # a/1 left the index
+    assert len(index) == 2  # a/2 and m
+
+
+def test_load_arrays_refuses_negative_ids():
+    chunk = key_chunks([("http://a", "", chash(1), 1)], [], first_id=-5)
+    with pytest.raises(ValueError, match="negative"):
+        LocalContentIndex(3).load_arrays(chunk, Resolver([]))
+
+
+def test_content_key_reads_only_plain_hex():
+    assert content_key("ff" * 20) == hash64("ff" * 20) == 2**64 - 1
+    for odd in ("0x" + "f" * 30, "-" + "f" * 30, "f_f" + "f" * 30, " " + "f" * 30):
+        assert content_key(odd) == xxhash.xxh3_64_intdigest(odd.encode())
+    assert url_key("http://a/") == url_hash64("http://a/")

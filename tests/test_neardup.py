@@ -447,3 +447,27 @@ def test_template_site_end_to_end_crawl(crawl: Any) -> None:
     stats = run.stats
     assert stats["dedup/kept"] + stats.get("dedup/near_duplicate", 0) == len(stored) + len(log)
     assert "Dropped near_duplicate (" in run.stderr
+
+
+def test_stored_index_holds_keys_not_urls_and_names_stored_matches(tmp_path: Any) -> None:
+    """The persisted load reads integer keys (no URL kept per stored page); a duplicate of a
+    stored page still names that page's URL, and a re-crawl of it is not its own duplicate."""
+    from crawler.storage import Store
+
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    words = [f"word{i}" for i in range(400)]
+    bodies = {p: _page("<p>" + " ".join(random.Random(p).choices(words, k=120)) + "</p>")
+              for p in ("alpha", "beta", "gamma")}  # fmt: skip
+    _store_pages(url, [(f"{BASE}/{p}", body) for p, body in bodies.items()])
+    pipe = pipeline(store_factory=lambda: Store(url))
+    assert pipe.load_stored() == 3
+    with_urls = LocalContentIndex(k=3)
+    with Store(url) as store:
+        with_urls.load(r for r in store.iter_fingerprints() if r[2])
+    url_bytes = sum(len(f"{BASE}/{p}") for p in bodies)
+    assert pipe.index.nbytes <= with_urls.nbytes - url_bytes
+    with pytest.raises(DuplicatePage) as info:
+        pipe.check(make_item(BASE + "/copy-of-beta", bodies["beta"]))
+    assert (info.value.reason, info.value.duplicate_of) == (EXACT_DUPLICATE, BASE + "/beta")
+    assert pipe.check(make_item(BASE + "/gamma", bodies["gamma"])).url == BASE + "/gamma"
+    asyncio.run(pipe.close_spider())

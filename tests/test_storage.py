@@ -12,15 +12,20 @@ import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
+from alembic import command as alembic_command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from hypothesis import given
 from hypothesis import strategies as st
 
 from crawler import config, migrations
+from crawler.backends.local import LocalContentIndex, PageSignature
+from crawler.simindex import content_key, url_key
 from crawler.storage import (
     Base,
     StorageError,
@@ -28,6 +33,7 @@ from crawler.storage import (
     check_storage,
     dedup_settings,
     mask_url,
+    parse_url,
     to_signed64,
     to_unsigned64,
     validate,
@@ -301,7 +307,7 @@ def test_a_recrawl_meeting_other_spellings_updates_the_stored_pages(db_url: str,
 def test_migrations_create_the_schema_and_record_the_version(store: Store) -> None:
     assert store.schema_revision() is None or store.schema_revision() == migrations.head()
     store.check()
-    assert store.schema_revision() == migrations.head() == "0001"
+    assert store.schema_revision() == migrations.head() == "0002"
     tables = set(sa.inspect(store.engine).get_table_names())
     assert {"documents", "dropped", "crawls", "alembic_version"} <= tables
     with store.engine.connect() as conn:  # the migration builds exactly the models' schema
@@ -310,7 +316,7 @@ def test_migrations_create_the_schema_and_record_the_version(store: Store) -> No
     store.check()  # idempotent, on a new Store too
     with Store(store.sa_url) as again:
         again.check()
-        assert again.schema_revision() == "0001"
+        assert again.schema_revision() == "0002"
 
 
 def test_stores_opening_at_once_migrate_once(db_url: str) -> None:
@@ -330,7 +336,7 @@ def test_stores_opening_at_once_migrate_once(db_url: str) -> None:
     for t in threads:
         t.join(30)
     assert errors == []
-    assert stores[0].schema_revision() == "0001"
+    assert stores[0].schema_revision() == "0002"
     for s in stores:
         s.close()
 
@@ -449,3 +455,103 @@ def test_dedup_settings_snapshot() -> None:
     assert dedup_settings(settings) == {"SIMHASH_MAX_DISTANCE": 3,
                                         "URLNORM_STRIP_PARAMS": ["utm_*"],
                                         "STORAGE_URL": "postgresql://u:***@h/db"}
+
+
+# --- content keys (revision 0002) -------------------------------------------------------------
+
+def _expected_keys(url: str, canonical: str | None, chash: str | None) -> tuple[Any, int]:
+    return (None if not chash else to_signed64(content_key(chash)),
+            to_signed64(url_key(canonical or url)))
+
+
+def _stored_keys(store: Store) -> dict[str, tuple[Any, Any]]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT url, content_key, canonical_key FROM documents"))
+        return {url: (ck, uk) for url, ck, uk in rows}
+
+
+def test_writes_compute_both_keys(store: Store) -> None:
+    rows = [doc("http://a.test/1", content_hash="ab" * 20, simhash=2**64 - 1),
+            doc("http://a.test/2?utm_source=x", canonical_url="http://a.test/2",
+                content_hash="not hex, a free-form hash"),
+            doc("http://a.test/bin", content_hash=None),
+            doc("http://a.test/nocanon", canonical_url="", content_hash="cd" * 20,
+                content_key=12345)]  # a caller's key is ignored: derived columns
+    store.upsert_documents(rows)
+    assert _stored_keys(store) == {
+        r["url"]: _expected_keys(r["url"], r["canonical_url"], r["content_hash"]) for r in rows}
+    # a re-crawl with new content recomputes; a new spelling keeps the canonical key
+    store.upsert_documents([doc("http://a.test/1", content_hash="ef" * 20),
+                            doc("http://a.test/2", content_hash="ff" * 20)])
+    keys = _stored_keys(store)
+    assert keys["http://a.test/1"] == _expected_keys("http://a.test/1", None, "ef" * 20)
+    assert keys["http://a.test/2"] == _expected_keys("http://a.test/2", None, "ff" * 20)
+    assert "http://a.test/2?utm_source=x" not in keys
+
+
+def test_key_arrays_stream_what_the_records_hold(store: Store) -> None:
+    rows = [doc(f"http://a.test/{i}", content_hash=f"{i:040x}" if i % 7 else None,
+                simhash=None if i % 5 == 0 else TOP_BIT_VALUES[i % len(TOP_BIT_VALUES)])
+            for i in range(30)]
+    store.upsert_documents(rows)
+    chunks = list(store.iter_key_arrays(batch_size=8))
+    assert [len(c) for c in chunks] == [8, 8, 8, 1]  # 25 rows with a content hash
+    ids = np.concatenate([c.ids for c in chunks])
+    assert ids.tolist() == sorted(ids.tolist())
+    urls = store.document_urls([*ids.tolist(), 10**9])  # an unknown id is just absent
+    assert len(urls) == 25 and all(canonical == url for url, canonical in urls.values())
+    records = [r for r in store.iter_fingerprints() if r[2]]
+    assert [urls[i][0] for i in ids.tolist()] == [r[0] for r in records]
+    has = np.concatenate([c.has_simhash for c in chunks])
+    fps = np.concatenate([c.simhash for c in chunks])
+    assert [int(f) if h else None for f, h in zip(fps, has, strict=True)] == [
+        r[3] for r in records]
+    assert np.concatenate([c.content_keys for c in chunks]).tolist() == [
+        content_key(r[2]) for r in records]
+    assert np.concatenate([c.canonical_keys for c in chunks]).tolist() == [
+        url_key(r[1]) for r in records]
+
+
+def test_key_arrays_come_from_the_covering_index(tmp_path) -> None:
+    with Store(f"sqlite:///{tmp_path / 'c.db'}") as store:
+        store.upsert_documents([doc("http://a.test/1", content_hash="ab" * 20)])
+        with store.engine.connect() as conn:
+            plan = conn.execute(sa.text(
+                "EXPLAIN QUERY PLAN SELECT CASE WHEN simhash IS NULL THEN -id - 1 ELSE id END,"
+                " coalesce(simhash, 0), content_key, canonical_key FROM documents"
+                " WHERE content_key IS NOT NULL ORDER BY id")).all()
+        assert "COVERING INDEX ix_documents_keys" in " ".join(str(r[-1]) for r in plan)
+        assert len(list(store.iter_key_arrays())) == 1
+
+
+def test_migrating_a_0001_database_backfills_the_keys(db_url: str) -> None:
+    n = 10_050  # over one backfill batch (10,000)
+    engine = sa.create_engine(parse_url(db_url))
+    with engine.begin() as conn:  # a crawl database written by the previous version
+        alembic_command.upgrade(migrations.alembic_config(conn), "0001")
+        conn.execute(
+            sa.text("INSERT INTO documents (url, canonical_url, content_hash, simhash) "
+                    "VALUES (:url, :canonical, :chash, :simhash)"),
+            [{"url": f"http://a.test/{i}", "canonical": "" if i % 3 else f"http://c.test/{i}",
+              "chash": None if i % 11 == 0 else ("zz" if i % 13 == 0 else f"{i:016x}{i:016x}"),
+              "simhash": to_signed64(i * 0x9E3779B97F4A7C15 % 2**64)} for i in range(n)])
+    engine.dispose()
+    with Store(db_url) as store:
+        store.check()
+        assert store.schema_revision() == "0002"
+        with store.engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT url, canonical_url, content_hash, content_key, "
+                                        "canonical_key FROM documents")).all()
+        assert len(rows) == n
+        assert all((ck, uk) == _expected_keys(url, canonical, chash)
+                   for url, canonical, chash, ck, uk in rows)
+        assert "ix_documents_keys" in {
+            ix["name"] for ix in sa.inspect(store.engine).get_indexes("documents")}
+        loaded = LocalContentIndex(3)
+        loaded.load_arrays(store.iter_key_arrays(), store.document_urls)
+        by_records = LocalContentIndex(3)
+        by_records.load(r for r in store.iter_fingerprints() if r[2])
+        assert len(loaded) == len(by_records) == n - len(range(0, n, 11))
+        probe = PageSignature("http://new/1", "", f"{12:016x}{12:016x}", None)
+        assert loaded.check_and_add(probe) == by_records.check_and_add(probe)
+        assert loaded.check_and_add(probe).url == "http://a.test/12"

@@ -1,10 +1,20 @@
 """In-process content index: exact copies and near duplicates among kept pages.
 
 Every kept page is a *row* (ids in insertion order). Three :class:`~crawler.simindex.SimIndex`
-tables key the rows: the first 64 bits of the content hash (k = 0), the 64-bit xxh3 of the
-canonical URL (k = 0, confirmed against the stored string), and the SimHash (k =
-``SIMHASH_MAX_DISTANCE``). URLs live in one append-only byte blob with an offsets array, so a row
-costs about 90 bytes plus its URL text and no Python object.
+tables key the rows: the 64-bit :func:`~crawler.simindex.content_key` of the content hash
+(k = 0), the 64-bit :func:`~crawler.simindex.url_key` of the canonical URL (k = 0), and the
+SimHash (k = ``SIMHASH_MAX_DISTANCE``). Two kinds of row:
+
+* a row added in this process (:meth:`~LocalContentIndex.check_and_add`, :meth:`load`) keeps
+  its URL and canonical URL in one append-only UTF-8 blob with an offsets array, and its
+  canonical URL is confirmed against that string;
+* a row bulk-loaded from storage (:meth:`~LocalContentIndex.load_arrays`) keeps the document
+  id only: no string. Its URL is asked of the *resolver* (e.g.
+  :meth:`crawler.storage.Store.document_urls`) when it is a match, and its canonical URL is
+  known by its 64-bit key (the key equal: the same page).
+
+A loaded row costs 116 bytes at k = 3 (57 + 21 + 21 in the tables, 17 in row arrays); an
+in-process row the same plus its URL text and 16 bytes of offsets.
 
 Decision rules of :meth:`LocalContentIndex.check_and_add` (the Redis backend makes the same):
 
@@ -17,29 +27,49 @@ Decision rules of :meth:`LocalContentIndex.check_and_add` (the Redis backend mak
 
 Limits: content hashes are compared on their first 64 bits (hex digests; other strings are
 hashed with xxh3), so two different contents collide with probability about n**2 / 2**65
-(3e-6 at 10**7 pages). Replaced rows keep their URL bytes until the process ends. Not
-thread-safe.
+(3e-6 at 10**7 pages); the canonical URL of a loaded row likewise (a collision makes a page
+the re-crawl of another loaded page). A loaded row whose document the resolver no longer
+knows (deleted meanwhile) is dropped from the index when it would have been a match. Replaced
+rows keep their URL bytes until the process ends. Not thread-safe.
 """
 
 from __future__ import annotations
 
 import logging
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-import xxhash
 
 from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE
-from crawler.simindex import SimIndex, settings_params
+from crawler.simindex import SimIndex, content_key, settings_params, url_key
 
 logger = logging.getLogger(__name__)
 
 Record = tuple[str, str, str, "int | None"]
+#: ``ids -> {id: (url, canonical_url)}`` of stored documents; ids it does not know are absent.
+Resolver = Callable[[Sequence[int]], Mapping[int, tuple[str, str]]]
 LOAD_CHUNK = 100_000
+ARRAY_BATCH = 1 << 20  # rows per SimIndex.add_many in load_arrays: merges stay O(n) each
+_RESOLVED_CACHE = 4096  # URLs of loaded rows matched lately (a mirror matches one page often)
+_MAX_GONE = 64  # loaded rows dropped as vanished in one check before the page is just kept
+
+# the former names of the key functions (same values)
+hash64 = content_key
+url_hash64 = url_key
+
+
+class KeyChunk(Protocol):
+    """A chunk for :meth:`LocalContentIndex.load_arrays` (e.g. ``crawler.storage.KeyArrays``)."""
+
+    ids: np.ndarray  # int64 document ids, ascending (the kept order)
+    simhash: np.ndarray  # uint64
+    has_simhash: np.ndarray  # bool
+    content_keys: np.ndarray  # uint64, content_key(content_hash)
+    canonical_keys: np.ndarray  # uint64, url_key(canonical_url)
 
 
 @dataclass(frozen=True)
@@ -62,21 +92,6 @@ class Match:
     distance: int
 
 
-def hash64(text: str) -> int:
-    """64 bits of a content hash: its first 16 hex digits, or xxh3-64 of a non-hex string."""
-    head = text[:16]
-    if len(head) == 16:
-        try:
-            return int(head, 16)
-        except ValueError:
-            pass
-    return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
-
-
-def url_hash64(url: str) -> int:
-    return xxhash.xxh3_64_intdigest(url.encode("utf-8", "surrogatepass"))
-
-
 class _Strings:
     """Append-only list of strings in one UTF-8 blob (8 bytes of offset per string)."""
 
@@ -88,6 +103,9 @@ class _Strings:
         self._blob += text.encode("utf-8", "surrogatepass")
         self._ends.append(len(self._blob))
 
+    def __len__(self) -> int:
+        return len(self._ends)
+
     def __getitem__(self, i: int) -> str:
         start = self._ends[i - 1] if i else 0
         return self._blob[start : self._ends[i]].decode("utf-8", "surrogatepass")
@@ -95,6 +113,13 @@ class _Strings:
     @property
     def nbytes(self) -> int:
         return len(self._blob) + self._ends.itemsize * len(self._ends)
+
+
+class _Gone(Exception):
+    """A loaded row's document is unknown to the resolver."""
+
+    def __init__(self, row: int) -> None:
+        self.row = row
 
 
 class LocalContentIndex:
@@ -106,11 +131,15 @@ class LocalContentIndex:
         self.blocks = self._near.blocks
         self._exact = SimIndex(0, 1)
         self._canon = SimIndex(0, 1)
-        self._urls = _Strings()
-        self._canonicals = _Strings()  # "" when equal to the URL (the common case)
+        self._urls = _Strings()  # by string slot
+        self._canonicals = _Strings()  # by slot; "" when equal to the URL (the common case)
+        # per row: >= 0 the document id of a loaded row, < 0 -(string slot + 1)
+        self._ref = array("q")
         self._simhash = array("Q")
         self._has_simhash = bytearray()
         self._live = 0
+        self.resolver: Resolver | None = None
+        self._resolved: dict[int, str] = {}
 
     @classmethod
     def from_settings(cls, settings: Any, **kwargs: Any) -> LocalContentIndex:
@@ -127,7 +156,8 @@ class LocalContentIndex:
         """Bytes held by the tables and row arrays."""
         tables = self._near.nbytes + self._exact.nbytes + self._canon.nbytes
         rows = self._urls.nbytes + self._canonicals.nbytes + len(self._has_simhash)
-        return tables + rows + self._simhash.itemsize * len(self._simhash)
+        per_row = (self._simhash.itemsize + self._ref.itemsize) * len(self._simhash)
+        return tables + rows + per_row
 
     def close(self) -> None:
         """Nothing to release; the index lives as long as the object."""
@@ -137,7 +167,14 @@ class LocalContentIndex:
         """The kept page ``page`` duplicates, or None after recording ``page`` as kept."""
         canonical = page.canonical_url or page.url
         old = self._row_of(canonical)
-        match = self._check(page, old)
+        match = None
+        for _ in range(_MAX_GONE):
+            try:
+                match = self._check(page, old)
+                break
+            except _Gone as gone:  # deleted from storage meanwhile: nothing to duplicate
+                logger.debug("content index: stored document of row %d is gone", gone.row)
+                self._remove_row(gone.row)
         if match is None:
             if old is not None:
                 self._remove_row(old)
@@ -145,7 +182,7 @@ class LocalContentIndex:
         return match
 
     def _check(self, page: PageSignature, old: int | None) -> Match | None:
-        exact = self._exact.query(hash64(page.content_hash), exclude=old)
+        exact = self._exact.query(content_key(page.content_hash), exclude=old)
         if exact is not None:
             return self._match(EXACT_DUPLICATE, exact[0], 0)
         if page.simhash is None:
@@ -157,21 +194,37 @@ class LocalContentIndex:
 
     def _match(self, reason: str, row: int, distance: int) -> Match:
         simhash = self._simhash[row] if self._has_simhash[row] else None
-        return Match(reason, self._urls[row], simhash, distance)
+        return Match(reason, self._url(row), simhash, distance)
+
+    def _url(self, row: int) -> str:
+        ref = self._ref[row]
+        if ref < 0:
+            return self._urls[-ref - 1]
+        url = self._resolved.get(ref)
+        if url is None:
+            found = self.resolver([ref]) if self.resolver is not None else {}
+            if ref not in found:
+                raise _Gone(row)
+            if len(self._resolved) >= _RESOLVED_CACHE:
+                self._resolved.clear()
+            url = self._resolved[ref] = found[ref][0]
+        return url
 
     def _row_of(self, canonical: str) -> int | None:
-        """The live row whose canonical URL is ``canonical``."""
-        for row, _ in self._canon.query_all(url_hash64(canonical)):
-            if self._canonical(row) == canonical:
+        """The live row whose canonical URL is ``canonical`` (a loaded row: by its key)."""
+        for row, _ in self._canon.query_all(url_key(canonical)):
+            ref = self._ref[row]
+            if ref >= 0 or self._canonical(-ref - 1) == canonical:
                 return row
         return None
 
-    def _canonical(self, row: int) -> str:
-        return self._canonicals[row] or self._urls[row]
+    def _canonical(self, slot: int) -> str:
+        return self._canonicals[slot] or self._urls[slot]
 
     # --- rows -----------------------------------------------------------------------------
     def _append(self, url: str, canonical: str, simhash: int | None) -> int:
         row = len(self._simhash)
+        self._ref.append(-len(self._urls) - 1)
         self._urls.append(url)
         self._canonicals.append("" if canonical == url else canonical)
         self._simhash.append(0 if simhash is None else simhash)
@@ -181,8 +234,8 @@ class LocalContentIndex:
 
     def _add_row(self, url: str, canonical: str, content_hash: str, simhash: int | None) -> None:
         row = self._append(url, canonical, simhash)
-        self._exact.add(hash64(content_hash), row)
-        self._canon.add(url_hash64(canonical), row)
+        self._exact.add(content_key(content_hash), row)
+        self._canon.add(url_key(canonical), row)
         if simhash is not None:
             self._near.add(simhash, row)
 
@@ -211,7 +264,7 @@ class LocalContentIndex:
         canonicals = [rec[1] or rec[0] for rec in chunk]
         latest = {canonical: i for i, canonical in enumerate(canonicals)}
         keep = sorted(latest.values())
-        hashes = np.fromiter((url_hash64(canonicals[i]) for i in keep), np.uint64, len(keep))
+        hashes = np.fromiter((url_key(canonicals[i]) for i in keep), np.uint64, len(keep))
         for j in np.flatnonzero(self._canon.contains_many(hashes)).tolist():
             old = self._row_of(canonicals[keep[j]])
             if old is not None:
@@ -221,13 +274,68 @@ class LocalContentIndex:
             url, _, _, simhash = chunk[i]
             self._append(url, canonicals[i], None if simhash is None else int(simhash))
         rows = np.arange(first, first + len(keep), dtype=np.int64)
-        exact = np.fromiter((hash64(chunk[i][2]) for i in keep), np.uint64, len(keep))
+        exact = np.fromiter((content_key(chunk[i][2]) for i in keep), np.uint64, len(keep))
         self._exact.add_many(exact, rows)
         self._canon.add_many(hashes, rows)
         with_fp = [j for j, i in enumerate(keep) if chunk[i][3] is not None]
         fps = np.array([chunk[keep[j]][3] for j in with_fp], dtype=np.uint64)
         self._near.add_many(fps, rows[with_fp])
         return len(chunk)
+
+    def load_arrays(self, chunks: Iterable[KeyChunk], resolver: Resolver) -> int:
+        """Record stored pages as kept from key arrays, without strings; returns how many.
+
+        The bulk twin of :meth:`load` (same rows, same order, same decisions afterwards):
+        ``chunks`` in document-id order, e.g. :meth:`crawler.storage.Store.iter_key_arrays`;
+        a row replaces an earlier row with the same canonical key (the newer version wins).
+        ``resolver`` turns document ids into URLs when a loaded row is a match. numpy only:
+        no Python work per row.
+        """
+        self.resolver = resolver
+        total = 0
+        pending: list[KeyChunk] = []
+        size = 0
+        for chunk in chunks:
+            pending.append(chunk)
+            size += len(chunk.ids)
+            if size >= ARRAY_BATCH:
+                total += self._add_arrays(pending)
+                pending, size = [], 0
+        total += self._add_arrays(pending)
+        self._drop_replaced()
+        logger.debug("content index: loaded %d stored rows, %d live rows", total, self._live)
+        return total
+
+    def _add_arrays(self, chunks: list[KeyChunk]) -> int:
+        if not chunks:
+            return 0
+        ids = np.concatenate([c.ids for c in chunks]).astype(np.int64, copy=False)
+        if len(ids) == 0:
+            return 0
+        if ids.min() < 0:
+            raise ValueError("load_arrays: document ids must not be negative")
+        has = np.concatenate([c.has_simhash for c in chunks]).astype(np.bool_, copy=False)
+        fps = np.concatenate([c.simhash for c in chunks]).astype(np.uint64, copy=False)
+        first = len(self._simhash)
+        rows = np.arange(first, first + len(ids), dtype=np.int64)
+        self._ref.frombytes(ids.tobytes())
+        self._simhash.frombytes(np.where(has, fps, 0).astype(np.uint64).tobytes())
+        self._has_simhash += has.astype(np.uint8).tobytes()
+        self._live += len(ids)
+        self._exact.add_many(np.concatenate([c.content_keys for c in chunks]), rows)
+        self._canon.add_many(np.concatenate([c.canonical_keys for c in chunks]), rows)
+        self._near.add_many(fps[has], rows[has])
+        return len(ids)
+
+    def _drop_replaced(self) -> None:
+        """Of live rows sharing a canonical key, keep the latest (as :meth:`load` does)."""
+        replaced = 0
+        for rows in self._canon.repeated():
+            for row in rows[:-1]:
+                self._remove_row(row)
+                replaced += 1
+        if replaced:
+            logger.debug("content index: %d loaded rows replaced by a later version", replaced)
 
 
 def _chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:

@@ -37,9 +37,11 @@ the first URL): it is neither stored nor told to be a duplicate. A page already 
 whose follow-up index update fails is still stored.
 
 With ``SIMHASH_PERSIST`` (default True) the index is loaded at open from the stored documents
-(``crawler.storage.Store.iter_fingerprints``), so a second crawl drops pages duplicating the
-first crawl's. Limit: ``documents.simhash`` keeps the fingerprint a page had when it was kept;
-the refresh of step 6 updates the index only.
+(``crawler.storage.Store.iter_key_arrays``, or ``iter_fingerprints`` for Redis), so a second
+crawl drops pages duplicating the first crawl's; the local index then keeps no URL per stored
+page and asks the store (``document_urls``, blocking, on the reactor thread: one indexed query
+per duplicate of a stored page) for the URL of a match. Limit: ``documents.simhash`` keeps
+the fingerprint a page had when it was kept; the refresh of step 6 updates the index only.
 """
 
 from __future__ import annotations
@@ -181,9 +183,16 @@ class NearDuplicatePipeline:
         """Load stored documents into the index (blocking; run off the reactor).
 
         Documents without a content hash (binary pages) are left out: nothing duplicates them.
+        An index with ``load_arrays`` (the local one) reads integer key arrays and resolves a
+        match's URL from the store when needed; others (Redis) read the URL records.
         """
-        records = (r for r in self._store().iter_fingerprints() if r[2])
-        loaded = self.index.load(records)  # type: ignore[attr-defined]
+        store = self._store()
+        load_arrays = getattr(self.index, "load_arrays", None)
+        if load_arrays is not None:
+            loaded = load_arrays(store.iter_key_arrays(), store.document_urls)
+        else:
+            records = (r for r in store.iter_fingerprints() if r[2])
+            loaded = self.index.load(records)  # type: ignore[attr-defined]
         self._inc("dedup/loaded", loaded)
         return loaded
 
