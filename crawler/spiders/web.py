@@ -99,7 +99,8 @@ class WebSpider(Spider):
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         if not isinstance(response, HtmlResponse):
-            self._finished(response.request, response)
+            if response.request is not None:
+                self._finished(response.request, response)
             return
         binary = is_binary(response.body)
         root = None if binary else html_tree(response)
@@ -131,7 +132,10 @@ class WebSpider(Spider):
             depth=int(response.meta.get("depth", 0)),
             referer=referer.decode("latin-1") if referer else None,
             fetched_at=datetime.now(UTC).isoformat(timespec="microseconds"),
-            canonical_url=canonical_url_of(response.request, self.policy) or response.url,
+            canonical_url=(
+                canonical_url_of(response.request, self.policy) if response.request else None
+            )
+            or response.url,
             fingerprints=self._chain_fingerprints(response),
             encoding=None if binary else response.encoding,
             binary=binary,
