@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ("simhash", "quality", "dupefilter", "simindex", "storage", "crawl")
+BENCHES = ("simhash", "quality", "dupefilter", "simindex", "storage", "indexload", "crawl")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -241,14 +241,19 @@ class SimIndex:
                 old[self._rows[0]] = self._tab[0]
                 fps, first = np.concatenate([old, fps]), 0
             self._reset_tables(bits)
-        rows = np.arange(first, first + len(fps), dtype=np.int32)
         for t, (shift, mask) in enumerate(self._buckets):
             # uint16 buckets: numpy's stable argsort is a radix sort for 16-bit keys
             buckets = ((fps >> np.uint64(shift)) & np.uint64(mask)).astype(np.uint16)
+            counts = np.bincount(buckets, minlength=mask + 1)
             # table 0 stays sorted by value (contains_many); the others need only bucket order
+            # (table 0's buckets are its top bits, so value order is bucket order too)
             order = np.argsort(fps) if t == 0 else np.argsort(buckets, kind="stable")
-            new_fps, new_rows, new_buckets = fps[order], rows[order], buckets[order]
-            counts = np.bincount(new_buckets, minlength=mask + 1)
+            new_fps = fps[order]
+            new_rows = order.astype(np.int32)  # the batch's positions are first + index
+            if first:
+                new_rows += first
+            # sorted buckets without a random gather: each bucket value repeated count times
+            new_buckets = np.repeat(np.arange(mask + 1, dtype=np.uint16), counts)
             off, tab = self._off[t], self._tab[t]
             if len(tab) == 0:
                 self._tab[t], self._rows[t] = new_fps, new_rows

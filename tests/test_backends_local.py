@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import threading
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from crawler.backends.local import (
     Match,
     PageSignature,
     hash64,
+    prefetched,
     url_hash64,
 )
 from crawler.simindex import content_key, url_key
@@ -355,3 +357,45 @@ def test_content_key_reads_only_plain_hex():
     for odd in ("0x" + "f" * 30, "-" + "f" * 30, "f_f" + "f" * 30, " " + "f" * 30):
         assert content_key(odd) == xxhash.xxh3_64_intdigest(odd.encode())
     assert url_key("http://a/") == url_hash64("http://a/")
+
+
+def test_prefetched_keeps_order_and_hands_over_errors():
+    assert list(prefetched(iter(range(100)), depth=3)) == list(range(100))
+
+    def failing():
+        yield 1
+        raise OSError("disk gone")
+
+    got = []
+    with pytest.raises(OSError, match="disk gone"):
+        for item in prefetched(failing()):
+            got.append(item)
+    assert got == [1]
+
+
+def test_prefetched_consumer_stopping_early_closes_the_source():
+    closed = threading.Event()
+
+    def source():
+        try:
+            yield from range(10**6)
+        finally:
+            closed.set()
+
+    items = prefetched(source(), depth=2)
+    assert [next(items) for _ in range(5)] == [0, 1, 2, 3, 4]
+    items.close()  # joins the reader, which closed the source
+    assert closed.is_set()
+
+
+def test_load_arrays_error_while_reading_leaves_no_reader_behind():
+    stored: list[StoredRow] = [("http://a", "", chash(1), 1)]
+
+    def chunks():
+        yield from key_chunks(stored, [])
+        raise RuntimeError("cursor lost")
+
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="cursor lost"):
+        LocalContentIndex(3).load_arrays(chunks(), Resolver(stored))
+    assert threading.active_count() == before

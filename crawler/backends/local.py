@@ -36,11 +36,13 @@ rows keep their URL bytes until the process ends. Not thread-safe.
 from __future__ import annotations
 
 import logging
+import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Protocol
+from queue import Full, Queue
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -49,11 +51,15 @@ from crawler.simindex import SimIndex, content_key, settings_params, url_key
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Record = tuple[str, str, str, "int | None"]
 #: ``ids -> {id: (url, canonical_url)}`` of stored documents; ids it does not know are absent.
 Resolver = Callable[[Sequence[int]], Mapping[int, tuple[str, str]]]
 LOAD_CHUNK = 100_000
 ARRAY_BATCH = 1 << 20  # rows per SimIndex.add_many in load_arrays: merges stay O(n) each
+# chunks read ahead while a batch is merged: the reader keeps going during the merge (at
+# 2**18 rows per chunk, 16 are 4 batches, ~150 MB)
+PREFETCH_DEPTH = 16
 _RESOLVED_CACHE = 4096  # URLs of loaded rows matched lately (a mirror matches one page often)
 _MAX_GONE = 64  # loaded rows dropped as vanished in one check before the page is just kept
 
@@ -282,20 +288,23 @@ class LocalContentIndex:
         self._near.add_many(fps, rows[with_fp])
         return len(chunk)
 
-    def load_arrays(self, chunks: Iterable[KeyChunk], resolver: Resolver) -> int:
+    def load_arrays(
+        self, chunks: Iterable[KeyChunk], resolver: Resolver, *, prefetch: bool = True
+    ) -> int:
         """Record stored pages as kept from key arrays, without strings; returns how many.
 
         The bulk twin of :meth:`load` (same rows, same order, same decisions afterwards):
         ``chunks`` in document-id order, e.g. :meth:`crawler.storage.Store.iter_key_arrays`;
         a row replaces an earlier row with the same canonical key (the newer version wins).
         ``resolver`` turns document ids into URLs when a loaded row is a match. numpy only:
-        no Python work per row.
+        no Python work per row. With ``prefetch`` the chunks are read by a helper thread
+        while the tables are built (:func:`prefetched`).
         """
         self.resolver = resolver
         total = 0
         pending: list[KeyChunk] = []
         size = 0
-        for chunk in chunks:
+        for chunk in prefetched(chunks, PREFETCH_DEPTH) if prefetch else chunks:
             pending.append(chunk)
             size += len(chunk.ids)
             if size >= ARRAY_BATCH:
@@ -336,6 +345,55 @@ class LocalContentIndex:
                 replaced += 1
         if replaced:
             logger.debug("content index: %d loaded rows replaced by a later version", replaced)
+
+
+def prefetched(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """``items`` produced by a reader thread up to ``depth`` ahead of the consumer.
+
+    The reader (a database cursor, mostly driver work) overlaps the consumer's numpy work,
+    which releases the GIL. An exception of the reader is raised in the consumer; a consumer
+    that stops early (or fails) stops the reader and closes its iterator, in the reader thread.
+    """
+    queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(entry: tuple[bool, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(entry, timeout=0.05)
+                return True
+            except Full:
+                continue
+        return False
+
+    def read() -> None:
+        it = iter(items)
+        try:
+            for item in it:
+                if not put((True, item)):
+                    return
+            put((False, None))
+        except BaseException as exc:  # handed over to the consumer
+            put((False, exc))
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
+    reader = threading.Thread(target=read, name="index-load-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            more, value = queue.get()
+            if more:
+                yield value
+            elif value is None:
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        reader.join()
 
 
 def _chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
