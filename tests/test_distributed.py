@@ -20,7 +20,7 @@ from crawler.backends.redis import clear_namespace, connect
 from crawler.sitegen import demo_site
 from crawler.siteserver import SiteServer
 from crawler.urlnorm import normalize_url
-from tests.conftest import ROOT
+from tests.conftest import ROOT, fresh_pg_schema
 
 
 def test_request_round_trips_through_json():
@@ -75,17 +75,8 @@ def test_profile_settings(monkeypatch):
 @pytest.fixture
 def pg_schema(pg_url):
     """A STORAGE_URL bound to a fresh PostgreSQL schema, dropped afterwards."""
-    schema = f"test_distributed_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))  # generated name
-    url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with fresh_pg_schema(pg_url, "test_distributed") as url:
+        yield url
 
 
 def start_worker(seed: str, workdir, env: dict[str, str]) -> subprocess.Popen:

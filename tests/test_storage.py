@@ -7,9 +7,7 @@ and the shared ``test`` database is left as found.
 
 from __future__ import annotations
 
-import os
 import threading
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,6 +36,7 @@ from crawler.storage import (
     to_unsigned64,
     validate,
 )
+from tests.conftest import fresh_pg_schema
 
 TOP_BIT_VALUES = [0, 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1]
 
@@ -51,16 +50,8 @@ def with_search_path(url: str, schema: str) -> str:
 @pytest.fixture
 def pg_schema_url(pg_url: str) -> Iterator[str]:
     """A PostgreSQL URL bound to a fresh schema, dropped (CASCADE) after the test."""
-    schema = f"test_storage_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))  # generated name, not user input
-    try:
-        yield with_search_path(pg_url, schema)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with fresh_pg_schema(pg_url, "test_storage") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

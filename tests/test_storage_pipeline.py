@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from crawler.config import SettingError
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.pipelines.storage import StoragePipeline, document_row, dropped_row
+from tests.conftest import fresh_pg_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINE = "crawler.pipelines.storage.StoragePipeline"
@@ -211,20 +211,9 @@ def assert_committed_only_after_commit(result: dict, not_stored: frozenset = fro
 
 @pytest.fixture
 def pg_schema_url(pg_url: str):
-    from tests.test_storage import with_search_path
-
-    schema = f"test_pipe_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     # trust auth ignores the password: it is here to prove it never reaches the log
-    url = sa.make_url(with_search_path(pg_url, schema)).set(password="hunter2")
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with fresh_pg_schema(pg_url, "test_pipe", password="hunter2") as url:
+        yield url
 
 
 # --- tests ------------------------------------------------------------------------------------
