@@ -22,6 +22,7 @@ from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE, DuplicatePage
 from crawler.items import PageItem
 from crawler.logformatter import DedupLogFormatter
 from crawler.pipelines.neardup import NearDuplicatePipeline
+from crawler.pipelines.storage import document_row
 from crawler.simhash import hamming
 from crawler.sitegen import demo_site, template_site
 from crawler.template import TemplateFilter
@@ -295,10 +296,7 @@ def _store_pages(url: str, pages: list[tuple[str, bytes]]) -> None:
     for page_url, body in pages:
         item = make_item(page_url, body)
         pipe.check(item)
-        rows.append({"url": item.url, "canonical_url": item.canonical_url, "title": "t",
-                     "text": item.text, "content_hash": item.content_hash,
-                     "simhash": item.simhash, "status": 200, "content_type": "text/html",
-                     "fetched_at": item.fetched_at})  # fmt: skip
+        rows.append(document_row(item, None))
     with Store(url) as store:
         store.upsert_documents(rows)
 
@@ -393,10 +391,7 @@ def test_second_crawl_of_template_site_in_another_order(tmp_path: Any) -> None:
             first.check(item)
         except DuplicatePage:
             continue
-        rows.append({"url": item.url, "canonical_url": item.canonical_url, "title": "t",
-                     "text": item.text, "content_hash": item.content_hash,
-                     "simhash": item.simhash, "status": 200, "content_type": "text/html",
-                     "fetched_at": item.fetched_at})  # fmt: skip
+        rows.append(document_row(item, None))
     with Store(url) as store:
         store.upsert_documents(rows)
     second = pipeline(store_factory=lambda: Store(url))
