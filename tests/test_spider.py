@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from crawler.sitegen import Page, Site, demo_site, link_heavy_site
 from crawler.siteserver import SiteServer
 from crawler.urlnorm import InvalidUrl, normalize_url
-from tests.conftest import run_crawl
+from tests.conftest import CrawlRun, run_crawl
 
 pytestmark = pytest.mark.slow
 
@@ -106,19 +106,31 @@ def test_crawl_stays_within_the_seed_hosts(tmp_path):
     assert run.stored_urls() == {server.url("/"), server.url("/inside")}
 
 
-def test_early_skip_changes_nothing_but_the_work_done(tmp_path):
-    site = link_heavy_site(pages=300, links_per_page=40)
+def crawl_with_and_without_skip(
+    site: Site, tmp_path, settings: dict
+) -> dict[bool, tuple[CrawlRun, SiteServer]]:
+    """Crawl ``site`` with DEDUP_EARLY_SKIP off then on, each from a fresh server.
+
+    The servers are stopped when returned; their ``hits`` and ``base_url`` stay readable.
+    """
     results = {}
     for skip in (False, True):
         with SiteServer(site) as server:
             run = run_crawl(
                 tmp_path / f"skip-{skip}",
                 urls=[server.url("/")],
-                settings={"DEDUP_EARLY_SKIP": skip, "ROBOTSTXT_OBEY": False},
+                settings={**settings, "DEDUP_EARLY_SKIP": skip},
             )
-            assert run.returncode == 0, run.stderr[-3000:]
-            results[skip] = (run, dict(server.canonical_hits()))
-    (off, off_hits), (on, on_hits) = results[False], results[True]
+        assert run.returncode == 0, run.stderr[-3000:]
+        results[skip] = (run, server)
+    return results
+
+
+def test_early_skip_changes_nothing_but_the_work_done(tmp_path):
+    site = link_heavy_site(pages=300, links_per_page=40)
+    results = crawl_with_and_without_skip(site, tmp_path, {"ROBOTSTXT_OBEY": False})
+    (off, off_server), (on, on_server) = results[False], results[True]
+    off_hits, on_hits = dict(off_server.canonical_hits()), dict(on_server.canonical_hits())
     assert set(on_hits) == set(off_hits)
     assert max(on_hits.values()) == 1
     paths = lambda run: {u.split("/", 3)[3] for u in run.stored_urls()}  # noqa: E731
@@ -305,22 +317,12 @@ def test_a_link_to_a_failed_page_follows_the_failure_policy(tmp_path):
     it are filtered as stock Scrapy's dupefilter would (seen, early skip or not); a page linked
     only from a late page is fetched."""
     site = _failing_site()
-    runs = {}
-    for skip in (False, True):
-        with SiteServer(site) as server:
-            run = run_crawl(
-                tmp_path / f"skip-{skip}",
-                urls=[server.url("/")],
-                settings={
-                    "DEDUP_EARLY_SKIP": skip,
-                    "ROBOTSTXT_OBEY": False,
-                    "RETRY_TIMES": 1,
-                    "DUPEFILTER_DEBUG": True,
-                    "LOG_LEVEL": "DEBUG",
-                },
-            )
-            assert run.returncode == 0, run.stderr[-3000:]
-            runs[skip] = (run, dict(server.hits), server.base_url)
+    settings = {"ROBOTSTXT_OBEY": False, "RETRY_TIMES": 1, "DUPEFILTER_DEBUG": True,
+                "LOG_LEVEL": "DEBUG"}  # fmt: skip
+    runs = {
+        skip: (run, dict(server.hits), server.base_url)
+        for skip, (run, server) in crawl_with_and_without_skip(site, tmp_path, settings).items()
+    }
     for skip, (run, hits, base) in runs.items():
         assert hits["/fail"] == 2, (skip, hits)  # the first try and RETRY_TIMES=1 retry
         assert hits["/gone"] == 1 and hits["/new"] == 1 and hits["/FAIL"] == 1, (skip, hits)
