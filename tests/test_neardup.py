@@ -6,12 +6,15 @@ import asyncio
 import json
 import logging
 import random
+import threading
+import uuid
 from collections import Counter
 from typing import Any
 
 import pytest
 from scrapy.exceptions import DropItem
 from scrapy.http import HtmlResponse
+from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from crawler import config
@@ -21,7 +24,7 @@ from crawler.droplog import DropLog, read_drop_log
 from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE, DuplicatePage
 from crawler.items import PageItem
 from crawler.logformatter import DedupLogFormatter
-from crawler.pipelines.neardup import NearDuplicatePipeline
+from crawler.pipelines.neardup import NearDuplicatePipeline, _verify_wait
 from crawler.pipelines.storage import document_row
 from crawler.simhash import hamming
 from crawler.sitegen import demo_site, template_site
@@ -466,3 +469,60 @@ def test_stored_index_holds_keys_not_urls_and_names_stored_matches(tmp_path: Any
     assert (info.value.reason, info.value.duplicate_of) == (EXACT_DUPLICATE, BASE + "/beta")
     assert pipe.check(make_item(BASE + "/gamma", bodies["gamma"])).url == BASE + "/gamma"
     asyncio.run(pipe.close_spider())
+
+
+@pytest.mark.redis
+def test_young_worker_waits_for_another_workers_commit_to_confirm_a_mirror(
+    tmp_path: Any, redis_url: str
+) -> None:
+    """Two workers on one Redis index: A keeps an article, whose storage batch commits a moment
+    later; B, young on that host, meets the article's mirror. B must confirm the match against
+    the committed text and drop the mirror. (It used to read the store once, find nothing and
+    keep the mirror unverified: a two-worker crawl stored both pages of a mirror pair.)"""
+    from crawler.backends.redis import RedisContentIndex, clear_namespace, connect
+    from crawler.storage import Store
+
+    site = demo_site()
+    mirror, original = sorted(site.near_duplicates.items())[0]
+    db = f"sqlite:///{tmp_path / 'crawl.db'}"
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    settings = Settings({"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name})
+    workers = [
+        NearDuplicatePipeline(RedisContentIndex.from_settings(settings), stats=Stats(),
+                              templates=TemplateFilter(), store_factory=lambda: Store(db),
+                              verify_wait=20)
+        for _ in range(2)
+    ]  # fmt: skip
+    try:
+        kept = make_item(BASE + original, site.render(site.pages[original], BASE))
+        workers[0].check(kept)
+        row = document_row(kept, None)
+
+        def commit() -> None:
+            with Store(db) as store:
+                store.upsert_documents([row])
+
+        later = threading.Timer(1.0, commit)
+        later.start()
+        item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
+        try:
+            with pytest.raises(DuplicatePage) as info:
+                asyncio.run(workers[1].process_item(item))
+        finally:
+            later.join()
+        assert info.value.reason == NEAR_DUPLICATE
+        assert info.value.duplicate_of == BASE + original
+        assert workers[1].stats["dedup/template/verify_waits"] == 1
+        assert workers[1].stats["dedup/template/young_unverified"] == 0
+    finally:
+        for pipe in workers:
+            asyncio.run(pipe.close_spider())
+        clear_namespace(connect(redis_url), f"dedup:{name}")
+
+
+def test_verify_wait_only_with_a_shared_index() -> None:
+    local = NearDuplicatePipeline.from_crawler(get_crawler(settings_dict={"DROPPED_LOG": ""}))
+    assert local.verify_wait == 0
+    asyncio.run(local.close_spider())
+    s = Settings({"DEDUP_BACKEND": "redis", "STORAGE_BATCH_SECONDS": 3})
+    assert _verify_wait(s) == 8

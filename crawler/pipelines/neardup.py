@@ -21,8 +21,12 @@ For each :class:`~crawler.items.PageItem`, in this order:
    ``SIMHASH_MAX_DISTANCE`` bits (``near_duplicate``), else kept. On a host with fewer than
    ``TemplateFilter.min_pages`` kept pages (its template unknown), a near match on the same host
    is confirmed only if the page adds little text of its own to it (:func:`young_distinct`);
-   a same-host match stored by an earlier crawl is compared the same way with its stored
-   text (read in a thread; the page is kept when that text is gone).
+   a same-host match kept elsewhere (by an earlier crawl, or by another worker of a distributed
+   crawl) is compared the same way with its stored text (read in a thread; the page is kept
+   when that text is gone). With a shared index (``DEDUP_BACKEND=redis``) the other worker's
+   storage batch may not be committed yet: the pipeline waits for it up to
+   ``2 * STORAGE_BATCH_SECONDS + 2`` seconds (polling, off the reactor; stat
+   ``dedup/template/verify_waits``) before it gives up and keeps the page.
 6. A duplicate raises :class:`~crawler.exceptions.DuplicatePage`, is counted
    (``dedup/<reason>``, ``dedup/distance/<d>``) and appended to ``DROPPED_LOG``. A kept page gets
    ``content_hash`` and ``simhash``, and teaches the template filter; fingerprints of earlier
@@ -47,6 +51,7 @@ the fingerprint a page had when it was kept; the refresh of step 6 updates the i
 from __future__ import annotations
 
 import logging
+import time
 import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -55,10 +60,10 @@ from urllib.parse import urlsplit
 import xxhash
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
-from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.asyncio import run_in_thread, sleep
 
 from crawler import config, defaults
-from crawler.backends import make_content_index
+from crawler.backends import backend_name, make_content_index
 from crawler.backends.local import Match, PageSignature
 from crawler.droplog import DropLog
 from crawler.dupefilter import REDIS_ERROR, redis_errors, stop_on_redis_error
@@ -75,6 +80,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Seconds between two reads of the store while waiting for another worker's commit.
+VERIFY_POLL_SECONDS = 0.25
+
 
 def validate(settings: config.SettingsLike) -> tuple[int, int, bool]:
     """``(SIMHASH_MIN_TOKENS, SIMHASH_SHINGLE, SIMHASH_PERSIST)``, checked."""
@@ -85,6 +93,17 @@ def validate(settings: config.SettingsLike) -> tuple[int, int, bool]:
 
 
 config.register(validate)
+
+
+def _verify_wait(settings: config.SettingsLike) -> float:
+    """How long to wait for a match kept by another worker to be committed: two storage
+    flushes and a margin with a shared index, nothing with a local one (a match not kept by
+    this process was stored by an earlier crawl)."""
+    if backend_name(settings) != "redis":
+        return 0.0
+    seconds = config.get_float(settings, "STORAGE_BATCH_SECONDS", defaults.STORAGE_BATCH_SECONDS,
+                               lo=0, open_interval=True)
+    return 2 * seconds + 2
 
 
 @dataclass
@@ -130,6 +149,7 @@ class NearDuplicatePipeline:
         droplog: DropLog | None = None,
         stats: StatsCollector | None = None,
         store_factory: Any = None,
+        verify_wait: float = 0.0,
     ) -> None:
         self.index = index
         self.min_tokens = min_tokens
@@ -138,6 +158,8 @@ class NearDuplicatePipeline:
         self.droplog = droplog
         self.stats = stats
         self.store_factory = store_factory  # () -> Store, for SIMHASH_PERSIST
+        # seconds to wait for a match's document to be committed by another worker
+        self.verify_wait = verify_wait
         self._store_obj: Any = None
         self._binary_seen = False
         self.redis_down = False
@@ -164,6 +186,7 @@ class NearDuplicatePipeline:
             droplog=DropLog(path) if path else None,
             stats=crawler.stats,
             store_factory=store_factory,
+            verify_wait=_verify_wait(settings),
         )
         pipe.crawler = crawler
         return pipe
@@ -198,9 +221,28 @@ class NearDuplicatePipeline:
 
     def stored_text(self, url: str) -> str | None:
         """The stored visible text of ``url`` (blocking), None when unknown."""
+        return self._stored(url)[1]
+
+    def _stored(self, url: str) -> tuple[bool, str | None]:
+        """``(stored at all, its visible text or None)`` for ``url`` (blocking)."""
         store = self._store()
         document = store.document_by_url(url) if store is not None else None
-        return getattr(document, "text", None) or None
+        return document is not None, getattr(document, "text", None) or None
+
+    async def committed_text(self, url: str) -> str | None:
+        """:meth:`stored_text`, waiting up to ``verify_wait`` seconds for the document to be
+        committed: a page another worker kept a moment ago sits in that worker's storage batch
+        until its next flush."""
+        deadline = time.monotonic() + self.verify_wait
+        waited = False
+        while True:
+            found, text = await run_in_thread(self._stored, url)
+            if found or time.monotonic() >= deadline:
+                return text
+            if not waited:
+                waited = True
+                self._inc("dedup/template/verify_waits")
+            await sleep(VERIFY_POLL_SECONDS)
 
     async def close_spider(self) -> None:
         if self._unchecked_first is not None:
@@ -224,7 +266,7 @@ class NearDuplicatePipeline:
             return item
         stored = None
         if page.verify and page.match is not None:
-            stored = await run_in_thread(self.stored_text, page.match.url)
+            stored = await self.committed_text(page.match.url)
         return self._finish(page, stored)
 
     def check(self, item: Any) -> Any:
