@@ -17,7 +17,7 @@ from scrapy.utils.request import request_from_dict
 
 from crawler.backends import serializer
 from crawler.backends.redis import clear_namespace, connect
-from crawler.sitegen import demo_site
+from crawler.sitegen import demo_site, template_site
 from crawler.siteserver import SiteServer
 from crawler.urlnorm import normalize_url
 from tests.conftest import ROOT, fresh_pg_schema
@@ -79,6 +79,12 @@ def pg_schema(pg_url):
         yield url
 
 
+def big_template_site():
+    """240 distinct short posts in one large shared template, and their mirrors: a worker that
+    learned the template fingerprints differently from one that has not yet."""
+    return template_site(240, seed=5)
+
+
 def start_worker(seed: str, workdir, env: dict[str, str]) -> subprocess.Popen:
     workdir.mkdir(parents=True, exist_ok=True)
     overrides = {
@@ -100,8 +106,9 @@ def start_worker(seed: str, workdir, env: dict[str, str]) -> subprocess.Popen:
 @pytest.mark.slow
 @pytest.mark.redis
 @pytest.mark.postgres
+@pytest.mark.parametrize("make_site", [demo_site, big_template_site], ids=["demo", "template"])
 def test_two_workers_fetch_each_page_once_and_keep_one_per_duplicate_group(
-    tmp_path, redis_url, pg_schema
+    tmp_path, redis_url, pg_schema, make_site
 ):
     pytest.importorskip("crawler.middlewares.links")  # the project's link middleware
     namespace = f"test-{uuid.uuid4().hex[:10]}"
@@ -112,7 +119,7 @@ def test_two_workers_fetch_each_page_once_and_keep_one_per_duplicate_group(
         "DEDUP_REDIS_URL": redis_url,
         "DEDUP_STORAGE_URL": pg_schema,
     }
-    site = demo_site()
+    site = make_site()
     try:
         with SiteServer(site) as server:
             seed = server.url("/")
