@@ -3,7 +3,8 @@
 Use it with ``SCRAPY_SETTINGS_MODULE=settings.distributed scrapy crawl web -a seeds=FILE`` on
 every worker. What is shared:
 
-* the frontier: the scrapy-redis scheduler and its priority queue (a sorted set), requests
+* the frontier: the scrapy-redis scheduler (``crawler.backends.scheduler.SharedScheduler``,
+  which only drops a deprecated stats argument) and its priority queue (a sorted set), requests
   stored as JSON (:mod:`crawler.backends.serializer`; scrapy-redis pickles by default and a
   pickle from a shared server runs code);
 * the seen set: our ``BloomDupeFilter`` on the Redis Bloom filter (``DEDUP_BACKEND="redis"``),
@@ -40,7 +41,7 @@ from settings.base import *  # noqa: F403
 from settings.base import BOT_NAME, EXTENSIONS, REDIS_KEY_PREFIX
 
 # --- shared frontier (scrapy-redis) -----------------------------------------------------------
-SCHEDULER = "scrapy_redis.scheduler.Scheduler"  # requests in Redis, shared by every worker
+SCHEDULER = "crawler.backends.scheduler.SharedScheduler"  # scrapy-redis's, shared by every worker
 SCHEDULER_QUEUE_CLASS = "scrapy_redis.queue.PriorityQueue"  # sorted set by priority
 SCHEDULER_SERIALIZER = "crawler.backends.serializer"  # JSON, never pickle
 SCHEDULER_PERSIST = True  # keep queue and seen set when a worker stops (others still use them)

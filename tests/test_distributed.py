@@ -57,7 +57,7 @@ def test_profile_settings(monkeypatch):
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     values = json.loads(out.stdout)
-    assert values["SCHEDULER"] == "scrapy_redis.scheduler.Scheduler"
+    assert values["SCHEDULER"] == "crawler.backends.scheduler.SharedScheduler"
     assert values["SCHEDULER_SERIALIZER"] == "crawler.backends.serializer"
     assert values["SCHEDULER_PERSIST"] is True
     assert values["DUPEFILTER_CLASS"] == "crawler.dupefilter.BloomDupeFilter"
@@ -135,6 +135,7 @@ def test_two_workers_fetch_each_page_once_and_keep_one_per_duplicate_group(
             log = (tmp_path / f"w{i}" / "crawl.log").read_text()
             assert proc.returncode == 0, outputs[i][-2000:] + log[-3000:]
             assert "Traceback" not in log, log[-3000:]
+            assert "Warning:" not in log, log[-3000:]  # e.g. a DeprecationWarning of a package
         logs = [(tmp_path / f"w{i}" / "crawl.log").read_text() for i in range(2)]
 
         # every page fetched exactly once between the two workers

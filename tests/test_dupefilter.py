@@ -181,8 +181,9 @@ def test_bad_settings_stop_the_build(tmp_path, name, value) -> None:
 @pytest.mark.redis
 def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) -> None:
     import uuid
+    import warnings
 
-    from scrapy_redis.scheduler import Scheduler as RedisScheduler
+    from crawler.backends.scheduler import SharedScheduler as RedisScheduler
 
     key = f"test-dupefilter-{uuid.uuid4().hex}"
     crawler = get_crawler(Spider, {
@@ -197,9 +198,18 @@ def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) ->
     assert isinstance(scheduler.df, BloomDupeFilter)
     assert "Bloom filter for 1,000 URLs" in caplog.text  # open() ran although scrapy-redis skips it
     try:
-        assert scheduler.enqueue_request(Request("http://a/1"))
-        assert not scheduler.enqueue_request(Request("http://a/1"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # scrapy-redis's own passes the deprecated spider=
+            assert scheduler.enqueue_request(Request("http://a/1"))
+            assert not scheduler.enqueue_request(Request("http://a/1"))
+            joining = RedisScheduler.from_crawler(crawler)  # a second worker, same queue
+            with caplog.at_level(logging.INFO, logger="crawler.backends.scheduler"):
+                joining.open(crawler.spider)  # scrapy-redis's own calls Spider.log() here
+            assert "Joining a shared crawl: 1 request(s) already queued" in caplog.text
+            assert scheduler.next_request().url == "http://a/1"
         assert crawler.stats.get_value("dupefilter/filtered") == 1
+        assert crawler.stats.get_value("scheduler/enqueued/redis") == 1
+        assert crawler.stats.get_value("scheduler/dequeued/redis") == 1
     finally:
         scheduler.close("finished")  # not persisted: the queue key is flushed
 

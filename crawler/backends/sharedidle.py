@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.utils.misc import load_object
 from scrapy.utils.reactor import CallLaterOnce
 
 from crawler import config, defaults
@@ -45,6 +46,19 @@ logger = logging.getLogger(__name__)
 BUSY_TTL = 3.0  # seconds a heartbeat stays valid
 BEAT_EVERY = 1.0  # at most one heartbeat write per second
 POLL_SECONDS = 0.5  # an idle worker looks at the shared queue this often
+
+
+def _shared_scheduler(settings: Any) -> bool:
+    """Whether ``SCHEDULER`` is scrapy-redis's (or a subclass, such as ours)."""
+    from scrapy_redis.scheduler import Scheduler
+
+    scheduler = settings["SCHEDULER"]
+    if isinstance(scheduler, str):
+        try:
+            scheduler = load_object(scheduler)
+        except (ImportError, NameError, ValueError):
+            return False
+    return isinstance(scheduler, type) and issubclass(scheduler, Scheduler)
 
 
 class SharedIdle(_RedisBacked):
@@ -66,7 +80,7 @@ class SharedIdle(_RedisBacked):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SharedIdle:
         settings = crawler.settings
-        if backend_name(settings) != "redis" or "scrapy_redis" not in str(settings["SCHEDULER"]):
+        if backend_name(settings) != "redis" or not _shared_scheduler(settings):
             raise NotConfigured
         idle = config.get_float(
             settings, "DISTRIBUTED_IDLE_SECONDS", defaults.DISTRIBUTED_IDLE_SECONDS, lo=0.0
