@@ -27,13 +27,22 @@ _HOST_PORT = re.compile(r"^[^/?#\s]+:\d+(?:[/?#]|$)")
 
 
 class SeedError(ValueError):
-    """The seed list cannot be used; ``str()`` lists every problem, one per line."""
+    """The seed list cannot be used; ``str()`` lists every problem, one per line.
 
-    def __init__(self, source: str, problems: list[str]) -> None:
+    ``per_line`` problems are invalid lines ("line 4: 'ftp://x': ..."); otherwise the one
+    problem is with the whole source (a missing file, no seeds at all).
+    """
+
+    def __init__(self, source: str, problems: list[str], *, per_line: bool = True) -> None:
         self.source = source
         self.problems = problems
-        lines = "\n".join(f"  {p}" for p in problems)
-        super().__init__(f"{len(problems)} invalid seed line(s) in {source}:\n{lines}")
+        if per_line:
+            lines = "\n".join(f"  {p}" for p in problems)
+            message = f"{len(problems)} invalid seed line(s) in {source}:\n{lines}"
+        else:
+            message = "; ".join(problems)
+            message = f"{source}: {message}" if source else message
+        super().__init__(message)
 
 
 @dataclass
@@ -91,29 +100,33 @@ def parse_seeds(lines: Iterable[str], source: str = "<seeds>") -> Seeds:
     if problems:
         raise SeedError(source, problems)
     if not seeds.urls:
-        raise SeedError(source, ["no seed URL found (every line is blank or a comment)"])
+        raise SeedError(source, ["no seed URL found (every line is blank or a comment)"],
+                        per_line=False)
     return seeds
 
 
 def load_seeds(path: str | Path) -> Seeds:
     """Read and parse a seeds file; a missing or unreadable file is a :class:`SeedError` too."""
     file = Path(path)
+    source = f"seeds file {file}"
     try:
         text = file.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise SeedError(str(file), ["file not found: give -a seeds=PATH to a seed list"]) from None
+        problem = "file not found; give -a seeds=PATH to an existing seed list"
+        raise SeedError(source, [problem], per_line=False) from None
     except UnicodeDecodeError as exc:
         problem = f"not UTF-8 text (byte {exc.start}): save it as UTF-8"
-        raise SeedError(str(file), [problem]) from None
+        raise SeedError(source, [problem], per_line=False) from None
     except OSError as exc:
-        raise SeedError(str(file), [f"cannot read: {exc.strerror}"]) from None
+        raise SeedError(source, [f"cannot read: {exc.strerror}"], per_line=False) from None
     return parse_seeds(text.splitlines(), source=str(file))
 
 
 def seeds_from_args(seeds: str | None = None, urls: str | None = None) -> Seeds:
     """The seeds of ``-a seeds=FILE`` and/or ``-a urls=U1,U2`` (both may be given)."""
     if not seeds and not urls:
-        raise SeedError("the command line", ["give -a seeds=FILE or -a urls=URL1,URL2"])
+        raise SeedError("", ["no seeds given: use -a seeds=FILE or -a urls=URL1,URL2"],
+                        per_line=False)
     result = Seeds()
     if seeds:
         loaded = load_seeds(seeds)

@@ -4,10 +4,11 @@ Scrapy's own ``crawl`` builds the crawler first and lets a bad argument explode 
 ``ValueError`` in a spider's ``__init__`` prints a traceback). This command runs every check that
 must stop a crawl *before* the crawler exists, prints one clear message and exits non-zero:
 
-* exit 2 — bad seeds (every invalid line with its number) or a setting out of range;
+* exit 2 — bad seeds (every invalid line with its number) or a setting out of range, checked
+  before Scrapy sets up logging, so the message is all the command prints;
 * exit 1 — the database in ``STORAGE_URL`` (or Redis for ``DEDUP_BACKEND=redis``) is unreachable
   or misconfigured, or the crawl ended for a reason that means it is incomplete
-  (``bloom_full``, ``storage_error``, ``jobdir_error``).
+  (``bloom_full``, ``storage_error``, ``jobdir_error``, ``redis_error``).
 """
 
 from __future__ import annotations
@@ -26,17 +27,20 @@ if TYPE_CHECKING:
 FAILED_FINISH_REASONS = frozenset({"bloom_full", "storage_error", "jobdir_error", "redis_error"})
 
 
-def preflight(settings: SettingsLike, spargs: dict[str, str], spider: str = "web") -> None:
-    """Every check that must pass before a crawl starts; raises with a one-line-per-problem text.
-
-    Raises :class:`SeedError`, :class:`SettingError` or the storage/backend error types.
-    """
+def check_input(settings: SettingsLike, spargs: dict[str, str], spider: str = "web") -> None:
+    """The user's input: settings in range and, for ``web``, the seeds. Raises
+    :class:`SeedError` or :class:`SettingError` (one line per problem)."""
     from crawler.config import validate_settings
     from crawler.seeds import seeds_from_args
 
     validate_settings(settings)
     if spider == "web":
         seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"))
+
+
+def check_servers(settings: SettingsLike) -> None:
+    """The database in ``STORAGE_URL`` (migrated to the current schema, which it logs) and,
+    for ``DEDUP_BACKEND=redis``, Redis. Raises the storage or backend error type."""
     from crawler.storage import check_storage
 
     check_storage(settings)
@@ -52,25 +56,35 @@ class Command(ScrapyCrawlCommand):
     def short_desc(self) -> str:
         return "Run a spider, after checking its seeds, settings and database"
 
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        """Scrapy's options, then :func:`check_input`. Scrapy calls this before it sets up
+        logging and prints its start-up banner, so a bad seed or setting is the only output."""
+        super().process_options(args, opts)
+        if len(args) != 1:
+            return  # Scrapy's usage error comes from run()
+        assert self.settings is not None
+        # Imported here: Scrapy imports every project command for every `scrapy` invocation.
+        from crawler.config import SettingError
+        from crawler.seeds import SeedError
+
+        try:
+            check_input(self.settings, opts.spargs, spider=args[0])
+        except (SeedError, SettingError) as exc:  # the user's input: usage error
+            self._fail(exc, 2)
+
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        """:func:`check_servers` once logging is set up (a migration is logged), then crawl."""
         if len(args) != 1:
             super().run(args, opts)  # Scrapy's usage errors
             return
         assert self.settings is not None
-        # Imported here: Scrapy imports every project command for every `scrapy` invocation.
         from crawler.backends.redis import RedisBackendError
-        from crawler.config import SettingError
-        from crawler.seeds import SeedError
         from crawler.storage import StorageError
 
         try:
-            preflight(self.settings, opts.spargs, spider=args[0])
-        except (SeedError, SettingError) as exc:  # the user's input: usage error
-            self._fail(exc, 2)
-            return
+            check_servers(self.settings)
         except (StorageError, RedisBackendError) as exc:  # a server: one line, password masked
             self._fail(exc, 1)
-            return
         crawler = self._create_crawler(args[0])
         assert self.crawler_process is not None
         self.crawler_process.crawl(crawler, **opts.spargs)
@@ -82,6 +96,7 @@ class Command(ScrapyCrawlCommand):
             print(f"crawl stopped early: {reason} (see the log above)", file=sys.stderr)
             self.exitcode = 1
 
-    def _fail(self, exc: Exception, code: int) -> None:
+    @staticmethod
+    def _fail(exc: Exception, code: int) -> None:
         print(f"error: {exc}", file=sys.stderr)
-        self.exitcode = code
+        sys.exit(code)
