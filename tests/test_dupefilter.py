@@ -341,14 +341,20 @@ def test_a_redis_outage_mid_crawl_stops_it_cleanly(private_redis, tmp_path, gate
     assert not any(hit.startswith("/q/") for hit in server.hits)  # nothing fetched after
 
 
-@pytest.mark.redis
-def test_after_a_redis_failure_requests_are_dropped_without_asking_again(private_redis,
-                                                                         caplog) -> None:
+def _one_request_then_redis_dies(private_redis) -> tuple[str, Scheduler, BloomDupeFilter, object]:
+    """A scheduler on the private Redis that took one request; then the server is killed."""
     url, redis_proc = private_redis
     scheduler, df, crawler = open_scheduler({"DEDUP_BACKEND": "redis", "REDIS_URL": url})
     assert scheduler.enqueue_request(Request("http://a.test/1"))
     redis_proc.kill()
     redis_proc.wait(10)
+    return url, scheduler, df, crawler
+
+
+@pytest.mark.redis
+def test_after_a_redis_failure_requests_are_dropped_without_asking_again(private_redis,
+                                                                         caplog) -> None:
+    url, scheduler, df, crawler = _one_request_then_redis_dies(private_redis)
     with caplog.at_level(logging.INFO, logger="crawler.dupefilter"):
         for i in range(2, 5):
             assert not scheduler.enqueue_request(Request(f"http://a.test/{i}"))
@@ -367,11 +373,7 @@ def test_after_a_redis_failure_requests_are_dropped_without_asking_again(private
 
 @pytest.mark.redis
 def test_redis_gone_only_at_close_is_a_warning(private_redis, caplog) -> None:
-    url, redis_proc = private_redis
-    scheduler, df, crawler = open_scheduler({"DEDUP_BACKEND": "redis", "REDIS_URL": url})
-    assert scheduler.enqueue_request(Request("http://a.test/1"))
-    redis_proc.kill()
-    redis_proc.wait(10)
+    _, _, df, crawler = _one_request_then_redis_dies(private_redis)
     with caplog.at_level(logging.INFO, logger="crawler.dupefilter"):
         df.close("finished")
     assert [r.levelname for r in caplog.records if r.levelno >= logging.WARNING] == ["WARNING"]
