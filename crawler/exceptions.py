@@ -6,6 +6,8 @@ from scrapy.exceptions import DropItem
 
 EXACT_DUPLICATE = "exact_duplicate"
 NEAR_DUPLICATE = "near_duplicate"
+#: A shared index's answer when the matching page is kept by another worker but not yet stored.
+PENDING = "pending"
 
 
 class DuplicatePage(DropItem):

@@ -249,3 +249,46 @@ def test_urls_round_trip_through_the_lua_json(ns):
     assert index.check_and_add(page("http://b", 1, None)).url == url
     index.load([(url + "2", "", chash(2), 2**64 - 1)])
     assert index.check_and_add(page("http://c", 3, 2**64 - 2)).url == url + "2"
+
+
+# --- pending entries (distributed profile) ------------------------------------------------------
+
+
+def test_a_page_kept_by_another_worker_is_pending_until_committed(ns):
+    a = RedisContentIndex.from_settings(ns, owner="A")
+    b = RedisContentIndex.from_settings(ns, owner="B")
+    assert a.check_and_add(page("http://x/1", 1, 2**40)) is None
+    # B meets a near copy and an exact copy of A's page: neither is decided, nothing recorded
+    for probe in (page("http://y/near", 2, 2**40 + 1), page("http://y/exact", 1, 2**50)):
+        match = b.check_and_add(probe)
+        assert (match.reason, match.url) == ("pending", "http://x/1")
+    assert len(b) == 1
+    # A's own later page is decided against its own pending page (its batch commits first)
+    assert a.check_and_add(page("http://x/2", 3, 2**40 + 2)).reason == "near_duplicate"
+    assert b.pending_of("A") == ["http://x/1"]
+    assert a.commit(["http://x/1"]) == 1
+    assert b.pending_of("A") == []
+    assert b.check_and_add(page("http://y/near", 2, 2**40 + 1)).reason == "near_duplicate"
+
+
+def test_a_dead_workers_unstored_pending_pages_leave_the_index(ns):
+    far = 2**64 - 1 - 2**40  # 63 bits from 2**40
+    a = RedisContentIndex.from_settings(ns, owner="A")
+    b = RedisContentIndex.from_settings(ns, owner="B")
+    assert a.check_and_add(page("http://x/stored", 1, 2**40)) is None
+    assert a.check_and_add(page("http://x/lost", 2, far)) is None
+    assert b.reclaim("A", ["http://x/stored"]) == 1  # the other one was never stored
+    assert len(b) == 1 and b.pending_of("A") == []
+    assert b.check_and_add(page("http://y/1", 9, 2**40 + 1)).url == "http://x/stored"
+    assert b.check_and_add(page("http://y/2", 8, far ^ 1)) is None  # decided anew: kept
+
+
+def test_stored_pages_load_once_and_never_replace_a_newer_entry(ns):
+    a = RedisContentIndex.from_settings(ns, owner="A")
+    a.check_and_add(page("http://x/1", 1, 2**40))  # this crawl's newer version of x/1
+    far = 2**64 - 1 - 2**40
+    stored = [("http://x/1", "http://x/1", chash(5), far), ("http://x/2", "", chash(6), None)]
+    joiner = RedisContentIndex.from_settings(ns, owner="B")
+    assert joiner.load_stored(stored) == 1  # only x/2: x/1's entry is newer
+    assert joiner.load_stored(stored) == 0  # loaded once per namespace
+    assert joiner.check_and_add(page("http://y/1", 7, far)) is None  # the old x/1 is not back

@@ -157,44 +157,52 @@ class _RedisBacked:
 
 # --- the seen set -------------------------------------------------------------------------------
 
-_BLOOM_LUA = """
-local meta, fp, mode, grow = KEYS[1], ARGV[1], ARGV[2], ARGV[3] == '1'
-local shard_bits = tonumber(ARGV[4])
-local function b48(s, off)
-  local v = 0
-  for j = off, off + 5 do v = v * 256 + string.byte(s, j) end
-  return v
-end
-local h1, h2 = b48(fp, 1), b48(fp, 7)
-local active = tonumber(redis.call('HGET', meta, 'active'))
-for l = 0, active - 1 do
-  local spec = redis.call('HMGET', meta, 'm' .. l, 'k' .. l)
-  local m, k = tonumber(spec[1]), tonumber(spec[2])
-  local set = (l == active - 1) and mode == 'add'
-  local step, idx, all = h2 % m, h1 % m, true
-  if step == 0 then step = 1 end
-  for i = 1, k do
-    local key = meta .. ':' .. l .. ':' .. math.floor(idx / shard_bits)
-    local off = idx % shard_bits
-    if set then
-      if redis.call('SETBIT', key, off, 1) == 0 then all = false end
-    elseif redis.call('GETBIT', key, off) == 0 then
-      all = false
-      break
-    end
-    idx = (idx + step) % m
+#: ``bloom_check(meta, fp, mode, grow, shard_bits) -> present, count``: test (``mode`` "test")
+#: or test-and-set (``"add"``) one 16-byte fingerprint. A Lua function so that other scripts (the
+#: frontier's push) can record a URL as seen and queue it in one atomic step.
+BLOOM_FN = """
+local function bloom_check(meta, fp, mode, grow, shard_bits)
+  local function b48(s, off)
+    local v = 0
+    for j = off, off + 5 do v = v * 256 + string.byte(s, j) end
+    return v
   end
-  if all then return {1, tonumber(redis.call('HGET', meta, 'count'))} end
+  local h1, h2 = b48(fp, 1), b48(fp, 7)
+  local active = tonumber(redis.call('HGET', meta, 'active'))
+  for l = 0, active - 1 do
+    local spec = redis.call('HMGET', meta, 'm' .. l, 'k' .. l)
+    local m, k = tonumber(spec[1]), tonumber(spec[2])
+    local set = (l == active - 1) and mode == 'add'
+    local step, idx, all = h2 % m, h1 % m, true
+    if step == 0 then step = 1 end
+    for i = 1, k do
+      local key = meta .. ':' .. l .. ':' .. math.floor(idx / shard_bits)
+      local off = idx % shard_bits
+      if set then
+        if redis.call('SETBIT', key, off, 1) == 0 then all = false end
+      elseif redis.call('GETBIT', key, off) == 0 then
+        all = false
+        break
+      end
+      idx = (idx + step) % m
+    end
+    if all then return 1, tonumber(redis.call('HGET', meta, 'count')) end
+  end
+  if mode ~= 'add' then return 0, tonumber(redis.call('HGET', meta, 'count')) end
+  local top = active - 1
+  local n = redis.call('HINCRBY', meta, 'n' .. top, 1)
+  local count = redis.call('HINCRBY', meta, 'count', 1)
+  if grow and n >= tonumber(redis.call('HGET', meta, 'c' .. top)) and active < MAXL then
+    redis.call('HSET', meta, 'active', active + 1)
+  end
+  return 0, count
 end
-if mode ~= 'add' then return {0, tonumber(redis.call('HGET', meta, 'count'))} end
-local top = active - 1
-local n = redis.call('HINCRBY', meta, 'n' .. top, 1)
-local count = redis.call('HINCRBY', meta, 'count', 1)
-if grow and n >= tonumber(redis.call('HGET', meta, 'c' .. top)) and active < MAXL then
-  redis.call('HSET', meta, 'active', active + 1)
-end
-return {0, count}
 """.replace("MAXL", str(MAX_LAYERS))
+
+_BLOOM_LUA = BLOOM_FN + """
+local present, count = bloom_check(KEYS[1], ARGV[1], ARGV[2], ARGV[3] == '1', tonumber(ARGV[4]))
+return {present, count}
+"""
 
 
 class RedisSeenSet(_RedisBacked):
@@ -281,8 +289,17 @@ class RedisSeenSet(_RedisBacked):
             [self.base],
             [_fp16(key), "add", int(self.on_full == "grow"), self.shard_bits],
         )
-        if not present and self._warn_at and count >= self._warn_at[0]:
-            self._on_threshold(count)
+        return self.added(present, count)
+
+    def add_args(self, key: bytes) -> list[Any]:
+        """``ARGV`` of :data:`BLOOM_FN`'s ``bloom_check`` in another script (fp, grow, shard
+        bits; the meta key is :attr:`base`); pass the script's answer to :meth:`added`."""
+        return [_fp16(key), int(self.on_full == "grow"), self.shard_bits]
+
+    def added(self, present: Any, count: Any) -> bool:
+        """Bookkeeping after a test-and-set done in a script: capacity warnings, ``full``."""
+        if not present and self._warn_at and int(count) >= self._warn_at[0]:
+            self._on_threshold(int(count))
         return bool(present)
 
     def __contains__(self, key: bytes) -> bool:
@@ -399,15 +416,18 @@ end
 _CHECK_AND_ADD_LUA = (
     _CI_COMMON
     + """
-local base, k = KEYS[1], tonumber(ARGV[1])
-local e = {u = ARGV[2], c = ARGV[3], h = ARGV[4], f = ARGV[5], b = {}}
-for i = 6, #ARGV do e.b[#e.b + 1] = ARGV[i] end
+local base, k, me = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+local e = {u = ARGV[3], c = ARGV[4], h = ARGV[5], f = ARGV[6], b = {}}
+for i = 7, #ARGV do e.b[#e.b + 1] = ARGV[i] end
+local function answer(reason, id, d)
+  local kept = cjson.decode(redis.call('HGET', base .. ':e', id))
+  local owner = redis.call('HGET', base .. ':p', kept.c)
+  if owner and owner ~= me then return {'pending', kept.u, kept.f, d, owner} end
+  return {reason, kept.u, kept.f, d}
+end
 local old = redis.call('HGET', base .. ':c', e.c)
 local ex = redis.call('HGET', base .. ':x', e.h)
-if ex and ex ~= old then
-  local kept = cjson.decode(redis.call('HGET', base .. ':e', ex))
-  return {'exact_duplicate', kept.u, kept.f, 0}
-end
+if ex and ex ~= old then return answer('exact_duplicate', ex, 0) end
 if e.f ~= '' then
   local qhi, qlo = tonumber(string.sub(e.f, 1, 8), 16), tonumber(string.sub(e.f, 9, 16), 16)
   local best_d, best_id = k + 1, nil
@@ -425,33 +445,77 @@ if e.f ~= '' then
       end
     end
   end
-  if best_id then
-    local kept = cjson.decode(redis.call('HGET', base .. ':e', tostring(best_id)))
-    return {'near_duplicate', kept.u, kept.f, best_d}
-  end
+  if best_id then return answer('near_duplicate', tostring(best_id), best_d) end
 end
 if old then remove(base, old) end
 add(base, e)
+if me ~= '' then
+  redis.call('HSET', base .. ':p', e.c, me)
+  redis.call('SADD', base .. ':pw:' .. me, e.c)
+end
 return false
 """
 )
 
+# ARGV: "replace" (a kept page re-fingerprinted by its worker) or "absent" (stored pages loaded
+# at start: an entry already held for the canonical URL is newer and is never replaced).
 _LOAD_LUA = (
     _CI_COMMON
     + """
-local base, loaded = KEYS[1], 0
-for i = 1, #ARGV do
+local base, mode, loaded = KEYS[1], ARGV[1], 0
+for i = 2, #ARGV do
   local e = cjson.decode(ARGV[i])
   local old = redis.call('HGET', base .. ':c', e.c)
   local same = false
   if old then
-    local o = cjson.decode(redis.call('HGET', base .. ':e', old))
-    same = o.u == e.u and o.h == e.h and o.f == e.f
-    if not same then remove(base, old) end
+    if mode == 'absent' then
+      same = true
+    else
+      local o = cjson.decode(redis.call('HGET', base .. ':e', old))
+      same = o.u == e.u and o.h == e.h and o.f == e.f
+      if not same then remove(base, old) end
+    end
   end
   if not same then add(base, e); loaded = loaded + 1 end
 end
 return loaded
+"""
+)
+
+# ARGV: the worker, then canonical URLs its storage batch committed: their entries count now.
+_COMMIT_LUA = """
+local base, me, done = KEYS[1], ARGV[1], 0
+for i = 2, #ARGV do
+  if redis.call('HGET', base .. ':p', ARGV[i]) == me then
+    redis.call('HDEL', base .. ':p', ARGV[i])
+    done = done + 1
+  end
+  redis.call('SREM', base .. ':pw:' .. me, ARGV[i])
+end
+return done
+"""
+
+# ARGV: a dead worker, then the canonical URLs of its pending entries that storage holds:
+# those are committed, every other pending entry of it is removed (its page was never stored).
+_RECLAIM_LUA = (
+    _CI_COMMON
+    + """
+local base, dead, removed = KEYS[1], ARGV[1], 0
+for i = 2, #ARGV do
+  if redis.call('HGET', base .. ':p', ARGV[i]) == dead then
+    redis.call('HDEL', base .. ':p', ARGV[i])
+  end
+  redis.call('SREM', base .. ':pw:' .. dead, ARGV[i])
+end
+for _, c in ipairs(redis.call('SMEMBERS', base .. ':pw:' .. dead)) do
+  if redis.call('HGET', base .. ':p', c) == dead then
+    local id = redis.call('HGET', base .. ':c', c)
+    if id then remove(base, id); removed = removed + 1 end
+    redis.call('HDEL', base .. ':p', c)
+  end
+end
+redis.call('DEL', base .. ':pw:' .. dead)
+return removed
 """
 )
 
@@ -462,24 +526,42 @@ class RedisContentIndex(_RedisBacked):
     ``check_and_add`` is one Lua script: the exact check, the near check over the block sets
     and the insert happen atomically, so two workers never both keep a near-duplicate pair.
     A query reads ``blocks`` sets of about ``n / 2**(64 / blocks)`` members each.
+
+    **Pending entries.** A page kept by worker ``owner`` enters the index *pending*
+    (``:p`` hash canonical URL -> worker, ``:pw:{worker}`` set) until that worker's storage
+    batch commits it (:meth:`commit`). Another worker whose page matches a pending entry gets
+    :data:`PENDING` instead of a decision and asks again later: no page is dropped against a
+    page that is not stored. When the owner dies, :meth:`reclaim` commits the entries storage
+    holds and removes the rest, so the pages waiting on them are decided again. Entries
+    loaded from storage, and every entry of an index without an owner, count at once.
     """
 
     def __init__(
-        self, client: redis.Redis, base: str, k: int = 3, blocks: int | None = None, url: str = ""
+        self,
+        client: redis.Redis,
+        base: str,
+        k: int = 3,
+        blocks: int | None = None,
+        url: str = "",
+        owner: str = "",
     ) -> None:
         super().__init__(client, base + ":ci", url)
         self.k = k
+        self.owner = owner
         self.blocks = k + 1 if blocks is None else blocks
         if not 0 <= k < self.blocks <= 64:
             raise ValueError(f"RedisContentIndex needs 0 <= k < blocks <= 64, got {k}, {blocks}")
         self._layout = block_layout(self.blocks)
         self._check = client.register_script(_CHECK_AND_ADD_LUA)
         self._load = client.register_script(_LOAD_LUA)
+        self._commit = client.register_script(_COMMIT_LUA)
+        self._reclaim = client.register_script(_RECLAIM_LUA)
         self._create_or_check()
 
     @classmethod
     def from_settings(cls, settings: Any, **kwargs: Any) -> RedisContentIndex:
-        """From ``REDIS_URL``, the namespace settings, ``SIMHASH_MAX_DISTANCE``/``_BLOCKS``."""
+        """From ``REDIS_URL``, the namespace settings, ``SIMHASH_MAX_DISTANCE``/``_BLOCKS``;
+        ``owner=`` names the worker whose kept pages stay pending until committed."""
         k, blocks = settings_params(settings)
         url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
         return cls(
@@ -488,6 +570,7 @@ class RedisContentIndex(_RedisBacked):
             k=kwargs.get("k", k),
             blocks=kwargs.get("blocks", blocks),
             url=url,
+            owner=str(kwargs.get("owner") or ""),
         )
 
     def _create_or_check(self) -> None:
@@ -520,23 +603,30 @@ class RedisContentIndex(_RedisBacked):
         return f"{simhash:016x}", self.block_keys(simhash)
 
     def check_and_add(self, page: PageSignature) -> Match | None:
-        """Same contract as :meth:`LocalContentIndex.check_and_add`, atomic across workers."""
+        """Same contract as :meth:`LocalContentIndex.check_and_add`, atomic across workers;
+        a match whose page another worker has not committed yet is ``Match(PENDING, ...)``
+        (nothing recorded: ask again)."""
         canonical = page.canonical_url or page.url
         fp_hex, blocks = self._entry(page.url, canonical, page.content_hash, page.simhash)
-        args = [self.k, page.url, canonical, page.content_hash, fp_hex, *blocks]
+        args = [self.k, self.owner, page.url, canonical, page.content_hash, fp_hex, *blocks]
         found = self._run(self._check, [self.base], args)
         if not found:
             return None
-        reason, url, kept_fp, distance = (v.decode() if isinstance(v, bytes) else v for v in found)
+        reason, url, kept_fp, distance = (
+            v.decode() if isinstance(v, bytes) else v for v in found[:4]
+        )
         return Match(reason, url, int(kept_fp, 16) if kept_fp else None, int(distance))
 
-    def load(self, records: Iterable[Record]) -> int:
-        """Record stored pages as kept (as the local ``load``); returns how many were new.
+    def load(self, records: Iterable[Record], replace: bool = True) -> int:
+        """Record pages as kept; returns how many entries were written.
 
-        Idempotent: a record whose canonical URL is already held with the same URL, content
-        hash and SimHash is skipped, so every worker may load the same storage at start.
+        ``replace=True`` (a kept page re-fingerprinted): an entry held for the canonical URL is
+        replaced unless URL, content hash and SimHash are the same. ``replace=False`` (stored
+        pages loaded at start): an entry held for the canonical URL is newer and is kept, so a
+        worker that joins or restarts never puts an older stored fingerprint back.
         """
         loaded = 0
+        mode = "replace" if replace else "absent"
         for batch in _chunks(records, LOAD_BATCH):
             entries = []
             for url, canonical, content_hash, simhash in batch:
@@ -547,8 +637,35 @@ class RedisContentIndex(_RedisBacked):
                         {"u": url, "c": canonical, "h": content_hash, "f": fp_hex, "b": blocks}
                     )
                 )
-            loaded += int(self._run(self._load, [self.base], entries))
+            loaded += int(self._run(self._load, [self.base], [mode, *entries]))
         return loaded
+
+    def load_stored(self, records: Iterable[Record]) -> int:
+        """Load stored pages once per namespace (the first worker; later ones skip it), never
+        replacing an entry already held (``replace=False``)."""
+        meta = self.base + ":meta"
+        if self._call("hget", meta, "loaded"):
+            return 0
+        loaded = self.load(records, replace=False)
+        self._call("hset", meta, "loaded", 1)
+        return loaded
+
+    def commit(self, canonical_urls: Iterable[str]) -> int:
+        """This worker's storage committed these pages: their entries count for everyone."""
+        done = 0
+        for batch in _chunks(canonical_urls, LOAD_BATCH):
+            done += int(self._run(self._commit, [self.base], [self.owner, *batch]))
+        return done
+
+    def pending_of(self, worker: str) -> list[str]:
+        """Canonical URLs of the entries ``worker`` kept and has not committed."""
+        members = self._call("smembers", f"{self.base}:pw:{worker}")
+        return sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+
+    def reclaim(self, worker: str, stored: Iterable[str]) -> int:
+        """A dead worker's pending entries: the ``stored`` ones (canonical URLs storage holds)
+        count from now on, the others are removed; returns how many were removed."""
+        return int(self._run(self._reclaim, [self.base], [worker, *stored]))
 
     def __len__(self) -> int:
         return int(self._call("hget", self.base + ":meta", "count") or 0)
