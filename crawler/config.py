@@ -130,6 +130,7 @@ VALIDATED_MODULES = (
     "crawler.storage",
     "crawler.middlewares.links",
     "crawler.backends",
+    "crawler.backends.cluster",
     "crawler.progress",
     "crawler.pipelines.neardup",
 )

@@ -71,7 +71,8 @@ DEDUP_BACKEND_CHOICES = ("local", "redis")
 REDIS_URL = "redis://127.0.0.1:6379/0"
 REDIS_KEY_PREFIX = "dedup"
 DEDUP_NAMESPACE: str | None = None  # Redis key namespace of one crawl; None means BOT_NAME
-DISTRIBUTED_IDLE_SECONDS = 5.0  # a distributed worker waits this long for shared work
+DISTRIBUTED_LEASE_SECONDS = 30.0  # a worker silent this long is dead: others reclaim its work
+DISTRIBUTED_PREFETCH = 8  # leased requests a worker takes per Redis call
 
 # --- Seeds and scope (crawler.seeds, crawler.spiders.web) --------------------------------------
 SEED_DEFAULT_SCHEME = "https"

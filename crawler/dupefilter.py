@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from scrapy.utils.request import RequestFingerprinterProtocol
 
     from crawler.backends import SeenSet
+    from crawler.backends.frontier import LeasedFrontier
     from crawler.jobstate import JobState, PendingRequest
 
 logger = logging.getLogger(__name__)
@@ -197,10 +199,30 @@ class BloomDupeFilter(BaseDupeFilter):
         fp = self.fingerprinter.fingerprint(request)
         if self._resume and request.meta.get(RESUME_META) and self._resume.pop(fp, None):
             return False  # already recorded and journaled before the restart
+        return self._record(fp, request, lambda: self.seen.add(fp))
+
+    def push_if_new(self, request: Request, frontier: LeasedFrontier) -> bool:
+        """The shared frontier's enqueue: record the URL as seen and queue ``request`` in one
+        atomic step (a kill between the two would leave a URL seen but never queued). True
+        when it was queued, False when already seen (or Redis is down)."""
+        fp = self.fingerprinter.fingerprint(request)
+        if not hasattr(self.seen, "add_args"):  # a local seen set: two steps, no atomicity
+            return not self.request_seen(request) and frontier.push_new(request)
+        return not self._record(
+            fp, request, lambda: not frontier.push_new(request, fp, self.seen)  # type: ignore[arg-type]
+        )
+
+    def redis_failed(self, exc: Exception) -> None:
+        """Another component's Redis call failed: close the crawl as for our own."""
+        if not self.redis_down:
+            self._redis_failed(exc)
+
+    def _record(self, fp: bytes, request: Request, add: Callable[[], bool]) -> bool:
+        """Test-and-set ``fp`` with ``add`` (True: it was seen); the bookkeeping around it."""
         if self.redis_down:
             return self._drop_for_redis()
         try:
-            seen = self.seen.add(fp)
+            seen = add()
         except redis_errors() as exc:
             self._redis_failed(exc)
             return self._drop_for_redis()

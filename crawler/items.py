@@ -18,7 +18,9 @@ class PageItem:
     not text (magic bytes, NUL bytes): such a page has empty ``html``/``text`` and no fingerprint.
     ``blocks`` (optional) are the fingerprint blocks of ``html`` (:class:`crawler.text.PageText`)
     when the spider has parsed the page already; the dedup pipeline then uses ``text`` and
-    ``blocks`` instead of parsing ``html`` again, and empties ``blocks`` (None).
+    ``blocks`` instead of parsing ``html`` again, and empties ``blocks`` (None). ``lease`` is the
+    shared frontier's lease id of the request (distributed profile; acknowledged once the page's
+    outcome is committed).
     """
 
     url: str
@@ -37,3 +39,4 @@ class PageItem:
     encoding: str | None = None
     binary: bool = False  # body is not text although served as HTML: no text stored
     blocks: list[str] | None = None  # fingerprint blocks from the spider's parse (not stored)
+    lease: str | None = None  # the shared frontier's lease of the request (distributed profile)

@@ -33,7 +33,11 @@ REDIRECT_MAX_TIMES = 10  # redirect chain limit
 # --- Security -----------------------------------------------------------------------------------
 TELNETCONSOLE_ENABLED = False  # the telnet console runs code: off
 REMOTE_CONTROL_ENABLED = False  # Scrapy 2.19 RemoteControl runs code: off
-DOWNLOAD_HANDLERS = {"file": None, "data": None, "s3": None, "ftp": None}  # http(s) only
+DOWNLOAD_HANDLERS = {  # http(s) only; the delay counted on the wire (crawler.politeness)
+    "http": "crawler.politeness.PoliteDownloadHandler",
+    "https": "crawler.politeness.PoliteDownloadHandler",
+    "file": None, "data": None, "s3": None, "ftp": None,
+}  # fmt: skip
 
 # --- Output -------------------------------------------------------------------------------------
 FEED_EXPORT_ENCODING = "utf-8"  # feeds in UTF-8, not \u escapes
@@ -83,7 +87,8 @@ DEDUP_BACKEND = _d.DEDUP_BACKEND  # "local" (in process) or "redis" (shared)
 REDIS_URL = _d.REDIS_URL  # Redis server of the distributed profile
 REDIS_KEY_PREFIX = _d.REDIS_KEY_PREFIX  # prefix of every key we write in Redis
 DEDUP_NAMESPACE = _d.DEDUP_NAMESPACE  # Redis namespace of one crawl (None = BOT_NAME)
-DISTRIBUTED_IDLE_SECONDS = _d.DISTRIBUTED_IDLE_SECONDS  # worker waits this long for work
+DISTRIBUTED_LEASE_SECONDS = _d.DISTRIBUTED_LEASE_SECONDS  # silent this long: a worker is dead
+DISTRIBUTED_PREFETCH = _d.DISTRIBUTED_PREFETCH  # leased requests taken per Redis call
 
 ITEM_PIPELINES = {
     "crawler.pipelines.neardup.NearDuplicatePipeline": 300,  # drops exact and near duplicates

@@ -1,38 +1,29 @@
 """Scale-out profile: N crawler processes share one Redis and one PostgreSQL database.
 
 Use it with ``SCRAPY_SETTINGS_MODULE=settings.distributed scrapy crawl web -a seeds=FILE`` on
-every worker. What is shared:
+every worker. What is shared, and what each piece guarantees (README, "Scale out"):
 
-* the frontier: the scrapy-redis scheduler (``crawler.backends.scheduler.SharedScheduler``,
-  which only drops a deprecated stats argument) and its priority queue (a sorted set), requests
-  stored as JSON (:mod:`crawler.backends.serializer`; scrapy-redis pickles by default and a
-  pickle from a shared server runs code);
+* the frontier: ``crawler.backends.scheduler.SharedScheduler`` (scrapy-redis's scheduler on
+  :mod:`crawler.backends.frontier`): host-partitioned queues in Redis, each host owned by one
+  worker at a time (so per-host delay, concurrency, AutoThrottle and template learning act as
+  in one process), popped requests *leased* until their outcome is committed, requests stored
+  as JSON (:mod:`crawler.backends.serializer`; a pickle from a shared server runs code);
+* membership: :class:`crawler.backends.cluster.ClusterWorker` renews each worker's lease
+  (``DISTRIBUTED_LEASE_SECONDS``), reclaims dead workers' requests, hosts and pending index
+  entries, and closes a worker as soon as the shared crawl has nothing queued or leased;
 * the seen set: our ``BloomDupeFilter`` on the Redis Bloom filter (``DEDUP_BACKEND="redis"``),
-  keyed by our canonical request fingerprinter (scrapy-redis's own dupefilter ignores
-  ``REQUEST_FINGERPRINTER_CLASS`` and records no ``dupefilter/filtered``); scrapy-redis builds it
-  with ``from_spider``;
-* the content index: block tables in Redis, each check-and-add one Lua script
-  (:mod:`crawler.backends.redis`);
+  updated in the same Lua call that queues a request;
+* the content index: block tables in Redis, each check-and-add one Lua script; a kept page's
+  entry is pending until its worker's storage commits it (:mod:`crawler.backends.redis`);
+* robots.txt: fetched once per host per crawl, shared in Redis
+  (:mod:`crawler.politeness`);
 * storage: PostgreSQL (``STORAGE_URL``).
 
 Environment variables (read when this module is imported): ``DEDUP_REDIS_URL``,
 ``DEDUP_STORAGE_URL``, ``DEDUP_NAMESPACE`` (the per-crawl key namespace, default ``BOT_NAME``;
 every worker of one crawl must use the same one). ``-s`` overrides work for the settings our
-components read, but the scrapy-redis queue key is computed here, so change the namespace by
-the environment variable.
-
-Limits of scrapy-redis 0.9.1 to know:
-
-* requests are popped destructively: a worker killed mid-request loses what it had popped
-  (its seen-set entries stay, so those URLs are not fetched again); JOBDIR does not apply;
-* a plain spider closes as soon as it is idle, even while another worker will push more: the
-  ``SharedIdle`` extension (:mod:`crawler.backends.sharedidle`) keeps each worker open while the
-  queue has requests or another worker is busy, and ``DISTRIBUTED_IDLE_SECONDS`` after that;
-* every worker runs the spider's ``start()``; the shared seen set drops the repeated seeds;
-* politeness is per worker: ``DOWNLOAD_DELAY`` and ``CONCURRENT_REQUESTS_PER_DOMAIN`` apply in
-  each process, so N workers reach one host up to N times as often (divide them by N);
-* each worker fetches its own robots.txt;
-* the scripts need a single Redis server (not Redis Cluster).
+components read, but the queue key is computed here, so change the namespace by the
+environment variable. The Lua scripts need a single Redis server (not Redis Cluster).
 """
 
 import os
@@ -40,13 +31,11 @@ import os
 from settings.base import *  # noqa: F403
 from settings.base import BOT_NAME, EXTENSIONS, REDIS_KEY_PREFIX
 
-# --- shared frontier (scrapy-redis) -----------------------------------------------------------
-SCHEDULER = "crawler.backends.scheduler.SharedScheduler"  # scrapy-redis's, shared by every worker
-SCHEDULER_QUEUE_CLASS = "scrapy_redis.queue.PriorityQueue"  # sorted set by priority
+# --- shared frontier (scrapy-redis scheduler, our leased queue) --------------------------------
+SCHEDULER = "crawler.backends.scheduler.SharedScheduler"  # leased, host-partitioned frontier
 SCHEDULER_SERIALIZER = "crawler.backends.serializer"  # JSON, never pickle
 SCHEDULER_PERSIST = True  # keep queue and seen set when a worker stops (others still use them)
 SCHEDULER_FLUSH_ON_START = False  # never wipe what other workers are doing
-SCHEDULER_IDLE_BEFORE_CLOSE = 0  # the priority queue cannot block; never block the reactor
 DEDUP_NAMESPACE = os.environ.get("DEDUP_NAMESPACE", BOT_NAME)  # per-crawl key namespace
 SCHEDULER_QUEUE_KEY = f"{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE}:%(spider)s:requests"
 
@@ -56,9 +45,12 @@ DEDUP_BACKEND = "redis"  # seen set and content index in Redis
 REDIS_URL = os.environ.get("DEDUP_REDIS_URL", "redis://127.0.0.1:6379/0")  # shared server
 EXTENSIONS = {
     **EXTENSIONS,
-    "crawler.backends.sharedidle.SharedIdle": 600,  # stay open while the shared crawl has work
+    "crawler.backends.cluster.ClusterWorker": 600,  # leases, reclaim of dead workers, close
 }
-DISTRIBUTED_IDLE_SECONDS = 5.0  # idle this long with an empty queue and no busy worker: close
+DOWNLOADER_MIDDLEWARES = {
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "crawler.politeness.SharedRobotsTxtMiddleware": 100,  # one fetch per host per crawl
+}
 
 # --- shared storage ---------------------------------------------------------------------------
 STORAGE_URL = os.environ.get(

@@ -205,7 +205,7 @@ def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) ->
             joining = RedisScheduler.from_crawler(crawler)  # a second worker, same queue
             with caplog.at_level(logging.INFO, logger="crawler.backends.scheduler"):
                 joining.open(crawler.spider)  # scrapy-redis's own calls Spider.log() here
-            assert "Joining a shared crawl: 1 request(s) already queued" in caplog.text
+            assert "Joining a shared crawl: 1 request(s) queued, 0 leased" in caplog.text
             assert scheduler.next_request().url == "http://a/1"
         assert crawler.stats.get_value("dupefilter/filtered") == 1
         assert crawler.stats.get_value("scheduler/enqueued/redis") == 1

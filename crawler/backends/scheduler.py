@@ -1,64 +1,176 @@
-"""``SharedScheduler``: the scrapy-redis scheduler, made current for Scrapy 2.19 (``SCHEDULER``).
+"""``SharedScheduler``: the scrapy-redis scheduler on our leased frontier (``SCHEDULER``).
 
-scrapy-redis 0.9.1 uses two APIs Scrapy 2.19 deprecates: ``spider=`` passed to
-``StatsCollector.inc_value`` on every request it enqueues and dequeues, and ``Spider.log()``
-when a worker joins a crawl whose queue already holds requests. Every distributed worker's log
-opened with ``ScrapyDeprecationWarning`` lines at WARNING, and a Scrapy release that removes
-either API would break every worker. This subclass does the same things (build the queue and the
-dupefilter, the dupefilter check, the two stats, the "joining" message, now at INFO through the
-module logger) with current APIs. Everything not overridden here is scrapy-redis's own.
+scrapy-redis 0.9.1 builds the Redis client, the serializer and the dupefilter from settings; this
+subclass keeps that and replaces the rest:
+
+* the queue is :class:`crawler.backends.frontier.LeasedFrontier` (``SCHEDULER_QUEUE_CLASS`` is
+  not read): host-partitioned, and a popped request is leased, not removed;
+* ``enqueue_request`` records the URL in the shared Bloom seen set and queues the request in one
+  Lua call (the dupefilter still fingerprints, counts and logs); a request that carries a lease
+  (a redirect or a retry of a popped request) acknowledges it in the same call;
+* ``next_request`` takes ``DISTRIBUTED_PREFETCH`` leased requests per Redis call and hands them
+  out one by one; ``has_pending_requests`` is about those alone (whether the *shared* crawl is
+  done is :class:`crawler.backends.cluster.ClusterWorker`'s question);
+* leases are acknowledged when their outcome is durable: ``crawler.signals.batch_committed``
+  (the page stored or its drop committed), ``crawler.signals.request_finished`` (no page: an
+  error status, a failure, a non-HTML body), ``spider_error`` and ``item_error`` (the page is
+  lost to a bug: counted as ``dedup/shared/leases_failed``, never retried forever);
+* it avoids the two APIs of scrapy-redis that Scrapy 2.19 deprecates (``spider=`` on stats,
+  ``Spider.log``).
+
+Stats: ``scheduler/enqueued/redis``, ``scheduler/dequeued/redis``, ``dedup/shared/leases_acked``,
+``dedup/shared/leases_failed``, ``dedup/shared/hosts_stolen``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from scrapy.utils.misc import load_object
+from scrapy import signals
 from scrapy_redis.scheduler import Scheduler
+
+from crawler import config, defaults
+from crawler import signals as dedup_signals
+from crawler.backends import cluster
+from crawler.backends.frontier import LeasedFrontier, LeaseLost, handover_ms
+from crawler.dupefilter import redis_errors
+from crawler.signals import LEASE_META
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
 
 class SharedScheduler(Scheduler):
-    """scrapy-redis's ``Scheduler`` without the APIs Scrapy 2.19 deprecates."""
+    """scrapy-redis's ``Scheduler`` on the leased frontier (see the module docstring)."""
 
     df: Any  # our BloomDupeFilter, built by scrapy-redis (from_spider) or by open()
-    queue: Any  # the SCHEDULER_QUEUE_CLASS instance
+    queue: LeasedFrontier
+    crawler: Crawler | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SharedScheduler:
+        scheduler: SharedScheduler = super().from_crawler(crawler)
+        scheduler.crawler = crawler
+        scheduler.prefetch = config.get_int(crawler.settings, "DISTRIBUTED_PREFETCH",
+                                            defaults.DISTRIBUTED_PREFETCH, lo=1, hi=1000)
+        for signal in (dedup_signals.batch_committed, dedup_signals.request_finished):
+            crawler.signals.connect(scheduler.finished, signal=signal)
+        crawler.signals.connect(scheduler.spider_error, signal=signals.spider_error)
+        crawler.signals.connect(scheduler.item_error, signal=signals.item_error)
+        return scheduler
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
-        key = self.queue_key % {"spider": spider.name}
-        try:
-            self.queue = load_object(self.queue_cls)(
-                server=self.server, spider=spider, key=key, serializer=self.serializer
-            )
-        except TypeError as exc:
-            raise ValueError(f"SCHEDULER_QUEUE_CLASS {self.queue_cls!r} cannot be built with "
-                             f"scrapy-redis's arguments: {exc}") from None  # fmt: skip
+        self._buffer: deque[Request] = deque()
+        self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
+        url = str(spider.settings.get("REDIS_URL") or defaults.REDIS_URL)
+        me = cluster.member(self.crawler) if self.crawler is not None else None
+        self.queue = LeasedFrontier(
+            self.server, spider, self.queue_key % {"spider": spider.name}, self.serializer,
+            workers_key=me.workers_key if me else "", url=url,
+        )  # fmt: skip
+        if me is not None:
+            self.queue.worker = me.id
+        self.queue.handover_ms = handover_ms(spider.settings)
         if not self.df:
-            self.df = load_object(self.dupefilter_cls).from_spider(spider)
+            self.df = self._dupefilter(spider)
         if self.flush_on_start:
             self.flush()
-        queued = len(self.queue)
-        if queued:
-            logger.info("Joining a shared crawl: %d request(s) already queued in %s", queued, key,
-                        extra={"spider": spider})  # fmt: skip
+        queued, leased = self.queue.counts()
+        if queued or leased:
+            logger.info("Joining a shared crawl: %d request(s) queued, %d leased in %s",
+                        queued, leased, self.queue.key, extra={"spider": spider})  # fmt: skip
 
+    def _dupefilter(self, spider: Spider) -> Any:
+        from scrapy.utils.misc import load_object
+
+        return load_object(self.dupefilter_cls).from_spider(spider)
+
+    # --- scheduling ---------------------------------------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
-        if not request.dont_filter and self.df.request_seen(request):
-            self.df.log(request, self.spider)
+        if request.dont_filter:
+            queued = self._push(request)
+        else:
+            queued = self.df.push_if_new(request, self.queue)
+        if not queued:
+            if not request.dont_filter:
+                self.df.log(request, self.spider)
             return False
         if self.stats:
             self.stats.inc_value("scheduler/enqueued/redis")
-        self.queue.push(request)
         return True
 
+    def _push(self, request: Request) -> bool:
+        try:
+            return self.queue.push_new(request)
+        except redis_errors() as exc:
+            self.df.redis_failed(exc)
+            return False
+
     def next_request(self) -> Request | None:
-        request = self.queue.pop(self.idle_before_close)
-        if request and self.stats:
+        if not self._buffer and not self._refill():
+            return None
+        request = self._buffer.popleft()
+        if self.stats:
             self.stats.inc_value("scheduler/dequeued/redis")
         return request
+
+    def _refill(self) -> bool:
+        if self.df.redis_down or self.queue.worker == "":
+            return False
+        try:
+            requests, stolen = self.queue.pop_many(self.prefetch)
+        except LeaseLost:
+            return False  # ClusterWorker closes the spider (lease_lost)
+        except redis_errors() as exc:
+            self.df.redis_failed(exc)
+            return False
+        if stolen:
+            self._inc("dedup/shared/hosts_stolen")
+            logger.info("Took host %s from the busiest worker (this one had none)", stolen)
+        self._buffer.extend(requests)
+        return bool(requests)
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer)
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+    def close(self, reason: str) -> None:
+        """Nothing to flush: ``ClusterWorker`` hands the leases back once the pipelines have
+        committed what they hold (``spider_closed``)."""
+        self._buffer.clear()
+
+    # --- acknowledgements ---------------------------------------------------------------------
+    def finished(self, leases: list[str] | None = None, **_: Any) -> None:
+        """A batch committed, or requests ended without a page: their leases are done."""
+        self._ack([lease for lease in leases or () if lease])
+
+    def spider_error(self, failure: Any, response: Any, spider: Any = None) -> None:
+        self._failed(getattr(response, "meta", {}).get(LEASE_META))
+
+    def item_error(self, item: Any, response: Any, spider: Any = None, failure: Any = None) -> None:
+        self._failed(getattr(response, "meta", {}).get(LEASE_META) if response else None)
+
+    def _failed(self, lease: str | None) -> None:
+        if lease:
+            self._inc("dedup/shared/leases_failed")
+            self._ack([lease])
+
+    def _ack(self, leases: list[str]) -> None:
+        if not leases or self.df.redis_down:
+            return
+        try:
+            self._inc("dedup/shared/leases_acked", self.queue.ack(leases))
+        except redis_errors() as exc:
+            self.df.redis_failed(exc)
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats and count:
+            self.stats.inc_value(key, count)

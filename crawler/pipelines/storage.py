@@ -9,7 +9,8 @@
 * A batch is written when it holds ``STORAGE_BATCH_SIZE`` rows or ``STORAGE_BATCH_SECONDS``
   after the last write, in a worker thread (one writer at a time, in order), in ONE transaction.
   After the commit, on the reactor thread, ``crawler.signals.batch_committed`` is sent with
-  every request fingerprint of the batch. While more than 10 batches wait, ``process_item``
+  every request fingerprint and lease of the batch, the stored pages' canonical URLs and the
+  drop rows (see :mod:`crawler.signals`). While more than 10 batches wait, ``process_item``
   waits too (back-pressure instead of unbounded memory).
 * A failed write is retried ``STORAGE_RETRY_TIMES`` times (delay ``STORAGE_RETRY_BACKOFF``
   doubling, at most 30 s) with the batch kept in memory. Still failing: an error naming the URL
@@ -55,6 +56,13 @@ class Batch:
     documents: list[dict[str, Any]] = field(default_factory=list)
     dropped: list[dict[str, Any]] = field(default_factory=list)
     fingerprints: list[str] = field(default_factory=list)
+    leases: list[str] = field(default_factory=list)
+
+    def add_page(self, page: ItemAdapter) -> None:
+        """The request fingerprints and lease of a stored or dropped page."""
+        self.fingerprints.extend(page.get("fingerprints") or [])
+        if page.get("lease"):
+            self.leases.append(page["lease"])
 
     def __len__(self) -> int:
         return len(self.documents) + len(self.dropped)
@@ -196,7 +204,7 @@ class StoragePipeline:
             self._inc("storage/skipped")
             return item
         self._pending.documents.append(document_row(item, self.crawl_id))
-        self._pending.fingerprints.extend(page.get("fingerprints") or [])
+        self._pending.add_page(page)
         if len(self._pending) >= self.batch_size:
             self.flush()
         if len(self._queue) > MAX_QUEUED_BATCHES and not self._failed:
@@ -212,7 +220,7 @@ class StoragePipeline:
         if isinstance(exception, DuplicatePage):
             row = dropped_row(item, exception, self.crawl_id, self.dropped_text_max_chars)
             self._pending.dropped.append(row)
-        self._pending.fingerprints.extend(page.get("fingerprints") or [])
+        self._pending.add_page(page)
         if len(self._pending) >= self.batch_size:
             self.flush()
 
@@ -253,7 +261,7 @@ class StoragePipeline:
 
     def flush(self) -> None:
         """Move the pending rows into the write queue and make sure the writer runs."""
-        if len(self._pending) or self._pending.fingerprints:
+        if len(self._pending) or self._pending.fingerprints or self._pending.leases:
             self._queue.append(self._pending)
             self._pending = Batch()
         self._start_writer()
@@ -296,7 +304,11 @@ class StoragePipeline:
         self._inc("storage/batches")
         if self.crawler is not None:
             self.crawler.signals.send_catch_log(
-                signal=dedup_signals.batch_committed, fingerprints=list(batch.fingerprints)
+                signal=dedup_signals.batch_committed,
+                fingerprints=list(batch.fingerprints),
+                leases=list(batch.leases),
+                documents=[row["canonical_url"] for row in batch.documents],
+                dropped=list(batch.dropped),
             )
 
     async def _write(self, batch: Batch) -> bool:

@@ -137,6 +137,7 @@ class WebSpider(Spider):
             )
             or response.url,
             fingerprints=self._chain_fingerprints(response),
+            lease=response.meta.get(dedup_signals.LEASE_META),
             encoding=None if binary else response.encoding,
             binary=binary,
             blocks=None if page is None else page.blocks,
@@ -248,7 +249,9 @@ class WebSpider(Spider):
                 fingerprint_url(self._canonical(u)).hex()
                 for u in response.meta.get("redirect_urls", ())
             ]
-        self.crawler.signals.send_catch_log(dedup_signals.request_finished, fingerprints=fps)
+        lease = request.meta.get(dedup_signals.LEASE_META)
+        self.crawler.signals.send_catch_log(dedup_signals.request_finished, fingerprints=fps,
+                                            leases=[lease] if lease else [])  # fmt: skip
 
 
 class LinkMemo:

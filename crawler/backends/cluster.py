@@ -1,0 +1,356 @@
+"""Worker membership of the distributed profile: leases, reclaim of dead workers, shared close.
+
+Every worker of a namespace is a member of the sorted set ``{base}:workers`` (worker id ->
+expiry, milliseconds on the Redis server's clock). :class:`ClusterWorker` (an extension,
+``EXTENSIONS``) renews this worker's membership every third of ``DISTRIBUTED_LEASE_SECONDS``;
+everything the worker holds — leased requests and owned hosts in the frontier
+(:mod:`crawler.backends.frontier`), pending entries in the content index
+(:class:`crawler.backends.redis.RedisContentIndex`) — lives exactly as long as that membership.
+
+* **A dead worker** (killed, cut off, or paused past its lease) is reclaimed by the first live
+  worker whose renewal sees it expired: the reclaimer asks storage which of the dead worker's
+  leased pages and pending index entries were committed (its last batch may have committed just
+  before the kill), commits those, removes its other pending entries (pages waiting on them are
+  decided again), acknowledges the leases already done and puts the rest back in the queue,
+  and frees its hosts, held for the handover delay so that no host is reached twice too soon.
+  An expired member is never revived: a worker that finds its membership gone (stat
+  ``dedup/shared/lease_lost``) closes with finish reason ``lease_lost`` instead of working on
+  requests another worker now owns.
+* **Closing**: the shared crawl is done when the frontier holds no queued and no leased
+  request; an idle worker then closes at once. While the crawl is not done an idle worker stays
+  open (``DontCloseSpider``) and looks for work every :data:`POLL_SECONDS`. A lease this worker
+  still holds while idle for longer than ``DISTRIBUTED_LEASE_SECONDS`` plus two storage
+  flushes has lost its acknowledgement (a bug, not an expected path): it is queued again,
+  counted in ``dedup/shared/leases_orphaned`` and logged.
+* **Leaving** (``spider_closed``): pending index entries that were never committed are removed,
+  leases not acknowledged go back to the queue, hosts are freed, the membership is deleted.
+
+Stats ``dedup/shared/*``: ``workers_reclaimed``, ``leases_reclaimed`` (queued again from dead
+workers), ``leases_done_at_reclaim`` (found committed), ``index_reclaimed`` (pending entries
+removed), ``leases_released`` (queued again at close), ``leases_orphaned``, ``idle_waits``,
+``hosts_stolen``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.misc import load_object
+from scrapy.utils.reactor import CallLaterOnce
+
+from crawler import config, defaults
+from crawler.backends import backend_name
+from crawler.backends.redis import RedisBackendError, connect, namespace
+
+if TYPE_CHECKING:
+    import redis
+    from scrapy.crawler import Crawler
+    from scrapy.spiders import Spider
+
+    from crawler.backends.frontier import LeasedFrontier
+    from crawler.backends.redis import RedisContentIndex
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5  # an idle worker looks at the shared frontier this often
+LEASE_LOST = "lease_lost"  # finish reason of a worker whose membership expired
+
+# KEYS: workers, namespace meta. ARGV: worker, lease ms, register (0/1).
+# Returns {1, dead worker, ...} or {-1} when this worker's membership is gone or expired.
+_BEAT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if exp then
+  if tonumber(exp) < now then return {-1} end
+elseif ARGV[3] ~= '1' then
+  return {-1}
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('HSETNX', KEYS[2], 'started', now)
+local out = {1}
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - 1, 'LIMIT', 0, 8)) do
+  out[#out + 1] = w
+end
+return out
+"""
+
+
+class Member:
+    """One worker's membership: its id and its lease (see the module docstring)."""
+
+    def __init__(self, client: redis.Redis, base: str, lease_seconds: float, url: str = "") -> None:
+        self.client, self.base, self.url = client, base, url
+        self.lease_ms = max(1, round(lease_seconds * 1000))
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.workers_key = f"{base}:workers"
+        self.meta_key = f"{base}:meta"
+        self.lost = False
+        self._registered = False
+        self._beat = client.register_script(_BEAT)
+
+    def beat(self) -> list[str]:
+        """Renew the membership (registering it the first time); returns expired members.
+        Sets :attr:`lost` when this membership expired or was reclaimed."""
+        if self.lost:
+            return []
+        try:
+            out = self._beat(keys=[self.workers_key, self.meta_key],
+                             args=[self.id, self.lease_ms, int(not self._registered)])
+        except OSError as exc:
+            raise RedisBackendError(self.url, exc) from None
+        if int(out[0]) < 0:
+            self.lost = True
+            return []
+        self._registered = True
+        return [w.decode() if isinstance(w, bytes) else w for w in out[1:]]
+
+    def started(self) -> float:
+        """When the namespace's first worker joined (Unix seconds)."""
+        raw = self.client.hget(self.meta_key, "started")
+        return int(raw) / 1000 if raw else time.time()
+
+
+_members: weakref.WeakKeyDictionary[Any, Member] = weakref.WeakKeyDictionary()
+
+
+def member(crawler: Crawler) -> Member:
+    """This crawler's membership (one per crawler, shared by the scheduler, the pipeline and
+    the extension), registered on first use."""
+    found = _members.get(crawler)
+    if found is None:
+        settings = crawler.settings
+        url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
+        found = Member(connect(url), namespace(settings), lease_seconds(settings), url=url)
+        found.beat()
+        _members[crawler] = found
+    return found
+
+
+def lease_seconds(settings: config.SettingsLike) -> float:
+    return config.get_float(settings, "DISTRIBUTED_LEASE_SECONDS",
+                            defaults.DISTRIBUTED_LEASE_SECONDS, lo=0.5, hi=86400.0)  # fmt: skip
+
+
+def validate(settings: config.SettingsLike) -> None:
+    lease_seconds(settings)
+    config.get_int(settings, "DISTRIBUTED_PREFETCH", defaults.DISTRIBUTED_PREFETCH, lo=1, hi=1000)
+
+
+config.register(validate)
+
+
+def shared_scheduler(settings: Any) -> bool:
+    """Whether ``SCHEDULER`` is scrapy-redis's (or a subclass, such as ours)."""
+    from scrapy_redis.scheduler import Scheduler
+
+    scheduler = settings["SCHEDULER"]
+    if isinstance(scheduler, str):
+        try:
+            scheduler = load_object(scheduler)
+        except (ImportError, NameError, ValueError):
+            return False
+    return isinstance(scheduler, type) and issubclass(scheduler, Scheduler)
+
+
+class ClusterWorker:
+    """Membership renewal, reclaim of dead workers, and the shared close (module docstring)."""
+
+    def __init__(self, crawler: Crawler, me: Member) -> None:
+        self.crawler, self.member = crawler, me
+        self.stats = crawler.stats
+        settings = crawler.settings
+        batch = config.get_float(settings, "STORAGE_BATCH_SECONDS",
+                                 defaults.STORAGE_BATCH_SECONDS, lo=0, open_interval=True)
+        self.orphan_after = me.lease_ms / 1000 + 2 * batch + 1
+        self._loop: Any = None
+        self._reclaiming: set[str] = set()
+        self._idle: dict[str, float] = {}
+        self._last_idle = 0.0
+        self._waker: CallLaterOnce[None] | None = None
+        self._frontier: LeasedFrontier | None = None
+        self._index: RedisContentIndex | None = None
+        self._left = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ClusterWorker:
+        settings = crawler.settings
+        if backend_name(settings) != "redis" or not shared_scheduler(settings):
+            raise NotConfigured
+        validate(settings)
+        ext = cls(crawler, member(crawler))
+        ext.start()  # now: opening the pipelines (loading the index) may take a while
+        crawler.signals.connect(ext.on_idle, signal=signals.spider_idle)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        return ext
+
+    # --- the pieces this extension works on ---------------------------------------------------
+    def frontier(self) -> LeasedFrontier:
+        if self._frontier is None:
+            from crawler.backends.frontier import LeasedFrontier, handover_ms
+
+            settings = self.crawler.settings
+            key = str(settings.get("SCHEDULER_QUEUE_KEY") or "%(spider)s:requests")
+            name = self.crawler.spider.name if self.crawler.spider else "web"
+            self._frontier = LeasedFrontier(self.member.client, None, key % {"spider": name},
+                                            workers_key=self.member.workers_key,
+                                            url=self.member.url)  # fmt: skip
+            self._frontier.worker = self.member.id
+            self._frontier.handover_ms = handover_ms(settings)
+        return self._frontier
+
+    def index(self) -> RedisContentIndex:
+        if self._index is None:
+            from crawler.backends.redis import RedisContentIndex
+
+            self._index = RedisContentIndex.from_settings(self.crawler.settings,
+                                                          owner=self.member.id)
+        return self._index
+
+    # --- renewal ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Renew the membership every third of the lease, from now until the spider closes."""
+        from twisted.internet import task
+
+        self._loop = task.LoopingCall(self.renew)
+        self._loop.start(max(0.1, self.member.lease_ms / 3000), now=False)
+
+    def renew(self) -> None:
+        try:
+            dead = self.member.beat()
+        except RedisBackendError as exc:
+            self._loop.stop()
+            from crawler.dupefilter import stop_on_redis_error
+
+            stop_on_redis_error(self.crawler, exc, self.member.url)
+            return
+        if self.member.lost:
+            self._lost()
+            return
+        for worker in dead:
+            if worker not in self._reclaiming:
+                self._reclaiming.add(worker)
+                deferred_from_coro(self._reclaim(worker))
+
+    def _lost(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._inc("dedup/shared/lease_lost")
+        logger.error("This worker's lease expired (no renewal for DISTRIBUTED_LEASE_SECONDS="
+                     "%.1f); other workers own its requests now. Closing (%s).",
+                     self.member.lease_ms / 1000, LEASE_LOST)  # fmt: skip
+        engine = self.crawler.engine
+        if engine is not None:
+            deferred_from_coro(engine.close_spider_async(reason=LEASE_LOST))
+
+    # --- reclaim --------------------------------------------------------------------------------
+    async def _reclaim(self, dead: str) -> None:
+        """Give a dead worker's requests, hosts and pending entries back (module docstring)."""
+        client, frontier = self.member.client, self.frontier()
+        try:
+            lock = f"{frontier.key}:reclaim:{dead}"
+            if not client.set(lock, self.member.id, nx=True, px=self.member.lease_ms * 4):
+                return
+            canon = frontier.leases_of(dead)
+            pending = self.index().pending_of(dead)
+            wanted = set(canon.values()) | set(pending)
+            stored = await run_in_thread(self._stored, wanted) if wanted else set()
+            removed = self.index().reclaim(dead, sorted(stored & set(pending)))
+            done = [i for i, url in canon.items() if url in stored]
+            requeued = frontier.release(dead, done)
+        except Exception as exc:  # never lost: the next renewal tries again
+            logger.warning("could not reclaim worker %s yet (%s: %s); trying again at the next "
+                           "renewal", dead, type(exc).__name__, exc)  # fmt: skip
+            return
+        finally:
+            self._reclaiming.discard(dead)
+        self._inc("dedup/shared/workers_reclaimed")
+        self._inc("dedup/shared/leases_reclaimed", requeued)
+        self._inc("dedup/shared/leases_done_at_reclaim", len(done))
+        self._inc("dedup/shared/index_reclaimed", removed)
+        logger.info("Reclaimed worker %s (lease expired): %d request(s) queued again, %d found "
+                    "committed; %d pending index entr(ies) removed, %d found stored",
+                    dead, requeued, len(done), removed, len(stored & set(pending)))  # fmt: skip
+
+    def _stored(self, canonical_urls: set[str]) -> set[str]:
+        from crawler.jobstate import stored_canonical_urls
+
+        return stored_canonical_urls(self.crawler.settings, canonical_urls, self.member.started())
+
+    # --- idle and close -------------------------------------------------------------------------
+    def on_idle(self, spider: Spider) -> None:
+        if self.member.lost:
+            return
+        try:
+            queued, leased = self.frontier().counts()
+        except RedisBackendError:
+            return  # the outage handling of the other components closes the crawl
+        if queued == 0 and leased == 0:
+            return  # the shared crawl is done: close now
+        self._check_orphans()
+        self._inc("dedup/shared/idle_waits")
+        logger.debug("idle, but the shared crawl is not done: %d queued, %d leased",
+                     queued, leased, extra={"spider": spider})  # fmt: skip
+        self._wake_later()
+        raise DontCloseSpider
+
+    def _check_orphans(self) -> None:
+        now = time.monotonic()
+        if now - self._last_idle > 4 * POLL_SECONDS:
+            self._idle.clear()  # the worker was busy in between: start over
+        self._last_idle = now
+        key = f"{self.frontier().key}:lease:{self.member.id}"
+        held = [i.decode() if isinstance(i, bytes) else i for i in self.member.client.hkeys(key)]
+        self._idle = {i: self._idle.get(i, now) for i in held}
+        orphans = [i for i, since in self._idle.items() if now - since > self.orphan_after]
+        if orphans:
+            count = self.frontier().requeue(orphans)
+            self._inc("dedup/shared/leases_orphaned", count)
+            logger.warning("%d leased request(s) were never acknowledged while this worker was "
+                           "idle; queued again", count)  # fmt: skip
+            for lease in orphans:
+                self._idle.pop(lease, None)
+
+    def _wake_later(self) -> None:
+        if self._waker is None:
+            self._waker = CallLaterOnce(self._wake)
+        self._waker.schedule(POLL_SECONDS)
+
+    def _wake(self) -> None:
+        """Run the engine's next-request loop now instead of at its 5-second heartbeat."""
+        engine = getattr(self.crawler, "engine", None)
+        nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    def spider_closed(self, spider: Spider, reason: str) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self._left or self.member.lost:
+            return
+        self._left = True
+        try:
+            removed = self.index().reclaim(self.member.id, [])
+            released = self.frontier().release()
+        except RedisBackendError as exc:
+            logger.warning("could not hand this worker's leases back (%s); another worker "
+                           "reclaims them once its lease expires", exc)  # fmt: skip
+            return
+        self._inc("dedup/shared/leases_released", released)
+        if released or removed:
+            logger.info("Left the shared crawl: %d leased request(s) queued again, %d "
+                        "uncommitted index entr(ies) removed", released, removed)  # fmt: skip
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats is not None and count:
+            self.stats.inc_value(key, count)

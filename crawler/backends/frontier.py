@@ -1,0 +1,415 @@
+"""The shared frontier of the distributed profile: host-partitioned queues with leases, in Redis.
+
+A reliable queue in the manner of Mercator's and Heritrix's frontiers, built from Redis
+primitives; every step is one Lua script, so it is atomic across workers:
+
+* **push** records the URL in the shared Bloom seen set *and* queues the request in one step
+  (a worker killed between the two would otherwise leave a URL seen but never queued). A
+  request is queued under its host (``download_slot`` meta, else the host name: Scrapy's own
+  politeness key) in a sorted set ordered by priority, then FIFO.
+* **hosts are owned**: a host belongs to one worker at a time. Its requests go only to that
+  worker, so Scrapy's per-host delay, concurrency and AutoThrottle, and the host's learned
+  template, live in one process as in a single-process crawl. A worker claims free hosts (those
+  with queued requests and no owner) when its own hosts cannot fill its demand; a worker with
+  nothing to do takes one host from the worker holding the most (a *steal*), which starts only
+  once the old owner has no request of that host in flight and the handover delay passed.
+* **pop leases**: a popped request moves to the worker's lease hash; it is not gone until
+  the worker acknowledges it (:meth:`LeasedFrontier.ack`) once its outcome is durable (page
+  stored or dropped and committed, or failed for good). A worker's leases live as long as its
+  membership (:mod:`crawler.backends.cluster`): when a worker stops renewing it, another
+  worker reclaims it (:meth:`LeasedFrontier.reclaim`): its leases go back to their queues, its
+  hosts are freed and held for the handover delay.
+* ``meta`` counters ``queued`` and ``leased`` say exactly when the shared crawl is done: no
+  request queued and none leased.
+
+Keys under the queue key ``F`` (``SCHEDULER_QUEUE_KEY``): ``F:meta`` (seq, queued, leased),
+``F:req`` (id -> ``host\\nscore\\nJSON request``), ``F:q:{host}`` (ids by score), ``F:owner``
+(host -> worker), ``F:free`` (unowned hosts with work, by time), ``F:active:{w}`` (hosts of w
+with queued requests), ``F:owned:{w}``, ``F:lease:{w}`` (id -> host), ``F:busy:{w}`` (host -> w's
+leases on it), ``F:hold`` (host -> not before, ms), ``F:prev`` (host -> the owner it was taken
+from). Times are the Redis server's clock (``TIME``), one clock for every worker. Requests are
+JSON (:mod:`crawler.backends.serializer`), never pickles. The layout may change between versions.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.request import request_from_dict
+
+from crawler.backends.redis import BLOOM_FN, RedisBackendError
+from crawler.signals import LEASE_META
+
+if TYPE_CHECKING:
+    import redis
+    from scrapy import Request, Spider
+
+    from crawler.backends.redis import RedisSeenSet
+
+logger = logging.getLogger(__name__)
+
+#: The most free hosts one pop may claim when the worker has no host with work.
+MAX_CLAIMS = 4
+
+_COMMON = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function alive(workers, w, now)
+  local exp = redis.call('ZSCORE', workers, w)
+  return exp and tonumber(exp) >= now
+end
+local function queue_host(F, h, now)
+  local owner = redis.call('HGET', F .. ':owner', h)
+  if owner then redis.call('SADD', F .. ':active:' .. owner, h)
+  else redis.call('ZADD', F .. ':free', 'NX', now, h) end
+end
+local function unlease(F, w, id)
+  local h = redis.call('HGET', F .. ':lease:' .. w, id)
+  if not h then return nil end
+  redis.call('HDEL', F .. ':lease:' .. w, id)
+  if redis.call('HINCRBY', F .. ':busy:' .. w, h, -1) <= 0 then
+    redis.call('HDEL', F .. ':busy:' .. w, h)
+  end
+  redis.call('HINCRBY', F .. ':meta', 'leased', -1)
+  return h
+end
+local function ack(F, w, id)
+  if not unlease(F, w, id) then return 0 end
+  redis.call('HDEL', F .. ':req', id)
+  return 1
+end
+local function requeue(F, w, id, now)
+  if not unlease(F, w, id) then return 0 end
+  local rec = redis.call('HGET', F .. ':req', id)
+  if not rec then return 0 end
+  local h, score = string.match(rec, '^([^\\n]*)\\n([^\\n]*)\\n')
+  redis.call('ZADD', F .. ':q:' .. h, tonumber(score), id)
+  redis.call('HINCRBY', F .. ':meta', 'queued', 1)
+  queue_host(F, h, now)
+  return 1
+end
+local function release(F, w, now, hold_ms)
+  local busy = redis.call('HGETALL', F .. ':busy:' .. w)
+  for i = 1, #busy, 2 do redis.call('HSET', F .. ':hold', busy[i], now + hold_ms) end
+  local n = 0
+  for _, id in ipairs(redis.call('HKEYS', F .. ':lease:' .. w)) do
+    n = n + requeue(F, w, id, now)
+  end
+  for _, h in ipairs(redis.call('SMEMBERS', F .. ':owned:' .. w)) do
+    if redis.call('HGET', F .. ':owner', h) == w then
+      redis.call('HDEL', F .. ':owner', h)
+      if redis.call('EXISTS', F .. ':q:' .. h) == 1 then
+        redis.call('ZADD', F .. ':free', 'NX', now, h)
+      end
+    end
+  end
+  for _, part in ipairs({':owned:', ':active:', ':busy:', ':lease:'}) do
+    redis.call('DEL', F .. part .. w)
+  end
+  return n
+end
+"""
+
+# KEYS: F, bloom meta (or F when no seen check). ARGV: host, priority, request JSON, fp ("" for
+# dont_filter), grow, shard bits, worker and lease id of the request this one replaces ("" "").
+_PUSH = BLOOM_FN + _COMMON + """
+local F = KEYS[1]
+local now = now_ms()
+if ARGV[8] ~= '' then ack(F, ARGV[7], ARGV[8]) end
+local present, count = 0, -1
+if ARGV[4] ~= '' then
+  present, count = bloom_check(KEYS[2], ARGV[4], 'add', ARGV[5] == '1', tonumber(ARGV[6]))
+end
+if present == 1 then return {1, count} end
+local id = redis.call('HINCRBY', F .. ':meta', 'seq', 1)
+local score = -tonumber(ARGV[2]) * 4294967296 + (id % 4294967296)
+redis.call('HSET', F .. ':req', id, ARGV[1] .. '\\n' .. score .. '\\n' .. ARGV[3])
+redis.call('ZADD', F .. ':q:' .. ARGV[1], score, id)
+redis.call('HINCRBY', F .. ':meta', 'queued', 1)
+queue_host(F, ARGV[1], now)
+return {0, count}
+"""
+
+# KEYS: F, workers. ARGV: worker, how many, may steal (0/1), handover delay ms.
+# Returns {status, stolen host or '', id, record, id, record, ...}; status -1: lease lost.
+_POP = _COMMON + """
+local F, W = KEYS[1], ARGV[1]
+local want, may_steal, hold_ms = tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
+local now = now_ms()
+if not alive(KEYS[2], W, now) then return {-1, ''} end
+local out, active, meta = {1, ''}, F .. ':active:' .. W, F .. ':meta'
+local got = 0
+local function take(h, n)
+  local prev = redis.call('HGET', F .. ':prev', h)
+  if prev then
+    if tonumber(redis.call('HGET', F .. ':busy:' .. prev, h) or '0') > 0 then return end
+    redis.call('HDEL', F .. ':prev', h)
+    redis.call('HSET', F .. ':hold', h, now + hold_ms)
+  end
+  local held = redis.call('HGET', F .. ':hold', h)
+  if held then
+    if tonumber(held) > now then return end
+    redis.call('HDEL', F .. ':hold', h)
+  end
+  local popped = redis.call('ZPOPMIN', F .. ':q:' .. h, n)
+  for i = 1, #popped, 2 do
+    local id = popped[i]
+    local rec = redis.call('HGET', F .. ':req', id)
+    redis.call('HINCRBY', meta, 'queued', -1)
+    if rec then
+      redis.call('HSET', F .. ':lease:' .. W, id, h)
+      redis.call('HINCRBY', F .. ':busy:' .. W, h, 1)
+      redis.call('HINCRBY', meta, 'leased', 1)
+      out[#out + 1] = id
+      out[#out + 1] = rec
+      got = got + 1
+    end
+  end
+  if redis.call('EXISTS', F .. ':q:' .. h) == 0 then redis.call('SREM', active, h) end
+end
+local hosts = redis.call('SMEMBERS', active)
+if #hosts > 0 then
+  local per = math.ceil(want / #hosts)
+  for _, h in ipairs(hosts) do
+    if got >= want then break end
+    take(h, math.min(per, want - got))
+  end
+end
+local claims = (#hosts == 0) and tonumber(ARGV[5]) or 1
+while got < want and claims > 0 do
+  local free = redis.call('ZPOPMIN', F .. ':free', 1)
+  if #free == 0 then break end
+  local h = free[1]
+  claims = claims - 1
+  if redis.call('EXISTS', F .. ':q:' .. h) == 1 then
+    redis.call('HSET', F .. ':owner', h, W)
+    redis.call('SADD', F .. ':owned:' .. W, h)
+    redis.call('SADD', active, h)
+    take(h, want - got)
+  end
+end
+if got == 0 and may_steal and redis.call('SCARD', active) == 0 then
+  local victim, most = nil, 1
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], now, '+inf')) do
+    if w ~= W then
+      local n = redis.call('SCARD', F .. ':active:' .. w)
+      if n > most then victim, most = w, n end
+    end
+  end
+  if victim then
+    local pick, pick_busy = nil, nil
+    for _, h in ipairs(redis.call('SMEMBERS', F .. ':active:' .. victim)) do
+      local b = tonumber(redis.call('HGET', F .. ':busy:' .. victim, h) or '0')
+      if not pick or b < pick_busy then pick, pick_busy = h, b end
+    end
+    redis.call('SREM', F .. ':active:' .. victim, pick)
+    redis.call('SREM', F .. ':owned:' .. victim, pick)
+    redis.call('HSET', F .. ':owner', pick, W)
+    redis.call('SADD', F .. ':owned:' .. W, pick)
+    redis.call('SADD', active, pick)
+    redis.call('HSET', F .. ':prev', pick, victim)
+    out[2] = pick
+  end
+end
+return out
+"""
+
+# KEYS: F. ARGV: worker, lease ids. Returns how many were acknowledged.
+_ACK = _COMMON + """
+local n = 0
+for i = 2, #ARGV do n = n + ack(KEYS[1], ARGV[1], ARGV[i]) end
+return n
+"""
+
+# KEYS: F. ARGV: worker, lease ids to put back in the queue.
+_REQUEUE = _COMMON + """
+local now, n = now_ms(), 0
+for i = 2, #ARGV do n = n + requeue(KEYS[1], ARGV[1], ARGV[i], now) end
+return n
+"""
+
+# KEYS: F, workers. ARGV: worker, handover delay ms, then lease ids already done (acknowledged).
+# A live worker leaving (clean close), or a dead one reclaimed: its leases go back to the queue,
+# its hosts are freed (those it had requests in flight on are held for the delay).
+_RELEASE = _COMMON + """
+local F, w = KEYS[1], ARGV[1]
+local now = now_ms()
+for i = 3, #ARGV do ack(F, w, ARGV[i]) end
+local n = release(F, w, now, tonumber(ARGV[2]))
+redis.call('ZREM', KEYS[2], w)
+return n
+"""
+
+
+def host_key(request: Request) -> str:
+    """The politeness key of a request: its ``download_slot`` meta, else its host name (the
+    key of Scrapy's download slots), lower-cased."""
+    slot = request.meta.get("download_slot")
+    if slot:
+        return str(slot).lower()
+    return (urlparse_cached(request).hostname or "").lower()
+
+
+class LeaseLost(RuntimeError):
+    """This worker's membership expired and others reclaimed its leases (it was paused or cut
+    off longer than ``DISTRIBUTED_LEASE_SECONDS``)."""
+
+
+class LeasedFrontier:
+    """The shared, leased, host-partitioned request queue (see the module docstring).
+
+    Built by the scheduler with scrapy-redis's queue arguments (``server``, ``spider``, ``key``,
+    ``serializer``); :attr:`worker` must be set before :meth:`pop_many`.
+    """
+
+    def __init__(
+        self, server: redis.Redis, spider: Spider | None, key: str, serializer: Any = None,
+        workers_key: str = "", url: str = "",
+    ) -> None:  # fmt: skip
+        if serializer is None:
+            from crawler.backends import serializer as json_serializer
+
+            serializer = json_serializer
+        self.server, self.spider, self.key, self.serializer = server, spider, key, serializer
+        self.workers_key = workers_key or key + ":workers"
+        self.url = url
+        self.worker = ""
+        self.handover_ms = 0
+        self._push = server.register_script(_PUSH)
+        self._pop = server.register_script(_POP)
+        self._ack = server.register_script(_ACK)
+        self._requeue = server.register_script(_REQUEUE)
+        self._release = server.register_script(_RELEASE)
+
+    # --- scripts, errors wrapped --------------------------------------------------------------
+    def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        import redis as redis_lib
+
+        try:
+            return script(keys=keys, args=args)
+        except (redis_lib.ConnectionError, redis_lib.TimeoutError, OSError) as exc:
+            raise RedisBackendError(self.url, exc) from None
+
+    def _encode(self, request: Request) -> str:
+        data = request.to_dict(spider=self.spider)
+        data.get("meta", {}).pop(LEASE_META, None)
+        return str(self.serializer.dumps(data))
+
+    def _decode(self, lease: str, record: bytes | str) -> Request:
+        text = record.decode() if isinstance(record, bytes) else record
+        payload = text.split("\n", 2)[2]
+        request = request_from_dict(self.serializer.loads(payload), spider=self.spider)
+        request.meta[LEASE_META] = lease
+        return request
+
+    # --- pushing ----------------------------------------------------------------------------
+    def push_new(
+        self, request: Request, fp: bytes | None = None, seen: RedisSeenSet | None = None
+    ) -> bool:
+        """Queue ``request`` unless ``seen`` already holds ``fp`` (recorded in the same step);
+        True when it was queued. A request carrying a lease (a redirect or retry of a popped
+        request) acknowledges that lease in the same step: it is replaced by this one."""
+        lease = request.meta.get(LEASE_META)
+        args: list[Any] = [host_key(request), int(request.priority), self._encode(request)]
+        keys = [self.key, self.key]
+        if fp is not None and seen is not None:
+            keys[1] = seen.base
+            args += seen.add_args(fp)
+        else:
+            args += ["", 0, 0]
+        args += [self.worker, lease] if lease else ["", ""]
+        present, count = self._run(self._push, keys, args)
+        if seen is not None and fp is not None:
+            return not seen.added(present, count)
+        return not present
+
+    def push(self, request: Request) -> None:
+        """scrapy-redis's queue API: queue without a seen check."""
+        self.push_new(request)
+
+    # --- popping and leases -----------------------------------------------------------------
+    def pop_many(self, n: int, steal: bool = True) -> tuple[list[Request], str | None]:
+        """Up to ``n`` leased requests of this worker's hosts (claiming free hosts, or taking
+        one from the busiest worker when it has none), and the host taken, if any.
+        Raises :class:`LeaseLost` when this worker's membership expired."""
+        out = self._run(
+            self._pop, [self.key, self.workers_key],
+            [self.worker, n, int(steal), self.handover_ms, MAX_CLAIMS],
+        )  # fmt: skip
+        if int(out[0]) < 0:
+            raise LeaseLost(self.worker)
+        stolen = out[1].decode() if isinstance(out[1], bytes) else out[1]
+        requests = []
+        for i in range(2, len(out), 2):
+            lease = out[i].decode() if isinstance(out[i], bytes) else str(out[i])
+            requests.append(self._decode(lease, out[i + 1]))
+        return requests, stolen or None
+
+    def pop(self, timeout: int = 0) -> Request | None:
+        """scrapy-redis's queue API: one leased request, or None."""
+        requests, _ = self.pop_many(1, steal=False)
+        return requests[0] if requests else None
+
+    def ack(self, leases: list[str], worker: str | None = None) -> int:
+        """Acknowledge leases whose outcome is durable; unknown ids are ignored."""
+        if not leases:
+            return 0
+        return int(self._run(self._ack, [self.key], [worker or self.worker, *leases]))
+
+    def requeue(self, leases: list[str]) -> int:
+        """Put leased requests back in their queues (an orphan, found at idle)."""
+        if not leases:
+            return 0
+        return int(self._run(self._requeue, [self.key], [self.worker, *leases]))
+
+    def release(self, worker: str | None = None, done: list[str] | None = None) -> int:
+        """Give up a worker (this one, at a clean close; or a dead one): ``done`` leases are
+        acknowledged, the others queued again; its hosts freed; its membership removed."""
+        worker = worker or self.worker
+        return int(self._run(self._release, [self.key, self.workers_key],
+                             [worker, self.handover_ms, *(done or [])]))  # fmt: skip
+
+    def leases_of(self, worker: str) -> dict[str, str]:
+        """Lease id -> canonical URL of every request ``worker`` holds (for a reclaim)."""
+        ids = [i.decode() if isinstance(i, bytes) else i
+               for i in self.server.hkeys(f"{self.key}:lease:{worker}")]  # fmt: skip
+        if not ids:
+            return {}
+        urls = {}
+        for lease, record in zip(ids, self.server.hmget(f"{self.key}:req", ids), strict=True):
+            if record:
+                text = record.decode() if isinstance(record, bytes) else record
+                data = self.serializer.loads(text.split("\n", 2)[2])
+                urls[lease] = (data.get("meta") or {}).get("canonical_url") or data["url"]
+        return urls
+
+    # --- figures ------------------------------------------------------------------------------
+    def counts(self) -> tuple[int, int]:
+        """``(queued, leased)`` over the whole crawl."""
+        try:
+            queued, leased = self.server.hmget(f"{self.key}:meta", ["queued", "leased"])
+        except OSError as exc:
+            raise RedisBackendError(self.url, exc) from None
+        return int(queued or 0), int(leased or 0)
+
+    def __len__(self) -> int:
+        return self.counts()[0]
+
+    def clear(self) -> None:
+        from crawler.backends.redis import clear_namespace
+
+        clear_namespace(self.server, self.key)
+
+
+def handover_ms(settings: Any) -> int:
+    """How long a host waits after changing owner: the download delay (AutoThrottle's start
+    delay when larger), so two workers never reach one host closer than one crawler would."""
+    delay = float(settings.getfloat("DOWNLOAD_DELAY", 0.0))
+    if settings.getbool("AUTOTHROTTLE_ENABLED"):
+        delay = max(delay, float(settings.getfloat("AUTOTHROTTLE_START_DELAY", 5.0)))
+    return math.ceil(delay * 1000)

@@ -1,0 +1,182 @@
+"""The leased, host-partitioned frontier and worker membership, against the real Redis."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.settings import Settings
+
+from crawler.backends.cluster import Member
+from crawler.backends.frontier import LeasedFrontier, LeaseLost, host_key
+from crawler.backends.redis import RedisSeenSet, clear_namespace, connect
+from crawler.signals import LEASE_META
+
+pytestmark = pytest.mark.redis
+
+
+class _Spider(Spider):
+    name = "web"
+
+    def parse(self, response):  # pragma: no cover - never called here
+        return None
+
+
+@pytest.fixture
+def cluster(redis_url):
+    """``make(lease_seconds)`` -> (member, frontier) of one worker of a fresh namespace."""
+    base = f"dedup:test-{uuid.uuid4().hex[:10]}"
+    client = connect(redis_url)
+    spider = _Spider()
+
+    def make(lease_seconds: float = 30.0, handover_ms: int = 0) -> tuple[Member, LeasedFrontier]:
+        member = Member(connect(redis_url), base, lease_seconds)
+        member.beat()
+        frontier = LeasedFrontier(member.client, spider, f"{base}:web:requests",
+                                  workers_key=member.workers_key)  # fmt: skip
+        frontier.worker = member.id
+        frontier.handover_ms = handover_ms
+        return member, frontier
+
+    yield make
+    clear_namespace(client, base)
+
+
+def urls(requests: list[Request]) -> list[str]:
+    return [r.url for r in requests]
+
+
+def test_host_key_is_the_download_slot_or_host_name():
+    assert host_key(Request("http://Example.COM:8080/a")) == "example.com"
+    assert host_key(Request("http://a.test/", meta={"download_slot": "Pool"})) == "pool"
+
+
+def test_pop_leases_by_priority_then_fifo_and_ack_ends_them(cluster):
+    _, frontier = cluster()
+    for i, prio in enumerate([0, 5, 0, 5]):
+        frontier.push(Request(f"http://h.test/{i}", priority=prio))
+    assert frontier.counts() == (4, 0)
+    popped, _ = frontier.pop_many(3)
+    assert urls(popped) == ["http://h.test/1", "http://h.test/3", "http://h.test/0"]
+    leases = [r.meta[LEASE_META] for r in popped]
+    assert len(set(leases)) == 3
+    assert frontier.counts() == (1, 3)
+    assert frontier.ack(leases[:2]) == 2
+    assert frontier.ack(leases[:2]) == 0  # an unknown lease is ignored
+    assert frontier.counts() == (1, 1)
+
+
+def test_push_records_seen_and_queues_in_one_step(cluster, redis_url):
+    member, frontier = cluster()
+    seen = RedisSeenSet(connect(redis_url), member.base, capacity=1000)
+    request = Request("http://h.test/a")
+    assert frontier.push_new(request, b"\x01" * 16, seen) is True
+    assert frontier.push_new(request, b"\x01" * 16, seen) is False  # seen: not queued again
+    assert b"\x01" * 16 in seen
+    assert frontier.counts() == (1, 0)
+
+
+def test_a_redirect_of_a_leased_request_replaces_its_lease(cluster):
+    _, frontier = cluster()
+    frontier.push(Request("http://h.test/old"))
+    (popped,), _ = frontier.pop_many(1)
+    redirected = popped.replace(url="http://h.test/new")  # meta (the lease) travels along
+    frontier.push_new(redirected)
+    assert frontier.counts() == (1, 0)  # the old lease acknowledged, the new request queued
+    (again,), _ = frontier.pop_many(1)
+    assert again.url == "http://h.test/new"
+    assert again.meta[LEASE_META] != popped.meta[LEASE_META]
+
+
+def test_each_host_belongs_to_one_worker(cluster):
+    _, one = cluster()
+    _, two = cluster()
+    for host in ("a", "b"):
+        for i in range(3):
+            one.push(Request(f"http://{host}.test/{i}"))
+    first, _ = one.pop_many(1)
+    second, _ = two.pop_many(10)
+    assert first and second
+    host_one, host_two = {host_key(r) for r in first}, {host_key(r) for r in second}
+    assert host_one.isdisjoint(host_two)
+    more, _ = one.pop_many(10)  # the rest of its own host only
+    assert {host_key(r) for r in more} == host_one and len(more) == 2
+    assert two.pop_many(10)[0] == []  # its host is drained; no free host; nothing to steal
+
+
+def test_clean_release_requeues_leases_and_frees_hosts(cluster):
+    _, one = cluster()
+    _, two = cluster()
+    for i in range(4):
+        one.push(Request(f"http://a.test/{i}"))
+    popped, _ = one.pop_many(2)
+    one.ack([popped[0].meta[LEASE_META]])
+    assert one.release() == 1
+    assert one.counts() == (3, 0)
+    rest, _ = two.pop_many(10)
+    assert sorted(urls(rest)) == ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
+
+
+def test_an_expired_worker_is_fenced_and_reclaimed(cluster):
+    dead, frontier = cluster(lease_seconds=0.5)
+    live, other = cluster(lease_seconds=30)
+    for i in range(3):
+        frontier.push(Request(f"http://a.test/{i}"))
+    popped, _ = frontier.pop_many(2)
+    time.sleep(0.7)
+    assert live.beat() == [dead.id]
+    dead.beat()
+    assert dead.lost  # an expired membership is never renewed
+    with pytest.raises(LeaseLost):
+        frontier.pop_many(1)
+    done = [popped[0].meta[LEASE_META]]  # its outcome was committed before the kill
+    assert other.release(dead.id, done) == 1
+    assert live.beat() == []
+    rest, _ = other.pop_many(10)
+    assert sorted(urls(rest)) == ["http://a.test/1", "http://a.test/2"]
+
+
+def test_a_stolen_host_waits_for_the_old_owners_requests_and_the_delay(cluster):
+    _, busy = cluster(handover_ms=300)
+    _, idle = cluster(handover_ms=300)
+    busy.push(Request("http://a.test/0"))
+    busy.push(Request("http://a.test/1"))
+    held, _ = busy.pop_many(2)  # claims a.test
+    busy.push(Request("http://b.test/0"))
+    busy.push(Request("http://b.test/1"))
+    got, _ = busy.pop_many(1)  # a.test has nothing queued: claims b.test too
+    held += got
+    busy.push(Request("http://a.test/2"))  # busy now has two hosts with work, both in flight
+    assert sorted(host_key(r) for r in held) == ["a.test", "a.test", "b.test"]
+    requests, stolen = idle.pop_many(4)
+    assert requests == [] and stolen == "b.test"  # the host with fewest requests in flight
+    assert idle.pop_many(4)[0] == []  # the old owner still fetches that host
+    busy.ack([r.meta[LEASE_META] for r in held if host_key(r) == stolen])
+    assert idle.pop_many(4)[0] == []  # then the handover delay
+    time.sleep(0.35)
+    got, _ = idle.pop_many(4)
+    assert urls(got) == ["http://b.test/1"]
+    assert urls(busy.pop_many(4)[0]) == ["http://a.test/2"]  # b.test is no longer its host
+
+
+def test_request_survives_the_json_round_trip_with_its_callback(cluster):
+    _, frontier = cluster()
+    spider = frontier.spider
+    frontier.push(Request("http://h.test/x", callback=spider.parse, meta={"depth": 2},
+                          priority=3))  # fmt: skip
+    (popped,), _ = frontier.pop_many(1)
+    assert popped.callback == spider.parse and popped.meta["depth"] == 2
+    assert popped.priority == 3
+
+
+def test_settings_of_the_lease(redis_url):
+    from crawler.backends.cluster import validate
+    from crawler.config import SettingError
+
+    validate(Settings({"DISTRIBUTED_LEASE_SECONDS": 5, "DISTRIBUTED_PREFETCH": 4}))
+    with pytest.raises(SettingError, match="DISTRIBUTED_LEASE_SECONDS"):
+        validate(Settings({"DISTRIBUTED_LEASE_SECONDS": 0}))
+    with pytest.raises(SettingError, match="DISTRIBUTED_PREFETCH"):
+        validate(Settings({"DISTRIBUTED_PREFETCH": 0}))
