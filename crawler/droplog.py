@@ -25,7 +25,7 @@ from typing import IO, Any
 from crawler.exceptions import DuplicatePage
 from crawler.simhash import to_hex
 
-__all__ = ["FIELDS", "DropLog", "DropLogError", "drop_record", "read_drop_log"]
+__all__ = ["FIELDS", "DropLog", "DropLogError", "drop_record", "read_drop_log", "row_record"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,21 @@ def drop_record(
         "duplicate_simhash": to_hex(exc.duplicate_simhash),
         "time": utc_iso(time),
         "crawl_id": crawl_id,
+    }
+
+
+def row_record(row: dict[str, Any]) -> dict[str, Any]:
+    """The drop log object of a ``dropped`` row (:func:`crawler.pipelines.storage.dropped_row`)."""
+    moment = row.get("dropped_at")
+    return {
+        "url": row["url"],
+        "reason": row["reason"],
+        "duplicate_of": row["duplicate_of"],
+        "distance": row["distance"],
+        "simhash": to_hex(row.get("simhash")),
+        "duplicate_simhash": to_hex(row.get("duplicate_simhash")),
+        "time": utc_iso(moment if isinstance(moment, datetime) else None),
+        "crawl_id": row.get("crawl_id"),
     }
 
 

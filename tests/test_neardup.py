@@ -24,7 +24,7 @@ from crawler.droplog import DropLog, read_drop_log
 from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE, DuplicatePage
 from crawler.items import PageItem
 from crawler.logformatter import DedupLogFormatter
-from crawler.pipelines.neardup import NearDuplicatePipeline, _verify_wait
+from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.pipelines.storage import document_row
 from crawler.simhash import hamming
 from crawler.sitegen import demo_site, template_site
@@ -291,6 +291,27 @@ def test_drop_is_logged_as_json_line_with_fields(tmp_path: Any) -> None:
     assert pipe.stats["dedup/exact_duplicate"] == 1 and pipe.stats["dedup/distance/0"] == 1
 
 
+def test_with_storage_a_drop_is_logged_once_its_row_is_committed(tmp_path: Any) -> None:
+    """A drop the storage has not committed is not in the log: a worker killed before its
+    batch commits must leave no line naming a page that was never stored."""
+    from crawler.pipelines.storage import dropped_row
+
+    log = DropLog(tmp_path / "dropped.jsonl")
+    pipe = pipeline(droplog=log, defer_droplog=True)
+    body = _page(f"<p>{ARTICLE}</p>")
+    pipe.check(make_item(BASE + "/a", body))
+    item = make_item(BASE + "/b", body)
+    with pytest.raises(DuplicatePage) as info:
+        pipe.check(item)
+    assert log.written == 0
+    pipe.batch_committed(documents=[BASE + "/a"], dropped=[dropped_row(item, info.value, 7, 0)])
+    log.close()
+    (record,) = list(read_drop_log(tmp_path / "dropped.jsonl"))
+    assert (record["url"], record["duplicate_of"], record["crawl_id"]) == (
+        BASE + "/b", BASE + "/a", 7)  # fmt: skip
+    assert record["simhash"] == f"{info.value.simhash:016x}" and record["time"].endswith("Z")
+
+
 def _store_pages(url: str, pages: list[tuple[str, bytes]]) -> None:
     from crawler.storage import Store
 
@@ -471,58 +492,82 @@ def test_stored_index_holds_keys_not_urls_and_names_stored_matches(tmp_path: Any
     asyncio.run(pipe.close_spider())
 
 
+def _two_workers(redis_url: str, db: str, name: str) -> list[NearDuplicatePipeline]:
+    """Two pipelines on one Redis index, as two workers "A" and "B" of one crawl."""
+    from crawler.backends.redis import RedisContentIndex
+    from crawler.storage import Store
+
+    settings = Settings({"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name})
+    return [
+        NearDuplicatePipeline(RedisContentIndex.from_settings(settings, owner=owner),
+                              stats=Stats(), templates=TemplateFilter(),
+                              store_factory=lambda: Store(db))
+        for owner in ("A", "B")
+    ]  # fmt: skip
+
+
 @pytest.mark.redis
-def test_young_worker_waits_for_another_workers_commit_to_confirm_a_mirror(
-    tmp_path: Any, redis_url: str
+@pytest.mark.parametrize("outcome", ["committed", "owner_died"])
+def test_a_match_another_worker_has_not_stored_is_decided_only_once_it_is(
+    tmp_path: Any, redis_url: str, outcome: str
 ) -> None:
-    """Two workers on one Redis index: A keeps an article, whose storage batch commits a moment
-    later; B, young on that host, meets the article's mirror. B must confirm the match against
-    the committed text and drop the mirror. (It used to read the store once, find nothing and
-    keep the mirror unverified: a two-worker crawl stored both pages of a mirror pair.)"""
-    from crawler.backends.redis import RedisContentIndex, clear_namespace, connect
+    """Worker A keeps an article; its storage batch commits it a second later. Worker B meets
+    the article's mirror meanwhile: B must not drop it against a page that is not stored. It
+    waits; once A commits it drops the mirror (confirmed against the stored text, B being young
+    on the host), and when A dies instead (reclaimed, the page never stored) B keeps it."""
+    from crawler.backends.redis import clear_namespace, connect
     from crawler.storage import Store
 
     site = demo_site()
     mirror, original = sorted(site.near_duplicates.items())[0]
     db = f"sqlite:///{tmp_path / 'crawl.db'}"
     name = f"test-{uuid.uuid4().hex[:12]}"
-    settings = Settings({"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name})
-    workers = [
-        NearDuplicatePipeline(RedisContentIndex.from_settings(settings), stats=Stats(),
-                              templates=TemplateFilter(), store_factory=lambda: Store(db),
-                              verify_wait=20)
-        for _ in range(2)
-    ]  # fmt: skip
+    workers = _two_workers(redis_url, db, name)
+    events: list[str] = []
     try:
         kept = make_item(BASE + original, site.render(site.pages[original], BASE))
         workers[0].check(kept)
-        row = document_row(kept, None)
 
-        def commit() -> None:
-            with Store(db) as store:
-                store.upsert_documents([row])
+        def later() -> None:
+            if outcome == "committed":
+                with Store(db) as store:
+                    store.upsert_documents([document_row(kept, None)])
+                workers[0].index.commit([BASE + original])  # type: ignore[attr-defined]
+            else:
+                workers[0].index.reclaim("A", [])  # type: ignore[attr-defined]
+            events.append(outcome)
 
-        later = threading.Timer(1.0, commit)
-        later.start()
+        timer = threading.Timer(1.0, later)
+        timer.start()
         item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
         try:
-            with pytest.raises(DuplicatePage) as info:
-                asyncio.run(workers[1].process_item(item))
+            result = asyncio.run(workers[1].process_item(item))
+            events.append("kept")
+        except DuplicatePage as exc:
+            events.append(f"dropped against {exc.duplicate_of}")
         finally:
-            later.join()
-        assert info.value.reason == NEAR_DUPLICATE
-        assert info.value.duplicate_of == BASE + original
-        assert workers[1].stats["dedup/template/verify_waits"] == 1
-        assert workers[1].stats["dedup/template/young_unverified"] == 0
+            timer.join()
+        if outcome == "committed":
+            assert events == ["committed", f"dropped against {BASE + original}"]
+            assert workers[1].stats["dedup/template/young_unverified"] == 0
+        else:
+            assert events == ["owner_died", "kept"]
+            assert result.url == BASE + mirror
+        assert workers[1].stats["dedup/shared/pending_waits"] == 1
     finally:
         for pipe in workers:
             asyncio.run(pipe.close_spider())
+            pipe.spider_closed()
         clear_namespace(connect(redis_url), f"dedup:{name}")
 
 
-def test_verify_wait_only_with_a_shared_index() -> None:
-    local = NearDuplicatePipeline.from_crawler(get_crawler(settings_dict={"DROPPED_LOG": ""}))
-    assert local.verify_wait == 0
-    asyncio.run(local.close_spider())
-    s = Settings({"DEDUP_BACKEND": "redis", "STORAGE_BATCH_SECONDS": 3})
-    assert _verify_wait(s) == 8
+def test_drop_log_waits_for_storage_only_when_storage_runs() -> None:
+    with_storage = NearDuplicatePipeline.from_crawler(get_crawler(settings_dict={
+        "DROPPED_LOG": "", "ITEM_PIPELINES": {
+            "crawler.pipelines.neardup.NearDuplicatePipeline": 300,
+            "crawler.pipelines.storage.StoragePipeline": 800}}))  # fmt: skip
+    alone = NearDuplicatePipeline.from_crawler(get_crawler(settings_dict={
+        "DROPPED_LOG": "", "ITEM_PIPELINES": {
+            "crawler.pipelines.neardup.NearDuplicatePipeline": 300}}))  # fmt: skip
+    assert with_storage.defer_droplog is True
+    assert alone.defer_droplog is False

@@ -23,12 +23,14 @@ For each :class:`~crawler.items.PageItem`, in this order:
    is confirmed only if the page adds little text of its own to it (:func:`young_distinct`);
    a same-host match kept elsewhere (by an earlier crawl, or by another worker of a distributed
    crawl) is compared the same way with its stored text (read in a thread; the page is kept
-   when that text is gone). With a shared index (``DEDUP_BACKEND=redis``) the other worker's
-   storage batch may not be committed yet: the pipeline waits for it up to
-   ``2 * STORAGE_BATCH_SECONDS + 2`` seconds (polling, off the reactor; stat
-   ``dedup/template/verify_waits``) before it gives up and keeps the page.
+   when that text is gone). A shared index (``DEDUP_BACKEND=redis``) answers ``pending`` for a
+   match that another worker kept but has not stored yet: the page waits
+   (``PENDING_POLL_SECONDS``, off the reactor; stat ``dedup/shared/pending_waits``) and asks
+   again, so it is dropped only against a stored page, or decided anew when that worker died.
 6. A duplicate raises :class:`~crawler.exceptions.DuplicatePage`, is counted
-   (``dedup/<reason>``, ``dedup/distance/<d>``) and appended to ``DROPPED_LOG``. A kept page gets
+   (``dedup/<reason>``, ``dedup/distance/<d>``) and appended to ``DROPPED_LOG`` once storage
+   committed its drop row (``batch_committed``; at once when no storage pipeline runs). Kept
+   pages of a shared index are committed there at the same moment. A kept page gets
    ``content_hash`` and ``simhash``, and teaches the template filter; fingerprints of earlier
    pages whose blocks became template are recomputed and re-recorded in the index
    (``dedup/template/refreshed``).
@@ -59,15 +61,17 @@ from urllib.parse import urlsplit
 
 import xxhash
 from itemadapter import ItemAdapter
+from scrapy import signals
 from scrapy.exceptions import DropItem
 from scrapy.utils.asyncio import run_in_thread, sleep
 
 from crawler import config, defaults
+from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_content_index
 from crawler.backends.local import Match, PageSignature
-from crawler.droplog import DropLog
+from crawler.droplog import DropLog, row_record
 from crawler.dupefilter import REDIS_ERROR, redis_errors, stop_on_redis_error
-from crawler.exceptions import NEAR_DUPLICATE, DuplicatePage
+from crawler.exceptions import NEAR_DUPLICATE, PENDING, DuplicatePage
 from crawler.simhash import content_hash, features, fingerprint
 from crawler.template import KeptPage, TemplateFilter, block_hash, young_distinct
 from crawler.text import block_tokens, extract, main_tokens, normalize
@@ -80,8 +84,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between two reads of the store while waiting for another worker's commit.
-VERIFY_POLL_SECONDS = 0.25
+#: Seconds between two questions to a shared index while a match is pending (kept by another
+#: worker whose storage batch has not committed it yet).
+PENDING_POLL_SECONDS = 0.1
 
 
 def validate(settings: config.SettingsLike) -> tuple[int, int, bool]:
@@ -95,15 +100,18 @@ def validate(settings: config.SettingsLike) -> tuple[int, int, bool]:
 config.register(validate)
 
 
-def _verify_wait(settings: config.SettingsLike) -> float:
-    """How long to wait for a match kept by another worker to be committed: two storage
-    flushes and a margin with a shared index, nothing with a local one (a match not kept by
-    this process was stored by an earlier crawl)."""
-    if backend_name(settings) != "redis":
-        return 0.0
-    seconds = config.get_float(settings, "STORAGE_BATCH_SECONDS", defaults.STORAGE_BATCH_SECONDS,
-                               lo=0, open_interval=True)
-    return 2 * seconds + 2
+def storage_enabled(settings: Any) -> bool:
+    """Whether ``ITEM_PIPELINES`` stores pages (then drops are logged once committed)."""
+    from scrapy.utils.conf import build_component_list
+    from scrapy.utils.misc import load_object
+
+    from crawler.pipelines.storage import StoragePipeline
+
+    for entry in build_component_list(settings.getwithbase("ITEM_PIPELINES")):
+        component = load_object(entry) if isinstance(entry, str) else entry
+        if isinstance(component, type) and issubclass(component, StoragePipeline):
+            return True
+    return False
 
 
 @dataclass
@@ -149,7 +157,7 @@ class NearDuplicatePipeline:
         droplog: DropLog | None = None,
         stats: StatsCollector | None = None,
         store_factory: Any = None,
-        verify_wait: float = 0.0,
+        defer_droplog: bool = False,
     ) -> None:
         self.index = index
         self.min_tokens = min_tokens
@@ -158,8 +166,8 @@ class NearDuplicatePipeline:
         self.droplog = droplog
         self.stats = stats
         self.store_factory = store_factory  # () -> Store, for SIMHASH_PERSIST
-        # seconds to wait for a match's document to be committed by another worker
-        self.verify_wait = verify_wait
+        # drop log lines written once storage committed the drop (batch_committed), not before
+        self.defer_droplog = defer_droplog
         self._store_obj: Any = None
         self._binary_seen = False
         self.redis_down = False
@@ -178,17 +186,26 @@ class NearDuplicatePipeline:
             def store_factory() -> Store:
                 return Store.from_settings(settings)
 
+        owner = {}
+        if backend_name(settings) == "redis":
+            from crawler.backends.cluster import member, shared_scheduler
+
+            if shared_scheduler(settings):  # kept pages stay pending until committed
+                owner = {"owner": member(crawler).id}
+        defer = storage_enabled(settings)
         pipe = cls(
-            make_content_index(settings, crawler=crawler),
+            make_content_index(settings, crawler=crawler, **owner),
             min_tokens=min_tokens,
             shingle=shingle,
             templates=TemplateFilter(),
             droplog=DropLog(path) if path else None,
             stats=crawler.stats,
             store_factory=store_factory,
-            verify_wait=_verify_wait(settings),
+            defer_droplog=defer,
         )
         pipe.crawler = crawler
+        crawler.signals.connect(pipe.batch_committed, signal=dedup_signals.batch_committed)
+        crawler.signals.connect(pipe.spider_closed, signal=signals.spider_closed)
         return pipe
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -215,7 +232,7 @@ class NearDuplicatePipeline:
             loaded = load_arrays(store.iter_key_arrays(), store.document_urls)
         else:
             records = (r for r in store.iter_fingerprints() if r[2])
-            loaded = self.index.load(records)  # type: ignore[attr-defined]
+            loaded = self.index.load_stored(records)  # type: ignore[attr-defined]
         self._inc("dedup/loaded", loaded)
         return loaded
 
@@ -229,44 +246,53 @@ class NearDuplicatePipeline:
         document = store.document_by_url(url) if store is not None else None
         return document is not None, getattr(document, "text", None) or None
 
-    async def committed_text(self, url: str) -> str | None:
-        """:meth:`stored_text`, waiting up to ``verify_wait`` seconds for the document to be
-        committed: a page another worker kept a moment ago sits in that worker's storage batch
-        until its next flush."""
-        deadline = time.monotonic() + self.verify_wait
-        waited = False
-        while True:
-            found, text = await run_in_thread(self._stored, url)
-            if found or time.monotonic() >= deadline:
-                return text
-            if not waited:
-                waited = True
-                self._inc("dedup/template/verify_waits")
-            await sleep(VERIFY_POLL_SECONDS)
-
     async def close_spider(self) -> None:
         if self._unchecked_first is not None:
             logger.warning("%d fetched page(s) not checked for duplicates (Redis unavailable) "
                            "and not stored, first: %s",
                            self._stat(f"dedup/{REDIS_ERROR}/unchecked"), self._unchecked_first)
+        if self._store_obj is not None:
+            self._store_obj.close()
+            self._store_obj = None
+
+    def spider_closed(self, spider: Any = None, reason: str = "") -> None:
+        """After every pipeline closed (the last storage batch committed): release the index
+        and the drop log."""
         try:
             self.index.close()
         except redis_errors() as exc:
             logger.debug("closing the content index: %s", exc)
         if self.droplog is not None:
             self.droplog.close()
-        if self._store_obj is not None:
-            self._store_obj.close()
-            self._store_obj = None
+
+    def batch_committed(self, documents: list[str] | None = None,
+                        dropped: list[dict[str, Any]] | None = None, **_: Any) -> None:
+        """Storage committed a batch: its kept pages count for other workers, and its drops
+        go to the drop log (so the log names only drops, and kept pages, storage holds)."""
+        commit = getattr(self.index, "commit", None)
+        if commit is not None and documents and not self.redis_down:
+            try:
+                commit(documents)
+            except redis_errors() as exc:
+                self._redis_failed(exc)
+        if self.droplog is not None and self.defer_droplog:
+            for row in dropped or ():
+                self.droplog.write(row_record(row))
 
     # --- items ----------------------------------------------------------------------------------
     async def process_item(self, item: Any) -> Any:
         page = self._begin(item)
         if page is None:
             return item
+        waited = False
+        while not self._decide(page):  # a shared index's match is pending: ask again
+            if not waited:
+                waited = True
+                self._inc("dedup/shared/pending_waits")
+            await sleep(PENDING_POLL_SECONDS)
         stored = None
         if page.verify and page.match is not None:
-            stored = await self.committed_text(page.match.url)
+            stored = await run_in_thread(self.stored_text, page.match.url)
         return self._finish(page, stored)
 
     def check(self, item: Any) -> Any:
@@ -274,13 +300,15 @@ class NearDuplicatePipeline:
         page = self._begin(item)
         if page is None:
             return item
+        while not self._decide(page):
+            time.sleep(PENDING_POLL_SECONDS)
         stored = None
         if page.verify and page.match is not None:
             stored = self.stored_text(page.match.url)
         return self._finish(page, stored)
 
     def _begin(self, item: Any) -> _Page | None:
-        """Fingerprint and ask the index; None for a binary page (passed through)."""
+        """Fingerprint the page; None for a binary page (passed through)."""
         adapter = ItemAdapter(item)
         if adapter.get("binary"):
             self._inc("dedup/binary")
@@ -301,15 +329,21 @@ class NearDuplicatePipeline:
         if simhash is None:
             self._inc("dedup/too_short")
         signature = PageSignature(url, canonical, self._content_hash(visible, html), simhash)
-        page = _Page(item, host, visible, hashes, content, signature)
-        page.match = self._check_and_add(signature)
+        return _Page(item, host, visible, hashes, content, signature)
+
+    def _decide(self, page: _Page) -> bool:
+        """Ask the index; False when its match is pending (kept by another worker, not yet
+        stored: nothing was recorded, ask again later)."""
+        page.match = self._check_and_add(page.signature)
+        if page.match is not None and page.match.reason == PENDING:
+            return False
         if page.match is not None and self._young_host_match(page):
-            kept = self._recent(host, page.match.url)
+            kept = self._recent(page.host, page.match.url)
             if kept is None:
-                page.verify = True  # an earlier crawl's page: compare with its stored text
-            elif young_distinct(content, kept):
+                page.verify = True  # kept elsewhere (stored): compare with its stored text
+            elif young_distinct(page.content, kept):
                 self._keep_anyway(page, "dedup/template/young_distinct")
-        return page
+        return True
 
     def _finish(self, page: _Page, stored_text: str | None) -> Any:
         if page.verify:
@@ -390,7 +424,7 @@ class NearDuplicatePipeline:
         )
         self._inc(f"dedup/{match.reason}")
         self._inc(f"dedup/distance/{match.distance}")
-        if self.droplog is not None:
+        if self.droplog is not None and not self.defer_droplog:
             self.droplog.write_drop(exc, self._crawl_id())
         raise exc
 
