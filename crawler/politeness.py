@@ -1,0 +1,114 @@
+"""Politeness as the server sees it: the download delay on the wire, robots.txt once per crawl.
+
+``PoliteDownloadHandler`` (``DOWNLOAD_HANDLERS`` for http and https, every profile): Scrapy
+starts a host's ``DOWNLOAD_DELAY`` clock when it *dispatches* a request from the host's download
+slot; the bytes leave later, when the reactor gets round to writing them (and a first request
+must open its connection). Under load a request reached the server up to 80 ms late, so the
+next one, dispatched on time, arrived less than the delay after it (measured with
+``DOWNLOAD_DELAY=0.1``, one request at a time per host, in one process and in N workers alike).
+This subclass of Scrapy's HTTP/1.1 handler restarts the slot's delay clock when the download
+starts and again when its response has arrived (by then the request was certainly on the wire),
+as Heritrix counts its politeness delay from the end of the previous fetch: two requests to one
+host are at least the delay apart at the server. The cost is the response time added to each
+gap; nothing changes when the delay is 0.
+
+``SharedRobotsTxtMiddleware`` (distributed profile): in the distributed profile every worker
+that comes to own a host (the first one, or the one that takes it over from a dead or busy
+worker) would fetch its robots.txt again. This subclass keeps each fetched robots.txt body in
+the namespace's Redis hash ``{base}:robots`` (netloc -> body, at most :data:`MAX_BODY` bytes,
+the 500 KiB RFC 9309 asks a crawler to parse): a worker reads it there before fetching. Only an
+answered fetch is shared; a download error is not, so the next owner tries again. Everything
+else (parsing, user agent, ``robotstxt/*`` stats) is Scrapy's. Stat ``robotstxt/shared``:
+robots.txt files read from Redis instead of fetched. Enabled by ``settings.distributed`` in
+place of Scrapy's middleware; needs ``DEDUP_BACKEND=redis``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import build_from_crawler
+
+from crawler import defaults
+from crawler.backends import backend_name
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.robotstxt import RobotParser
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY = 500 * 1024
+
+
+def restart_delay(crawler: Crawler, request: Request) -> None:
+    """Count the download delay of ``request``'s slot from now (if it has one)."""
+    downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
+    if downloader is None:
+        return
+    slot = downloader.slots.get(downloader.get_slot_key(request))
+    if slot is not None and slot.delay:
+        slot.lastseen = max(slot.lastseen, time.monotonic())
+
+
+class PoliteDownloadHandler(HTTP11DownloadHandler):
+    """Scrapy's HTTP/1.1 handler; the slot's delay restarts when a download starts and ends."""
+
+    async def download_request(self, request: Request) -> Response:
+        restart_delay(self._crawler, request)
+        try:
+            return await super().download_request(request)
+        finally:
+            restart_delay(self._crawler, request)
+
+
+class SharedRobotsTxtMiddleware(RobotsTxtMiddleware):
+    """robots.txt fetched once per host per crawl, shared through Redis (module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        if backend_name(crawler.settings) != "redis":
+            raise NotConfigured("SharedRobotsTxtMiddleware needs DEDUP_BACKEND=redis")
+        from crawler.backends.redis import connect, namespace
+
+        url = str(crawler.settings.get("REDIS_URL") or defaults.REDIS_URL)
+        self._client = connect(url)
+        self._key = namespace(crawler.settings) + ":robots"
+
+    async def robot_parser(self, request: Request) -> RobotParser | None:
+        netloc = urlparse_cached(request).netloc
+        if netloc not in self._parsers:
+            body = self._shared(netloc)
+            if body is not None:
+                parser = build_from_crawler(self._parserimpl, self.crawler, body)
+                self._parsers[netloc] = parser
+                self._stats.inc_value("robotstxt/shared")
+                return parser
+        return await super().robot_parser(request)
+
+    async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
+        import redis
+
+        try:
+            self._client.hsetnx(self._key, netloc, response.body[:MAX_BODY])
+        except (redis.RedisError, OSError) as exc:
+            logger.debug("robots.txt of %s not shared: %s", netloc, exc)
+        await super()._parse_robots(response, netloc, request)
+
+    def _shared(self, netloc: str) -> bytes | None:
+        import redis
+
+        try:
+            body = self._client.hget(self._key, netloc)
+        except (redis.RedisError, OSError) as exc:
+            logger.debug("shared robots.txt of %s not read: %s", netloc, exc)
+            return None
+        return bytes(body) if body is not None else None
