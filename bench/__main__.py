@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ("simhash", "quality", "dupefilter", "simindex", "storage", "indexload", "crawl")
+BENCHES = ("simhash", "quality", "dupefilter", "simindex", "storage", "indexload", "crawl",
+           "cluster")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,23 +6,31 @@
 spellings of it also reach this server). Each request target is resolved with
 :meth:`Site.lookup` — the exact target first, then as a web server would (escapes, dot segments,
 tracking parameters, query order) — and answered with the page's status, type and headers, the
-``{base}``/``{port}`` placeholders filled in; anything else is a 404. GET and HEAD; HTTP/1.1 with
-keep-alive. ``hits`` counts raw request targets (as sent, query order kept), so a test can see
-what a crawler fetched and how often. Silent: no per-request log lines; a client that hangs up
-mid-response is ignored.
+``{base}``/``{port}`` placeholders filled in; anything else is a 404. ``hostname`` names the
+base URL's host instead of ``localhost`` (serve sites on 127.0.0.2, 127.0.0.3, ... to make a web
+of hosts); ``requests`` records when each request arrived, its target and User-Agent. GET
+and HEAD; HTTP/1.1 with keep-alive. ``hits`` counts raw request targets (as sent, query order
+kept), so a test can see what a crawler fetched and how often. Silent: no per-request log lines;
+a client that hangs up mid-response is ignored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import socket
 import threading
+import time
 from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
 from crawler.sitegen import Site
+from crawler.urlnorm import normalize_url
 
 logger = logging.getLogger(__name__)
 NOT_FOUND = (
@@ -38,6 +46,9 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def setup(self) -> None:
+        # stamp arrivals promptly even when crawlers keep the cores busy (allowed for root)
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), -10)
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -49,7 +60,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, send_body: bool) -> None:
         owner = self.server.owner
-        owner.record(self.path)
+        owner.record(self.path, self.headers.get("User-Agent", ""))
         found = owner.site.lookup(self.path)
         if found is None:
             status, ctype, headers, body = 404, "text/html; charset=utf-8", {}, NOT_FOUND
@@ -86,9 +97,14 @@ class _Server(ThreadingHTTPServer):
 class SiteServer:
     """A generated site on ``host:port`` (0 = ephemeral); see the module docstring."""
 
-    def __init__(self, site: Site, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, site: Site, host: str = "127.0.0.1", port: int = 0, hostname: str = "localhost"
+    ) -> None:
         self.site = site
         self.host = host
+        self.hostname = hostname  # the host name of base_url (a loopback address for a web)
+        # (time.monotonic(), target, User-Agent) of every request, in arrival order
+        self.requests: list[tuple[float, str, str]] = []
         self.requested_port = port
         self.hits: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -105,20 +121,22 @@ class SiteServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://localhost:{self.port}"
+        return f"http://{self.hostname}:{self.port}"
 
     def url(self, path: str = "/") -> str:
         """Absolute URL of a site path (placeholders in ``path`` filled in too)."""
         path = self.site.expand(path, self.base_url)
         return path if "://" in path else self.base_url + path
 
-    def record(self, target: str) -> None:
+    def record(self, target: str, agent: str = "") -> None:
         with self._lock:
             self.hits[target] += 1
+            self.requests.append((time.monotonic(), target, agent))
 
     def reset_hits(self) -> None:
         with self._lock:
             self.hits.clear()
+            self.requests.clear()
 
     def canonical_hits(self) -> Counter[str]:
         """Hits per site page (raw targets mapped with ``Site.canonical_of``; 404s left out)."""
@@ -164,3 +182,59 @@ class SiteServer:
         tb: TracebackType | None,
     ) -> None:  # fmt: skip
         self.stop()
+
+
+# --- a web of sites on loopback hosts ---------------------------------------------------------
+
+
+@contextmanager
+def serve_web(sites: Sequence[Site]) -> Iterator[list[SiteServer]]:
+    """A web: each site on its own host, the loopback addresses 127.0.0.2, 127.0.0.3, ...
+    (each a host name of its own for a crawler: its own download slot, its own owner in the
+    distributed frontier)."""
+    with ExitStack() as stack:
+        servers = []
+        for i, site in enumerate(sites):
+            address = f"127.0.0.{i + 2}"
+            servers.append(stack.enter_context(SiteServer(site, host=address, hostname=address)))
+        yield servers
+
+
+def item_pages(server: SiteServer) -> set[str]:
+    """The site paths whose fetch gives a page item (an HTML body, status 200)."""
+    site = server.site
+    return {p for p in site.canonical_pages - site.disallowed - site.non_html
+            if site.lookup(p)[1].status == 200 and p not in site.mislabelled}  # fmt: skip
+
+
+def web_duplicate_groups(servers: Sequence[SiteServer]) -> list[set[str]]:
+    """Groups of canonical URLs with the same content across the web: each site's mirrors and
+    copies with their original, joined across hosts where one site mirrors another."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    def union(a: str, b: str) -> None:
+        parent[find(a)] = find(b)
+
+    by_site: dict[str, list[SiteServer]] = {}
+    for server in servers:
+        site = server.site  # twins: the same generated bodies (before the base URL is filled)
+        key = repr([site.pages[p].body for p in sorted(site.pages)[:30]])
+        by_site.setdefault(key, []).append(server)
+        for members in server.site.duplicate_groups().values():
+            urls = [normalize_url(server.base_url + p) for p in members]
+            for url in urls[1:]:
+                union(urls[0], url)
+    for twins in by_site.values():
+        for path in item_pages(twins[0]):
+            urls = [normalize_url(s.base_url + path) for s in twins]
+            for url in urls[1:]:
+                union(urls[0], url)
+    groups: dict[str, set[str]] = {}
+    for url in parent:
+        groups.setdefault(find(url), set()).add(url)
+    return [g for g in groups.values() if len(g) > 1]

@@ -1,26 +1,44 @@
-"""The scale-out profile: JSON request queue, and two crawlers sharing one Redis and PostgreSQL."""
+"""The scale-out profile end to end: three crawler processes on a web of four hosts, sharing the
+real Redis and PostgreSQL, with workers SIGKILLed, replaced and joining mid-crawl.
+
+The harness is :mod:`bench.cluster` (which reports the same figures as a benchmark). Every
+scenario ends with the same checks (:func:`check`): every page of the web fetched, every HTML
+page stored once or dropped against a stored page (in the table and in every drop log, the
+killed workers' included), no page fetched twice beyond the requests the killed workers held,
+robots.txt fetched once per host, no two requests of two workers to one host closer than
+``DOWNLOAD_DELAY``, and the shared state settled (nothing queued or leased, every member gone).
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import re
+import random
 import subprocess
 import sys
 import time
-import uuid
+from typing import Any
 
 import pytest
 import scrapy
-import sqlalchemy as sa
 from scrapy.utils.request import request_from_dict
 
+from bench.cluster import (
+    DELAY,
+    Cluster,
+    close_requests,
+    cluster_on,
+    four_sites,
+    kept_twice,
+    local_crawl,
+    outcome,
+    polite_sites,
+    stat_sum,
+    wait_for_hits,
+)
 from crawler.backends import serializer
-from crawler.backends.redis import clear_namespace, connect
-from crawler.sitegen import demo_site, template_site
-from crawler.siteserver import SiteServer
-from crawler.urlnorm import normalize_url
-from tests.conftest import ROOT, fresh_pg_schema
+from crawler.backends.redis import connect
+from crawler.siteserver import SiteServer, serve_web
+from tests.conftest import ROOT
 
 
 def test_request_round_trips_through_json():
@@ -53,7 +71,7 @@ def test_profile_settings(monkeypatch):
         "import json, settings.distributed as d; print(json.dumps({k: getattr(d, k) for k in "
         "['SCHEDULER', 'SCHEDULER_SERIALIZER', 'SCHEDULER_PERSIST', 'DUPEFILTER_CLASS', "
         "'DEDUP_BACKEND', 'REDIS_URL', 'STORAGE_URL', 'SCHEDULER_QUEUE_KEY', "
-        "'TELNETCONSOLE_ENABLED', 'ITEM_PIPELINES']}))"
+        "'TELNETCONSOLE_ENABLED', 'ITEM_PIPELINES', 'EXTENSIONS', 'DOWNLOADER_MIDDLEWARES']}))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     values = json.loads(out.stdout)
@@ -67,125 +85,164 @@ def test_profile_settings(monkeypatch):
     assert values["SCHEDULER_QUEUE_KEY"] == "dedup:crawl-42:%(spider)s:requests"
     assert values["TELNETCONSOLE_ENABLED"] is False
     assert "crawler.pipelines.neardup.NearDuplicatePipeline" in values["ITEM_PIPELINES"]
+    assert "crawler.backends.cluster.ClusterWorker" in values["EXTENSIONS"]
+    middlewares = values["DOWNLOADER_MIDDLEWARES"]
+    assert middlewares["scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"] is None
+    assert "crawler.politeness.SharedRobotsTxtMiddleware" in middlewares
 
 
-# --- two workers end to end ---------------------------------------------------------------------
+# --- the web: four hosts on loopback addresses --------------------------------------------------
+
+
+def check(figures: dict[str, Any], killed: int = 0) -> None:
+    """The guarantees of the distributed profile (module docstring), on :func:`outcome`."""
+    assert figures["killed"] == killed
+    assert figures["failed_workers"] == 0 and figures["log_problems"] == 0, figures
+    assert figures["orphaned"] == 0
+    assert figures["pages_unfetched"] == 0 and figures["pages_undecided"] == 0, figures
+    assert figures["duplicate_fetches"] <= figures["killed_inflight"], figures
+    assert figures["robots_fetches_max"] == 1  # once per host per crawl
+    assert figures["stored_twice"] == 0 and figures["stored_and_dropped"] == 0, figures
+    assert figures["drops"] > 0 and figures["log_drops"] == figures["drops"], figures
+    assert figures["drops_against_unstored"] == 0, figures
+    assert figures["log_drops_against_unstored"] == 0, figures
+    assert figures["close_across_workers"] == 0, figures  # a host changes hands politely
+    assert figures["settled"], figures  # nothing queued or leased, every member gone
+
+
+def run(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
+    cluster.wait()
+    for worker in cluster.workers:
+        if not worker.killed and worker.proc.returncode != 0:
+            raise AssertionError(worker.proc.stderr.read()[-2000:] + worker.log[-3000:])
+        assert "Traceback" not in worker.log, worker.log[-3000:]
+    return outcome(cluster, servers)
 
 
 @pytest.fixture
-def pg_schema(pg_url):
-    """A STORAGE_URL bound to a fresh PostgreSQL schema, dropped afterwards."""
-    with fresh_pg_schema(pg_url, "test_distributed") as url:
-        yield url
-
-
-def big_template_site():
-    """240 distinct short posts in one large shared template, and their mirrors: a worker that
-    learned the template fingerprints differently from one that has not yet."""
-    return template_site(240, seed=5)
-
-
-def start_worker(seed: str, workdir, env: dict[str, str]) -> subprocess.Popen:
-    workdir.mkdir(parents=True, exist_ok=True)
-    overrides = {
-        "DROPPED_LOG": workdir / "dropped.jsonl",
-        "DOWNLOAD_DELAY": 0,
-        "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
-        "DEDUP_PROGRESS_INTERVAL": 0,
-        "STORAGE_BATCH_SECONDS": 0.5,
-        "LOG_FILE": workdir / "crawl.log",
-        "DISTRIBUTED_IDLE_SECONDS": 1,
-    }
-    args = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"urls={seed}"]
-    for key, value in overrides.items():
-        args += ["-s", f"{key}={value}"]
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+def services(redis_url, pg_url):
+    """The real Redis and PostgreSQL, for the harness of :mod:`bench.cluster`."""
+    return {"redis_url": redis_url, "pg_url": pg_url}
 
 
 @pytest.mark.slow
 @pytest.mark.redis
 @pytest.mark.postgres
-@pytest.mark.parametrize("make_site", [demo_site, big_template_site], ids=["demo", "template"])
-def test_two_workers_fetch_each_page_once_and_keep_one_per_duplicate_group(
-    tmp_path, redis_url, pg_schema, make_site
-):
-    pytest.importorskip("crawler.middlewares.links")  # the project's link middleware
-    namespace = f"test-{uuid.uuid4().hex[:10]}"
-    env = {
-        **os.environ,
-        "SCRAPY_SETTINGS_MODULE": "settings.distributed",
-        "DEDUP_NAMESPACE": namespace,
-        "DEDUP_REDIS_URL": redis_url,
-        "DEDUP_STORAGE_URL": pg_schema,
-    }
-    site = make_site()
-    try:
-        with SiteServer(site) as server:
-            seed = server.url("/")
-            workers = [start_worker(seed, tmp_path / f"w{i}", env) for i in range(2)]
-            deadline = time.monotonic() + 240
-            outputs = []
-            for proc in workers:
-                out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-                outputs.append(out)
-            hits = server.canonical_hits()
-            base = server.base_url
-        for i, proc in enumerate(workers):
-            log = (tmp_path / f"w{i}" / "crawl.log").read_text()
-            assert proc.returncode == 0, outputs[i][-2000:] + log[-3000:]
-            assert "Traceback" not in log, log[-3000:]
-            assert "Warning:" not in log, log[-3000:]  # e.g. a DeprecationWarning of a package
-        logs = [(tmp_path / f"w{i}" / "crawl.log").read_text() for i in range(2)]
-
-        # every page fetched exactly once between the two workers
-        fetched = {path for path in hits if path in site.canonical_pages}
-        assert fetched == site.canonical_pages - site.disallowed
-        repeated = {p: n for p, n in hits.items() if n > 1 and p != "/robots.txt"}
-        assert repeated == {}
-        split = [re.findall(r"'downloader/response_count': (\d+)", log) for log in logs]
-        assert sum(int(n[0]) for n in split if n) >= len(fetched), split
-
-        # one kept page per duplicate group, whichever worker saw it
-        engine = sa.create_engine(pg_schema)
-        with engine.connect() as conn:
-            stored_rows = conn.execute(sa.text("SELECT canonical_url FROM documents")).all()
-        engine.dispose()
-        stored = [row[0] for row in stored_rows]
-        assert len(stored) == len(set(stored))
-        for members in site.duplicate_groups().values():
-            kept = set(stored) & {normalize_url(base + path) for path in members}
-            assert len(kept) == 1, (members, kept, split)
-        grouped = set().union(*site.duplicate_groups().values())
-        singles = {normalize_url(base + path) for path in site.distinct_pages - grouped}
-        assert singles <= set(stored)
-    finally:
-        clear_namespace(connect(redis_url), f"dedup:{namespace}")
+def test_three_workers_decide_like_one_process(services, tmp_path):
+    with serve_web(four_sites()) as servers:
+        stored = local_crawl(servers, tmp_path / "one", DOWNLOAD_DELAY=DELAY,
+                             CONCURRENT_REQUESTS_PER_DOMAIN=2)  # fmt: skip
+        groups, one_process = kept_twice(servers, stored)
+        for server in servers:
+            server.reset_hits()
+        with cluster_on(servers, tmp_path / "three", **services) as cluster:
+            for _ in range(3):
+                cluster.start()
+            figures = run(cluster, servers)
+    check(figures)
+    assert figures["duplicate_fetches"] == 0
+    assert all(n > 0 for n in figures["responses"]), figures["responses"]  # every worker worked
+    assert groups == figures["groups"] > 40
+    assert figures["kept_twice"] <= one_process, (figures, one_process)
 
 
+@pytest.mark.slow
 @pytest.mark.redis
-def test_shared_idle_keeps_a_worker_open_while_the_crawl_has_work(redis_url):
-    from scrapy import Spider
-    from scrapy.exceptions import DontCloseSpider
+@pytest.mark.postgres
+def test_three_workers_are_as_polite_as_one_crawler(services, tmp_path):
+    """DOWNLOAD_DELAY d holds for the whole crawl: with one request at a time per host, the
+    server sees no two requests to one host closer than d (stamped by the server), in one process
+    and with three workers, not d per worker. (With several requests per host in flight, Scrapy
+    dispatches one a delay after the previous one was dispatched; one that opens a connection
+    reaches the server a connection setup later: the same in one process.)"""
+    with serve_web(polite_sites()) as servers:
+        local_crawl(servers, tmp_path / "one", DOWNLOAD_DELAY=0.1,
+                    CONCURRENT_REQUESTS_PER_DOMAIN=1)  # fmt: skip
+        for server in servers:
+            assert close_requests(server, 0.1) == [], server.base_url
+            server.reset_hits()
+        with cluster_on(servers, tmp_path / "three", **services) as cluster:
+            cluster.delay = 0.1
+            for _ in range(3):
+                cluster.start(CONCURRENT_REQUESTS_PER_DOMAIN=1)
+            figures = run(cluster, servers)
+        check(figures)
+        for server in servers:
+            low = close_requests(server, 0.1)
+            assert low == [], (server.base_url, low)
+    assert sum(1 for n in figures["responses"] if n > 0) >= 2
 
-    from crawler.backends.sharedidle import SharedIdle
 
-    base = f"dedup:test-{uuid.uuid4().hex[:10]}"
-    client = connect(redis_url)
-    spider = Spider(name="web")
-    queue = f"{base}:%(spider)s:requests"
-    mine = SharedIdle(connect(redis_url), base, queue, idle_seconds=0.0)
-    other = SharedIdle(connect(redis_url), base, queue, idle_seconds=0.0)
-    try:
-        mine.on_idle(spider)  # nothing queued, nobody busy: may close
-        client.zadd(queue % {"spider": "web"}, {"request": 0})
-        with pytest.raises(DontCloseSpider):
-            mine.on_idle(spider)
-        client.delete(queue % {"spider": "web"})
-        other.beat()
-        with pytest.raises(DontCloseSpider):
-            mine.on_idle(spider)
-        other.on_closed(spider)  # its heartbeat goes with it
-        mine.on_idle(spider)
-    finally:
-        clear_namespace(client, base)
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.parametrize("replace", [True, False], ids=["replaced", "not_replaced"])
+def test_a_worker_killed_at_a_random_moment(services, tmp_path, replace):
+    with serve_web(four_sites()) as servers, cluster_on(servers, tmp_path, **services) as cluster:
+        for _ in range(3):
+            cluster.start()
+        wait_for_hits(servers, random.uniform(0.2, 0.6))
+        cluster.kill(cluster.busiest())
+        if replace:
+            cluster.start()
+        figures = run(cluster, servers)
+    check(figures, killed=1)
+    assert figures["killed_inflight"] > 0
+    assert stat_sum(cluster, "dedup/shared/workers_reclaimed") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_two_workers_killed_in_a_row(services, tmp_path):
+    with serve_web(four_sites()) as servers, cluster_on(servers, tmp_path, **services) as cluster:
+        for _ in range(3):
+            cluster.start()
+        wait_for_hits(servers, 0.25)
+        cluster.kill(cluster.busiest())
+        wait_for_hits(servers, 0.5)
+        cluster.kill(cluster.busiest())
+        figures = run(cluster, servers)
+    check(figures, killed=2)  # "settled": both dead members were reclaimed
+    # (a reclaimer may be the second victim, whose stats die with it)
+    assert stat_sum(cluster, "dedup/shared/workers_reclaimed") >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_a_worker_killed_holding_leases_and_pending_index_entries(services, tmp_path):
+    """The victim never commits (a 60 s storage batch): when it dies, the pages it kept are in
+    the index only as pending entries. They must leave the index, their duplicates elsewhere
+    must be decided again, and the victim's pages fetched again."""
+    with serve_web(four_sites()) as servers, cluster_on(servers, tmp_path, **services) as cluster:
+        victim = cluster.start(STORAGE_BATCH_SECONDS=60, STORAGE_BATCH_SIZE=100_000)
+        client = connect(cluster.redis_url)
+        pending = f"{cluster.base}:ci:pw:{cluster.member_id(victim)}"
+        cluster.start()
+        cluster.start()
+        deadline = time.monotonic() + 120
+        while client.scard(pending) < 20:
+            assert time.monotonic() < deadline and victim.proc.poll() is None
+            time.sleep(0.02)
+        held = cluster.held(victim)
+        cluster.kill(victim)
+        figures = run(cluster, servers)
+    check(figures, killed=1)
+    assert held > 0
+    assert stat_sum(cluster, "dedup/shared/index_reclaimed") >= 20
+    assert client.exists(pending) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_a_worker_joining_mid_crawl_takes_a_share(services, tmp_path):
+    with serve_web(four_sites()) as servers, cluster_on(servers, tmp_path, **services) as cluster:
+        cluster.start()
+        cluster.start()
+        wait_for_hits(servers, 0.3)
+        joiner = cluster.start()
+        figures = run(cluster, servers)
+    check(figures)
+    assert joiner.stats["downloader/response_count"] > 10
