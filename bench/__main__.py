@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     (results / "all.json").write_text(json.dumps(summary, indent=2) + "\n")
     for name, result in summary.items():
         print(f"{name:12} exit {result['exit']}  {result['seconds']:8.1f} s")
-    return max((s["exit"] for s in summary.values()), default=0)
+    return max((int(s["exit"]) for s in summary.values()), default=0)
 
 
 if __name__ == "__main__":

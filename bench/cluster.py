@@ -10,8 +10,10 @@ local profile beside them:
 * ``kill``: three workers, the busiest SIGKILLed at a random moment (20-60% of the crawl) and
   replaced; ``kill2``: two killed in a row, no replacement; ``pending``: a worker whose storage
   never commits (a 60 s batch) killed while holding leases and pending index entries;
-* ``polite-one`` / ``polite-three``: three small sites, ``DOWNLOAD_DELAY`` 0.1, one request at a
-  time per host: the gaps between two requests to one host, stamped by the server.
+* ``polite-stock``, ``polite-one``, ``polite-three``: three small sites, ``DOWNLOAD_DELAY`` 0.1,
+  one request at a time per host: the gaps between two requests to one host, stamped by the
+  server, for one process with Scrapy's own download handler, one process with ours
+  (:mod:`crawler.politeness`) and three workers.
 
 For each: pages lost (never fetched, or an HTML page neither stored nor dropped), duplicate
 fetches against the requests the killed workers held, drops naming an unstored page (table and
@@ -138,8 +140,9 @@ class Cluster:
         client, deadline = connect(self.redis_url), time.monotonic() + timeout
         while time.monotonic() < deadline:
             for raw in client.zrange(f"{self.base}:workers", 0, -1):
-                if f":{worker.proc.pid}:" in raw.decode():
-                    return str(raw.decode())
+                name = raw.decode() if isinstance(raw, bytes) else str(raw)
+                if f":{worker.proc.pid}:" in name:
+                    return name
             time.sleep(0.05)
         raise RuntimeError(f"worker {worker.proc.pid} never joined the crawl")
 
@@ -331,10 +334,13 @@ def scenario(name: str, tmp: Path, rng: random.Random) -> dict[str, Any]:
     """Run one scenario (module docstring) in ``tmp``; its figures."""
     sites = polite_sites() if name.startswith("polite") else four_sites()
     with serve_web(sites) as servers:
-        if name in ("one", "polite-one"):
-            polite = name == "polite-one"
+        if name in ("one", "polite-one", "polite-stock"):
+            polite = name.startswith("polite")
             settings: dict[str, Any] = {"DOWNLOAD_DELAY": 0.1 if polite else DELAY,
                                         "CONCURRENT_REQUESTS_PER_DOMAIN": 1 if polite else 2}
+            if name == "polite-stock":  # Scrapy's own handler: the delay counted at dispatch
+                stock = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
+                settings["DOWNLOAD_HANDLERS"] = json.dumps({"http": stock, "https": stock})
             stored = local_crawl(servers, tmp / "one", **settings)
             groups, twice = kept_twice(servers, stored)
             low = sum(len(close_requests(s, settings["DOWNLOAD_DELAY"])) for s in servers)
@@ -370,12 +376,13 @@ def scenario(name: str, tmp: Path, rng: random.Random) -> dict[str, Any]:
             return figures
 
 
-SCENARIOS = ("one", "three", "kill", "kill2", "pending", "polite-one", "polite-three")
+SCENARIOS = ("one", "three", "kill", "kill2", "pending", "polite-stock", "polite-one",
+             "polite-three")
 
 
 def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
     head = (f"{'scenario':13} {'w':>2} {'lost':>4} {'undec':>5} {'dupfetch':>8} {'held':>4} "
-            f"{'unstored':>8} {'kept2x/groups':>13} {'min gap':>7} {'<d':>3}")  # fmt: skip
+            f"{'unstored':>8} {'kept2x/groups':>13} {'min gap':>7} {'<d':>3} {'x-w':>3}")
     lines = [head]
     for name, f in rows:
         unstored = f"{f.get('drops_against_unstored', 0)}+{f.get('log_drops_against_unstored', 0)}"
@@ -384,7 +391,7 @@ def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
             f"{f.get('pages_undecided', 0):>5} {f.get('duplicate_fetches', 0):>8} "
             f"{f.get('killed_inflight', 0):>4} {unstored:>8} "
             f"{str(f['kept_twice']) + '/' + str(f['groups']):>13} {f['min_gap']:>7} "
-            f"{f['close_gaps']:>3}"
+            f"{f['close_gaps']:>3} {f.get('close_across_workers', 0):>3}"
         )
     return "\n".join(lines)
 
@@ -410,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print("lost: pages never fetched; undec: HTML pages neither stored nor dropped; dupfetch: "
           "pages fetched twice; held: requests the killed workers held; unstored: drops naming "
-          "an unstored page (table+logs); <d: gaps under DOWNLOAD_DELAY at the server")
+          "an unstored page (table+logs); <d: gaps under DOWNLOAD_DELAY at the server (less "
+          f"{STAMP_NOISE * 1000:.0f} ms of stamp noise; with 2 connections per host the "
+          "stamps of two connections can swap); x-w: such gaps between two workers")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps([{"scenario": n, **f} for n, f in rows], indent=2) + "\n")
     return 0

@@ -51,8 +51,9 @@ MAX_BODY = 500 * 1024
 
 def restart_delay(crawler: Crawler, request: Request) -> None:
     """Count the download delay of ``request``'s slot from now (if it has one)."""
-    downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
-    if downloader is None:
+    try:  # Crawler.engine raises until the crawl starts
+        downloader = crawler.engine.downloader
+    except (RuntimeError, AttributeError):
         return
     slot = downloader.slots.get(downloader.get_slot_key(request))
     if slot is not None and slot.delay:
@@ -111,4 +112,6 @@ class SharedRobotsTxtMiddleware(RobotsTxtMiddleware):
         except (redis.RedisError, OSError) as exc:
             logger.debug("shared robots.txt of %s not read: %s", netloc, exc)
             return None
-        return bytes(body) if body is not None else None
+        if body is None:
+            return None
+        return body if isinstance(body, bytes) else str(body).encode("utf-8")

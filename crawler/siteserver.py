@@ -203,8 +203,12 @@ def serve_web(sites: Sequence[Site]) -> Iterator[list[SiteServer]]:
 def item_pages(server: SiteServer) -> set[str]:
     """The site paths whose fetch gives a page item (an HTML body, status 200)."""
     site = server.site
-    return {p for p in site.canonical_pages - site.disallowed - site.non_html
-            if site.lookup(p)[1].status == 200 and p not in site.mislabelled}  # fmt: skip
+    pages = set()
+    for path in site.canonical_pages - site.disallowed - site.non_html - site.mislabelled:
+        found = site.lookup(path)
+        if found is not None and found[1].status == 200:
+            pages.add(path)
+    return pages
 
 
 def web_duplicate_groups(servers: Sequence[SiteServer]) -> list[set[str]]:

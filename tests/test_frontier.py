@@ -180,3 +180,31 @@ def test_settings_of_the_lease(redis_url):
         validate(Settings({"DISTRIBUTED_LEASE_SECONDS": 0}))
     with pytest.raises(SettingError, match="DISTRIBUTED_PREFETCH"):
         validate(Settings({"DISTRIBUTED_PREFETCH": 0}))
+
+
+def test_an_idle_worker_requeues_a_lease_nobody_will_acknowledge(redis_url):
+    """The safety net: a lease still held once the worker and its storage are idle past the
+    orphan time is queued again (counted and logged), never left to block the crawl's end."""
+    from scrapy.utils.test import get_crawler
+
+    from crawler.backends.cluster import ClusterWorker, member
+
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    crawler = get_crawler(_Spider, {
+        "DEDUP_BACKEND": "redis", "REDIS_URL": redis_url, "DEDUP_NAMESPACE": name,
+        "SCHEDULER_QUEUE_KEY": f"dedup:{name}:%(spider)s:requests"})  # fmt: skip
+    crawler.spider = _Spider()
+    crawler.stats.open_spider()
+    worker = ClusterWorker(crawler, member(crawler))
+    try:
+        frontier = worker.frontier()
+        frontier.push(Request("http://h.test/a"))
+        assert len(frontier.pop_many(1)[0]) == 1
+        worker.orphan_after = 0.0
+        worker._check_orphans()  # first seen idle
+        time.sleep(0.01)
+        worker._check_orphans()
+        assert frontier.counts() == (1, 0)
+        assert crawler.stats.get_value("dedup/shared/leases_orphaned") == 1
+    finally:
+        clear_namespace(connect(redis_url), f"dedup:{name}")

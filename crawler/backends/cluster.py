@@ -19,9 +19,10 @@ everything the worker holds — leased requests and owned hosts in the frontier
 * **Closing**: the shared crawl is done when the frontier holds no queued and no leased
   request; an idle worker then closes at once. While the crawl is not done an idle worker stays
   open (``DontCloseSpider``) and looks for work every :data:`POLL_SECONDS`. A lease this worker
-  still holds while idle for longer than ``DISTRIBUTED_LEASE_SECONDS`` plus two storage
-  flushes has lost its acknowledgement (a bug, not an expected path): it is queued again,
-  counted in ``dedup/shared/leases_orphaned`` and logged.
+  still holds while idle, with its storage pipeline idle too, for longer than
+  ``DISTRIBUTED_LEASE_SECONDS`` plus two storage flushes has lost its acknowledgement (a bug,
+  not an expected path): it is queued again, counted in ``dedup/shared/leases_orphaned`` and
+  logged.
 * **Leaving** (``spider_closed``): pending index entries that were never committed are removed,
   leases not acknowledged go back to the queue, hosts are freed, the membership is deleted.
 
@@ -249,7 +250,7 @@ class ClusterWorker:
         logger.error("This worker's lease expired (no renewal for DISTRIBUTED_LEASE_SECONDS="
                      "%.1f); other workers own its requests now. Closing (%s).",
                      self.member.lease_ms / 1000, LEASE_LOST)  # fmt: skip
-        engine = self.crawler.engine
+        engine = self._engine()
         if engine is not None:
             deferred_from_coro(engine.close_spider_async(reason=LEASE_LOST))
 
@@ -304,10 +305,19 @@ class ClusterWorker:
         self._wake_later()
         raise DontCloseSpider
 
+    def _storage_idle(self) -> bool:
+        """Whether the storage pipeline has committed everything it was given (a storage outage
+        being retried holds leases legitimately)."""
+        from crawler.pipelines.storage import StoragePipeline
+
+        scraper = getattr(self._engine(), "scraper", None)
+        components = getattr(getattr(scraper, "itemproc", None), "middlewares", ())
+        return all(c.idle() for c in components if isinstance(c, StoragePipeline))
+
     def _check_orphans(self) -> None:
         now = time.monotonic()
-        if now - self._last_idle > 4 * POLL_SECONDS:
-            self._idle.clear()  # the worker was busy in between: start over
+        if now - self._last_idle > 4 * POLL_SECONDS or not self._storage_idle():
+            self._idle.clear()  # busy in between, or storage still writing: start over
         self._last_idle = now
         key = f"{self.frontier().key}:lease:{self.member.id}"
         held = [i.decode() if isinstance(i, bytes) else i for i in self.member.client.hkeys(key)]
@@ -328,8 +338,7 @@ class ClusterWorker:
 
     def _wake(self) -> None:
         """Run the engine's next-request loop now instead of at its 5-second heartbeat."""
-        engine = getattr(self.crawler, "engine", None)
-        nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
+        nextcall = getattr(getattr(self._engine(), "_slot", None), "nextcall", None)
         if nextcall is not None:
             nextcall.schedule()
 
@@ -350,6 +359,12 @@ class ClusterWorker:
         if released or removed:
             logger.info("Left the shared crawl: %d leased request(s) queued again, %d "
                         "uncommitted index entr(ies) removed", released, removed)  # fmt: skip
+
+    def _engine(self) -> Any:
+        try:  # Crawler.engine raises until the crawl starts
+            return self.crawler.engine
+        except RuntimeError:
+            return None
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None and count:

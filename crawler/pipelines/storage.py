@@ -254,6 +254,12 @@ class StoragePipeline:
         finally:
             self.store.close()
 
+    def idle(self) -> bool:
+        """Nothing queued or being written: every page handed over so far is committed (or was
+        refused for good)."""
+        pending = self._pending
+        return not (self._writing or self._queue or len(pending) or pending.leases)
+
     # --- batching and the writer ------------------------------------------------------------
 
     def _tick(self) -> None:
