@@ -177,13 +177,20 @@ class Cluster:
 
 
 @contextmanager
-def fresh_schema(pg_url: str = PG_URL) -> Iterator[str]:
-    """A STORAGE_URL on a new PostgreSQL schema, dropped afterwards."""
-    schema = f"bench_cluster_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+def fresh_schema(pg_url: str = PG_URL, prefix: str = "bench_cluster",
+                 password: str | None = None) -> Iterator[str]:  # fmt: skip
+    """A STORAGE_URL whose connections use a new PostgreSQL schema, dropped (CASCADE) after.
+
+    The database is shared by every test, benchmark and CI run on the machine, so each gets its
+    own schema. ``password`` is set in the URL (trust auth ignores it: a test proves it never
+    leaks)."""
+    schema = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(pg_url)
     with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))  # a generated name
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))  # a generated name, not user input
     url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    if password is not None:
+        url = url.set(password=password)
     try:
         yield url.render_as_string(hide_password=False)
     finally:

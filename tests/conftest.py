@@ -13,9 +13,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,28 +51,12 @@ def pg_url() -> str:
     return _need_service("PostgreSQL", PG_URL, 5432)
 
 
-@contextmanager
-def fresh_pg_schema(pg_url: str, prefix: str, password: str | None = None) -> Iterator[str]:
-    """A PostgreSQL URL whose connections use a new schema, dropped (CASCADE) afterwards.
+def fresh_pg_schema(pg_url: str, prefix: str, password: str | None = None) -> Any:
+    """Context: a PostgreSQL URL on a fresh schema, dropped afterwards (one helper for tests and
+    benchmarks: :func:`bench.cluster.fresh_schema`)."""
+    from bench.cluster import fresh_schema
 
-    The database is shared by every test (and CI run) on the machine, so each test gets its own
-    schema. ``password`` is set in the URL (trust auth ignores it) to prove it never leaks.
-    """
-    import sqlalchemy as sa
-
-    schema = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))  # generated name, not user input
-    url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    if password is not None:
-        url = url.set(password=password)
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    return fresh_schema(pg_url, prefix, password)
 
 
 @pytest.fixture(scope="session")

@@ -211,6 +211,25 @@ def test_two_workers_killed_in_a_row(services, tmp_path):
 @pytest.mark.slow
 @pytest.mark.redis
 @pytest.mark.postgres
+def test_every_worker_killed_then_one_started_finishes_the_crawl(services, tmp_path):
+    """A crash of the whole cluster: the namespace in Redis is the crawl's journal. A worker
+    started later reclaims the dead ones and finishes the crawl with nothing lost."""
+    with serve_web(four_sites()) as servers, cluster_on(servers, tmp_path, **services) as cluster:
+        cluster.start()
+        cluster.start()
+        wait_for_hits(servers, 0.4)
+        for worker in list(cluster.workers):
+            cluster.kill(worker)
+        late = cluster.start()
+        figures = run(cluster, servers)
+    check(figures, killed=2)
+    assert late.stats["dedup/shared/workers_reclaimed"] == 2
+    assert late.stats["downloader/response_count"] > 10
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.postgres
 def test_a_worker_killed_holding_leases_and_pending_index_entries(services, tmp_path):
     """The victim never commits (a 60 s storage batch): when it dies, the pages it kept are in
     the index only as pending entries. They must leave the index, their duplicates elsewhere

@@ -212,6 +212,9 @@ def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) ->
         assert crawler.stats.get_value("scheduler/dequeued/redis") == 1
     finally:
         scheduler.close("finished")  # not persisted: the queue key is flushed
+        from crawler.backends.redis import clear_namespace, connect, namespace
+
+        clear_namespace(connect(redis_url), namespace(crawler.settings))  # the membership
 
 
 def test_project_fingerprinter_makes_spellings_one_request() -> None:

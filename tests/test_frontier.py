@@ -208,3 +208,16 @@ def test_an_idle_worker_requeues_a_lease_nobody_will_acknowledge(redis_url):
         assert crawler.stats.get_value("dedup/shared/leases_orphaned") == 1
     finally:
         clear_namespace(connect(redis_url), f"dedup:{name}")
+
+
+def test_the_shared_scheduler_without_the_cluster_extension_is_refused():
+    from crawler.backends.cluster import validate
+    from crawler.config import SettingError
+
+    shared = {"SCHEDULER": "crawler.backends.scheduler.SharedScheduler"}
+    extension = "crawler.backends.cluster.ClusterWorker"
+    validate(Settings({**shared, "EXTENSIONS": {extension: 600}}))
+    with pytest.raises(SettingError, match=r"EXTENSIONS.*ClusterWorker enabled"):
+        validate(Settings({**shared, "EXTENSIONS": {extension: None}}))
+    with pytest.raises(SettingError, match="ClusterWorker"):
+        validate(Settings(shared))

@@ -146,6 +146,17 @@ def lease_seconds(settings: config.SettingsLike) -> float:
 def validate(settings: config.SettingsLike) -> None:
     lease_seconds(settings)
     config.get_int(settings, "DISTRIBUTED_PREFETCH", defaults.DISTRIBUTED_PREFETCH, lo=1, hi=1000)
+    getwithbase = getattr(settings, "getwithbase", None)
+    if getwithbase is None or not shared_scheduler(settings):
+        return
+    name = f"{__name__}.ClusterWorker"
+    enabled = {load_object(k) if isinstance(k, str) else k: v
+               for k, v in getwithbase("EXTENSIONS").items()}  # fmt: skip
+    if enabled.get(ClusterWorker) is None:
+        raise config.SettingError(
+            "EXTENSIONS", f"without {name}",
+            f"{name} enabled with the shared SCHEDULER: it renews the leases the scheduler takes",
+        )  # fmt: skip
 
 
 config.register(validate)

@@ -403,6 +403,12 @@ local function remove(base, id)
   redis.call('HDEL', base .. ':e', id)
   redis.call('HINCRBY', base .. ':meta', 'count', -1)
 end
+local function commit(base, w, c)
+  local mine = redis.call('HGET', base .. ':p', c) == w
+  if mine then redis.call('HDEL', base .. ':p', c) end
+  redis.call('SREM', base .. ':pw:' .. w, c)
+  return mine and 1 or 0
+end
 local function add(base, e)
   local id = tostring(redis.call('HINCRBY', base .. ':meta', 'seq', 1))
   redis.call('HSET', base .. ':e', id, cjson.encode(e))
@@ -483,17 +489,14 @@ return loaded
 )
 
 # ARGV: the worker, then canonical URLs its storage batch committed: their entries count now.
-_COMMIT_LUA = """
+_COMMIT_LUA = (
+    _CI_COMMON
+    + """
 local base, me, done = KEYS[1], ARGV[1], 0
-for i = 2, #ARGV do
-  if redis.call('HGET', base .. ':p', ARGV[i]) == me then
-    redis.call('HDEL', base .. ':p', ARGV[i])
-    done = done + 1
-  end
-  redis.call('SREM', base .. ':pw:' .. me, ARGV[i])
-end
+for i = 2, #ARGV do done = done + commit(base, me, ARGV[i]) end
 return done
 """
+)
 
 # ARGV: a dead worker, then the canonical URLs of its pending entries that storage holds:
 # those are committed, every other pending entry of it is removed (its page was never stored).
@@ -501,12 +504,7 @@ _RECLAIM_LUA = (
     _CI_COMMON
     + """
 local base, dead, removed = KEYS[1], ARGV[1], 0
-for i = 2, #ARGV do
-  if redis.call('HGET', base .. ':p', ARGV[i]) == dead then
-    redis.call('HDEL', base .. ':p', ARGV[i])
-  end
-  redis.call('SREM', base .. ':pw:' .. dead, ARGV[i])
-end
+for i = 2, #ARGV do commit(base, dead, ARGV[i]) end
 for _, c in ipairs(redis.call('SMEMBERS', base .. ':pw:' .. dead)) do
   if redis.call('HGET', base .. ':p', c) == dead then
     local id = redis.call('HGET', base .. ':c', c)

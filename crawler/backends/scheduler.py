@@ -143,9 +143,12 @@ class SharedScheduler(Scheduler):
         return len(self._buffer)
 
     def close(self, reason: str) -> None:
-        """Nothing to flush: ``ClusterWorker`` hands the leases back once the pipelines have
-        committed what they hold (``spider_closed``)."""
+        """``ClusterWorker`` hands the leases back once the pipelines have committed what they
+        hold (``spider_closed``); ``SCHEDULER_PERSIST=False`` still empties the queue and the
+        seen set, as in scrapy-redis (every worker's: the distributed profile persists)."""
         self._buffer.clear()
+        if not self.persist:
+            self.flush()
 
     # --- acknowledgements ---------------------------------------------------------------------
     def finished(self, leases: list[str] | None = None, **_: Any) -> None:
