@@ -294,9 +294,11 @@ def outcome(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
               for r in read_drop_log(w.workdir / "dropped.jsonl")]  # fmt: skip
     groups, twice = kept_twice(servers, set(canonical))
     client = connect(cluster.redis_url)
+    # nothing queued or leased, no pending entry left; a worker killed while holding nothing
+    # may stay listed (nobody needs to reclaim it before the crawl ends; a later worker of the
+    # namespace removes it)
     settled = (
         client.hmget(f"{cluster.base}:web:requests:meta", ["queued", "leased"]) == [b"0", b"0"]
-        and client.zcard(f"{cluster.base}:workers") == 0
         and not list(client.scan_iter(match=f"{cluster.base}:web:requests:lease:*"))
         and not list(client.scan_iter(match=f"{cluster.base}:ci:pw:*"))
     )
@@ -327,6 +329,7 @@ def outcome(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
         "groups": groups,
         "kept_twice": twice,
         "settled": settled,
+        "members_left": int(client.zcard(f"{cluster.base}:workers")),
     }
 
 

@@ -6,7 +6,7 @@ scenario ends with the same checks (:func:`check`): every page of the web fetche
 page stored once or dropped against a stored page (in the table and in every drop log, the
 killed workers' included), no page fetched twice beyond the requests the killed workers held,
 robots.txt fetched once per host, no two requests of two workers to one host closer than
-``DOWNLOAD_DELAY``, and the shared state settled (nothing queued or leased, every member gone).
+``DOWNLOAD_DELAY``, and the shared state settled (nothing queued or leased, no pending entry).
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ def check(figures: dict[str, Any], killed: int = 0) -> None:
     assert figures["drops_against_unstored"] == 0, figures
     assert figures["log_drops_against_unstored"] == 0, figures
     assert figures["close_across_workers"] == 0, figures  # a host changes hands politely
-    assert figures["settled"], figures  # nothing queued or leased, every member gone
+    assert figures["settled"], figures  # nothing queued or leased, no pending entry left
+    assert figures["members_left"] <= killed  # every worker that left cleanly is gone
 
 
 def run(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
@@ -203,7 +204,7 @@ def test_two_workers_killed_in_a_row(services, tmp_path):
         wait_for_hits(servers, 0.5)
         cluster.kill(cluster.busiest())
         figures = run(cluster, servers)
-    check(figures, killed=2)  # "settled": both dead members were reclaimed
+    check(figures, killed=2)  # "settled": what both dead held was reclaimed
     # (a reclaimer may be the second victim, whose stats die with it)
     assert stat_sum(cluster, "dedup/shared/workers_reclaimed") >= 1
 
@@ -223,7 +224,7 @@ def test_every_worker_killed_then_one_started_finishes_the_crawl(services, tmp_p
         late = cluster.start()
         figures = run(cluster, servers)
     check(figures, killed=2)
-    assert late.stats["dedup/shared/workers_reclaimed"] == 2
+    assert late.stats["dedup/shared/workers_reclaimed"] >= 1  # both, unless one held nothing
     assert late.stats["downloader/response_count"] > 10
 
 

@@ -571,3 +571,46 @@ def test_drop_log_waits_for_storage_only_when_storage_runs() -> None:
             "crawler.pipelines.neardup.NearDuplicatePipeline": 300}}))  # fmt: skip
     assert with_storage.defer_droplog is True
     assert alone.defer_droplog is False
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_a_hosts_new_owner_learns_its_template_from_storage(
+    tmp_path: Any, redis_url: str, warm: bool
+) -> None:
+    """Worker A crawled part of a template-heavy host and stored it; the host then moves to
+    worker B (a steal, or A died). B meets the mirror of a page A kept. Learning the host's
+    template from storage first, B fingerprints the mirror as A did and drops it; starting
+    young instead (the cold case, as before) it keeps the mirror: a group kept twice."""
+    from crawler.backends.redis import clear_namespace, connect
+    from crawler.storage import Store
+
+    site = template_site(60, seed=0)
+    mirror, original = sorted(site.near_duplicates.items())[0]
+    posts = sorted(p for p in site.distinct_pages if p.startswith("/posts/") and p != original)
+    db = f"sqlite:///{tmp_path / 'crawl.db'}"
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    a, b = _two_workers(redis_url, db, name)
+    b.warm_since = 0.0 if warm else None
+    try:
+        rows = []
+        for path in [*posts[:6], original]:
+            item = make_item(BASE + path, site.render(site.pages[path], BASE))
+            a.check(item)
+            rows.append(document_row(item, None))
+        with Store(db) as store:
+            store.upsert_documents(rows)
+        a.index.commit([row["canonical_url"] for row in rows])  # type: ignore[attr-defined]
+        item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
+        if warm:
+            with pytest.raises(DuplicatePage) as info:
+                asyncio.run(b.process_item(item))
+            assert info.value.duplicate_of == BASE + original
+            assert b.stats["dedup/template/warmed"] == 7
+        else:
+            assert asyncio.run(b.process_item(item)).url == BASE + mirror
+    finally:
+        for pipe in (a, b):
+            asyncio.run(pipe.close_spider())
+            pipe.spider_closed()
+        clear_namespace(connect(redis_url), f"dedup:{name}")

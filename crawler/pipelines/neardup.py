@@ -27,6 +27,10 @@ For each :class:`~crawler.items.PageItem`, in this order:
    match that another worker kept but has not stored yet: the page waits
    (``PENDING_POLL_SECONDS``, off the reactor; stat ``dedup/shared/pending_waits``) and asks
    again, so it is dropped only against a stored page, or decided anew when that worker died.
+   In the distributed profile the first page of a host a worker knows nothing of (taken over
+   from another worker, or reclaimed from a dead one) first teaches the template filter the
+   host's last ``WARM_PAGES`` pages stored in this crawl (stat ``dedup/template/warmed``), so
+   the new owner fingerprints the host as the old one did.
 6. A duplicate raises :class:`~crawler.exceptions.DuplicatePage`, is counted
    (``dedup/<reason>``, ``dedup/distance/<d>``) and appended to ``DROPPED_LOG`` once storage
    committed its drop row (``batch_committed``; at once when no storage pipeline runs). Kept
@@ -56,6 +60,7 @@ import logging
 import time
 import unicodedata
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -84,6 +89,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Stored pages of a host that teach a new owner its template (at most; the newest).
+WARM_PAGES = 32
 #: Seconds between two questions to a shared index while a match is pending (kept by another
 #: worker whose storage batch has not committed it yet).
 PENDING_POLL_SECONDS = 0.1
@@ -170,6 +177,9 @@ class NearDuplicatePipeline:
         self.defer_droplog = defer_droplog
         self._store_obj: Any = None
         self._binary_seen = False
+        # distributed: learn a host's template from its stored pages before its first page here
+        self.warm_since: float | None = None
+        self._warmed: set[str] = set()
         self.redis_down = False
         self._unchecked_first: str | None = None
         self.crawler: Crawler | None = None
@@ -204,6 +214,8 @@ class NearDuplicatePipeline:
             defer_droplog=defer,
         )
         pipe.crawler = crawler
+        if owner and store_factory is not None:
+            pipe.warm_since = member(crawler).started()
         crawler.signals.connect(pipe.batch_committed, signal=dedup_signals.batch_committed)
         crawler.signals.connect(pipe.spider_closed, signal=signals.spider_closed)
         return pipe
@@ -281,6 +293,8 @@ class NearDuplicatePipeline:
 
     # --- items ----------------------------------------------------------------------------------
     async def process_item(self, item: Any) -> Any:
+        if self.warm_since is not None:
+            await self._warm_host(item)
         page = self._begin(item)
         if page is None:
             return item
@@ -330,6 +344,30 @@ class NearDuplicatePipeline:
             self._inc("dedup/too_short")
         signature = PageSignature(url, canonical, self._content_hash(visible, html), simhash)
         return _Page(item, host, visible, hashes, content, signature)
+
+    async def _warm_host(self, item: Any) -> None:
+        """Distributed profile: the first page of a host this worker knows nothing of (a host
+        taken over from another worker, or reclaimed from a dead one) teaches the template
+        filter the host's pages stored in this crawl, so the worker fingerprints the host as
+        its former owner did: a new owner starting young kept mirrors of pages the old owner
+        had fingerprinted without the template (a duplicate group kept twice)."""
+        adapter = ItemAdapter(item)
+        canonical = adapter.get("canonical_url") or adapter.get("url") or ""
+        host = (urlsplit(canonical).hostname or "").lower()
+        if host in self._warmed or self.templates is None or self._store() is None:
+            return
+        self._warmed.add(host)
+        if not self.templates.is_young(host):
+            return
+        since = datetime.fromtimestamp(self.warm_since or 0, UTC)
+        pages = await run_in_thread(self._store().documents_of_host, host, since, WARM_PAGES)
+        for url, canonical_url, chash, simhash, text in pages:
+            lines = [line for line in text.splitlines() if line.strip()]
+            hashes = block_hashes(lines)
+            kept = KeptPage(url, canonical_url, chash or "", list(zip(hashes, lines, strict=True)),
+                            simhash)  # fmt: skip
+            self.templates.learn(host, kept, hashes)  # their fingerprints stay as stored
+        self._inc("dedup/template/warmed", len(pages))
 
     def _decide(self, page: _Page) -> bool:
         """Ask the index; False when its match is pending (kept by another worker, not yet
