@@ -205,9 +205,9 @@ class BloomDupeFilter(BaseDupeFilter):
         """The shared frontier's enqueue: record the URL as seen and queue ``request`` in one
         atomic step (a kill between the two would leave a URL seen but never queued). True
         when it was queued, False when already seen (or Redis is down)."""
-        fp = self.fingerprinter.fingerprint(request)
         if not hasattr(self.seen, "add_args"):  # a local seen set: two steps, no atomicity
             return not self.request_seen(request) and frontier.push_new(request)
+        fp = self.fingerprinter.fingerprint(request)
         return not self._record(
             fp, request, lambda: not frontier.push_new(request, fp, self.seen)  # type: ignore[arg-type]
         )

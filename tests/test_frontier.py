@@ -221,3 +221,28 @@ def test_the_shared_scheduler_without_the_cluster_extension_is_refused():
         validate(Settings({**shared, "EXTENSIONS": {extension: None}}))
     with pytest.raises(SettingError, match="ClusterWorker"):
         validate(Settings(shared))
+
+
+def test_a_lost_server_is_the_one_named_error_for_membership_and_frontier():
+    """redis-py's ConnectionError is not an OSError: membership renewal and the frontier's
+    counters used to let it through as a traceback instead of RedisBackendError."""
+    import socket
+
+    import redis
+
+    from crawler.backends.redis import RedisBackendError
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once closed
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1,
+                         retry=Retry(NoBackoff(), 0))  # fmt: skip
+    url = f"redis://:secret@127.0.0.1:{port}/0"
+    member = Member(client, "dedup:gone", 30.0, url=url)
+    frontier = LeasedFrontier(client, None, "dedup:gone:web:requests", url=url)
+    for call in (member.beat, frontier.counts, lambda: frontier.held_by("w")):
+        with pytest.raises(RedisBackendError, match=r"Redis at redis://:\*\*\*@127\.0\.0\.1"):
+            call()

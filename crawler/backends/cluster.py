@@ -51,7 +51,7 @@ from scrapy.utils.reactor import CallLaterOnce
 
 from crawler import config, defaults
 from crawler.backends import backend_name
-from crawler.backends.redis import RedisBackendError, connect, namespace
+from crawler.backends.redis import RedisBackendError, _RedisBacked, connect, namespace
 
 if TYPE_CHECKING:
     import redis
@@ -87,11 +87,11 @@ return out
 """
 
 
-class Member:
+class Member(_RedisBacked):
     """One worker's membership: its id and its lease (see the module docstring)."""
 
     def __init__(self, client: redis.Redis, base: str, lease_seconds: float, url: str = "") -> None:
-        self.client, self.base, self.url = client, base, url
+        super().__init__(client, base, url)
         self.lease_ms = max(1, round(lease_seconds * 1000))
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.workers_key = f"{base}:workers"
@@ -105,11 +105,8 @@ class Member:
         Sets :attr:`lost` when this membership expired or was reclaimed."""
         if self.lost:
             return []
-        try:
-            out = self._beat(keys=[self.workers_key, self.meta_key],
-                             args=[self.id, self.lease_ms, int(not self._registered)])
-        except OSError as exc:
-            raise RedisBackendError(self.url, exc) from None
+        out = self._run(self._beat, [self.workers_key, self.meta_key],
+                        [self.id, self.lease_ms, int(not self._registered)])  # fmt: skip
         if int(out[0]) < 0:
             self.lost = True
             return []
@@ -118,7 +115,7 @@ class Member:
 
     def started(self) -> float:
         """When the namespace's first worker joined (Unix seconds)."""
-        raw = self.client.hget(self.meta_key, "started")
+        raw = self._call("hget", self.meta_key, "started")
         return int(raw) / 1000 if raw else time.time()
 
 
@@ -305,11 +302,11 @@ class ClusterWorker:
             return
         try:
             queued, leased = self.frontier().counts()
+            if queued == 0 and leased == 0:
+                return  # the shared crawl is done: close now
+            self._check_orphans()
         except RedisBackendError:
             return  # the outage handling of the other components closes the crawl
-        if queued == 0 and leased == 0:
-            return  # the shared crawl is done: close now
-        self._check_orphans()
         self._inc("dedup/shared/idle_waits")
         logger.debug("idle, but the shared crawl is not done: %d queued, %d leased",
                      queued, leased, extra={"spider": spider})  # fmt: skip
@@ -330,8 +327,7 @@ class ClusterWorker:
         if now - self._last_idle > 4 * POLL_SECONDS or not self._storage_idle():
             self._idle.clear()  # busy in between, or storage still writing: start over
         self._last_idle = now
-        key = f"{self.frontier().key}:lease:{self.member.id}"
-        held = [i.decode() if isinstance(i, bytes) else i for i in self.member.client.hkeys(key)]
+        held = self.frontier().held_by(self.member.id)
         self._idle = {i: self._idle.get(i, now) for i in held}
         orphans = [i for i, since in self._idle.items() if now - since > self.orphan_after]
         if orphans:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
-from crawler.backends.redis import BLOOM_FN, RedisBackendError
+from crawler.backends.redis import BLOOM_FN, _RedisBacked, clear_namespace
 from crawler.signals import LEASE_META
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ class LeaseLost(RuntimeError):
     off longer than ``DISTRIBUTED_LEASE_SECONDS``)."""
 
 
-class LeasedFrontier:
+class LeasedFrontier(_RedisBacked):
     """The shared, leased, host-partitioned request queue (see the module docstring).
 
     Built by the scheduler with scrapy-redis's queue arguments (``server``, ``spider``, ``key``,
@@ -275,9 +275,10 @@ class LeasedFrontier:
             from crawler.backends import serializer as json_serializer
 
             serializer = json_serializer
-        self.server, self.spider, self.key, self.serializer = server, spider, key, serializer
+        super().__init__(server, key, url)
+        self.server, self.key = server, key  # scrapy-redis's names for client and base
+        self.spider, self.serializer = spider, serializer
         self.workers_key = workers_key or key + ":workers"
-        self.url = url
         self.worker = ""
         self.handover_ms = 0
         self._push = server.register_script(_PUSH)
@@ -286,15 +287,7 @@ class LeasedFrontier:
         self._requeue = server.register_script(_REQUEUE)
         self._release = server.register_script(_RELEASE)
 
-    # --- scripts, errors wrapped --------------------------------------------------------------
-    def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        import redis as redis_lib
-
-        try:
-            return script(keys=keys, args=args)
-        except (redis_lib.ConnectionError, redis_lib.TimeoutError, OSError) as exc:
-            raise RedisBackendError(self.url, exc) from None
-
+    # --- requests as JSON ---------------------------------------------------------------------
     def _encode(self, request: Request) -> str:
         data = request.to_dict(spider=self.spider)
         data.get("meta", {}).pop(LEASE_META, None)
@@ -374,14 +367,18 @@ class LeasedFrontier:
         return int(self._run(self._release, [self.key, self.workers_key],
                              [worker, self.handover_ms, *(done or [])]))  # fmt: skip
 
+    def held_by(self, worker: str) -> list[str]:
+        """Lease ids ``worker`` holds."""
+        ids = self._call("hkeys", f"{self.key}:lease:{worker}")
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+
     def leases_of(self, worker: str) -> dict[str, str]:
         """Lease id -> canonical URL of every request ``worker`` holds (for a reclaim)."""
-        ids = [i.decode() if isinstance(i, bytes) else i
-               for i in self.server.hkeys(f"{self.key}:lease:{worker}")]  # fmt: skip
+        ids = self.held_by(worker)
         if not ids:
             return {}
         urls = {}
-        for lease, record in zip(ids, self.server.hmget(f"{self.key}:req", ids), strict=True):
+        for lease, record in zip(ids, self._call("hmget", f"{self.key}:req", ids), strict=True):
             if record:
                 text = record.decode() if isinstance(record, bytes) else record
                 data = self.serializer.loads(text.split("\n", 2)[2])
@@ -391,18 +388,13 @@ class LeasedFrontier:
     # --- figures ------------------------------------------------------------------------------
     def counts(self) -> tuple[int, int]:
         """``(queued, leased)`` over the whole crawl."""
-        try:
-            queued, leased = self.server.hmget(f"{self.key}:meta", ["queued", "leased"])
-        except OSError as exc:
-            raise RedisBackendError(self.url, exc) from None
+        queued, leased = self._call("hmget", f"{self.key}:meta", ["queued", "leased"])
         return int(queued or 0), int(leased or 0)
 
     def __len__(self) -> int:
         return self.counts()[0]
 
     def clear(self) -> None:
-        from crawler.backends.redis import clear_namespace
-
         clear_namespace(self.server, self.key)
 
 

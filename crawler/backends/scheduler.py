@@ -29,6 +29,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
+from scrapy.utils.misc import load_object
 from scrapy_redis.scheduler import Scheduler
 
 from crawler import config, defaults
@@ -78,18 +79,13 @@ class SharedScheduler(Scheduler):
             self.queue.worker = me.id
         self.queue.handover_ms = handover_ms(spider.settings)
         if not self.df:
-            self.df = self._dupefilter(spider)
+            self.df = load_object(self.dupefilter_cls).from_spider(spider)
         if self.flush_on_start:
             self.flush()
         queued, leased = self.queue.counts()
         if queued or leased:
             logger.info("Joining a shared crawl: %d request(s) queued, %d leased in %s",
                         queued, leased, self.queue.key, extra={"spider": spider})  # fmt: skip
-
-    def _dupefilter(self, spider: Spider) -> Any:
-        from scrapy.utils.misc import load_object
-
-        return load_object(self.dupefilter_cls).from_spider(spider)
 
     # --- scheduling ---------------------------------------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
