@@ -321,6 +321,7 @@ def outcome(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
         "drops": len(dropped),
         "drops_against_unstored": sum(1 for _, _, of in dropped if of not in stored_urls),
         "log_drops": len(logged),
+        "log_drops_not_in_table": len({r["url"] for r in logged} - {u for u, _, _ in dropped}),
         "log_drops_against_unstored": sum(
             1 for r in logged if r["duplicate_of"] not in stored_urls
         ),

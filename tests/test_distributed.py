@@ -103,7 +103,12 @@ def check(figures: dict[str, Any], killed: int = 0) -> None:
     assert figures["duplicate_fetches"] <= figures["killed_inflight"], figures
     assert figures["robots_fetches_max"] == 1  # once per host per crawl
     assert figures["stored_twice"] == 0 and figures["stored_and_dropped"] == 0, figures
-    assert figures["drops"] > 0 and figures["log_drops"] == figures["drops"], figures
+    # the drop log holds committed drops only; a kill between a commit and the log write (one
+    # reactor turn) can leave a committed drop out of the killed worker's log, never the reverse
+    assert figures["drops"] > 0 and figures["log_drops_not_in_table"] == 0, figures
+    assert figures["log_drops"] <= figures["drops"], figures
+    if not killed:
+        assert figures["log_drops"] == figures["drops"], figures
     assert figures["drops_against_unstored"] == 0, figures
     assert figures["log_drops_against_unstored"] == 0, figures
     assert figures["close_across_workers"] == 0, figures  # a host changes hands politely
