@@ -1,29 +1,38 @@
 """SimIndex benchmark: load, query latency with inserts interleaved, memory, recall.
 
-``.venv/bin/python -m bench.simindex [--quick] [--sizes N,N] [--queries N] [--k K]`` from the
-project root. Sizes 10**5, 10**6, 10**7 (``--quick``: 10**5, 10**6).
+``.venv/bin/python -m bench.simindex [--quick] [--sizes N,N] [--queries N] [--k K]
+[--pause-adds N] [--baseline REV]`` from the project root. Sizes 10**5, 10**6, 10**7
+(``--quick``: 10**5, 10**6; ``--sizes 1e7,5e7`` for the large ones, about 3 GiB at 5 * 10**7).
 
 Per size ``n``: ``n`` random 64-bit fingerprints; queries alternate between *planted* ones (a
 stored fingerprint with 0..k random bits flipped, so a neighbour within k always exists) and
 random ones; after every query one new fingerprint is added (inserts interleaved, buffer merges
 included in the add timings). Measured side by side in one run:
 
-* ``crawler.simindex.SimIndex``: bulk load (``add_many``), bytes per fingerprint (the arrays,
-  ``nbytes``), query median and p99, add mean / p99 / max, recall against brute force (the
-  answer must equal the nearest within k, ties to the earliest) on every planted query and a
-  sample of the random ones;
+* ``crawler.simindex.SimIndex``: bulk load (``add_many``: of all ``n`` at once, and in
+  batches of 2**20 as ``LocalContentIndex.load_arrays`` does; wall and CPU seconds), bytes per
+  fingerprint (the arrays, ``nbytes``), query median and p99, add mean / p99 / max, recall
+  against brute force (the answer must equal the nearest within k, ties to the earliest) on
+  the planted queries and a sample of the random ones (fewer above 10**7: one scan each);
+* add pauses: then ``--pause-adds`` more adds (default 2**20: four mid-level merges into the
+  big level and 256 buffer merges), each timed (wall and thread CPU time: the machine may be
+  shared): p99, p99.9, max and how many took over 50 ms. A caller's (the reactor's) longest
+  pause is the max;
+* ``--baseline REV``: the same rows for ``crawler/simindex.py`` as of a git revision (e.g.
+  ``HEAD``), loaded from ``git show`` into a module of its own, side by side in one run (its
+  pause window at most ``BASELINE_ADDS`` adds: its merges are periodic);
 * a numpy linear scan (XOR + popcount over every fingerprint): the brute-force reference;
 * ``simhash.SimhashIndex`` (k set to ours; it returns no distance; memory by RSS growth):
   fully built up to 10**6 (about 30 s and 1 GiB there); with ``--quick`` at 10**6 it is built
   from a timed sample of 10**5 adds and extrapolated (build time, memory), its query time
   measured on that sample (a lower bound: buckets grow with n); never above 10**6;
-* ``RedisContentIndex`` at the smallest size (``--redis URL``; a throw-away namespace, deleted
-  after): bulk load and ``check_and_add`` latency, one Lua script per page;
+* (the shared Redis index has its own benchmark: ``python -m bench.redisindex``)
 * the exact content-hash check: ``SimIndex(k=0, blocks=1)`` against a Python ``dict``, memory
   and lookup time per entry (dict memory by ``tracemalloc``).
 
-Time and memory are bounded (about 2 minutes and 3 GiB at 10**7). Writes
-``bench/results/simindex.json``. Numbers are machine-dependent; compare within one run.
+Time and memory are bounded (about 3 minutes and 3 GiB at 10**7; 10 minutes and 8 GiB at
+5 * 10**7). Writes ``bench/results/simindex.json``. Numbers are machine-dependent; compare
+within one run.
 """
 
 from __future__ import annotations
@@ -33,34 +42,43 @@ import gc
 import json
 import logging
 import os
+import subprocess
 import time
 import tracemalloc
+import types
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from crawler.simindex import SimIndex
+from crawler.simindex import MID_CAP, SimIndex
 
+ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 SIMHASH_FULL_MAX = 1_000_000  # SimhashIndex built in full up to this size (--quick: 10**5)
 SIMHASH_SAMPLE = 100_000  # ...and from this many adds, extrapolated, up to 10**6
 SIMHASH_MAX = 1_000_000
-BRUTE_SAMPLE = 600  # linear-scan checks per size (planted first)
+BRUTE_SAMPLE = 600  # linear-scan checks per size (planted first)...
+BRUTE_BUDGET = 6 * 10**9  # ...at most this many fingerprints scanned in all
+LOAD_BATCH = 1 << 20  # rows per add_many in LocalContentIndex.load_arrays (ARRAY_BATCH)
+PAUSE_ADDS = 4 * MID_CAP
+BASELINE_ADDS = 60_000  # the baseline's window: about 15 of its merges at 4096 adds
+PAUSE_LIMIT = 0.05  # seconds: adds counted as a pause the caller would feel
 LINEAR_QUERIES = 40
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.simindex")
     parser.add_argument("--quick", action="store_true", help="sizes 10**5 and 10**6 only")
-    parser.add_argument("--sizes", help="comma-separated sizes (overrides --quick)")
+    parser.add_argument("--sizes", help="comma-separated sizes, e.g. 1e7,5e7 (overrides --quick)")
     parser.add_argument("--queries", type=int, default=5000, help="queries per size")
     parser.add_argument("--k", type=int, default=3, help="SIMHASH_MAX_DISTANCE")
     parser.add_argument("--seed", type=int, default=20070508)
     parser.add_argument(
-        "--redis",
-        default="redis://127.0.0.1:6379/15",
-        help="RedisContentIndex at the smallest size on this server ('' to skip)",
+        "--pause-adds", type=int, default=PAUSE_ADDS, help="adds timed one by one per size"
+    )
+    parser.add_argument(
+        "--baseline", help="also measure crawler/simindex.py of this git revision (e.g. HEAD)"
     )
     return parser.parse_args(argv)
 
@@ -97,15 +115,13 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     }
 
 
-def bench_ours(n: int, k: int, rng: np.random.Generator, queries: int) -> dict[str, Any]:
-    fps = np.empty(n + queries, np.uint64)
-    fps[:n] = rng.integers(0, 2**64, n, dtype=np.uint64)
-    fps[n:] = rng.integers(0, 2**64, queries, dtype=np.uint64)  # the interleaved inserts
-    index = SimIndex(k)
-    gc.collect()
-    t0 = time.perf_counter()
-    index.add_many(fps[:n], np.arange(n, dtype=np.int64))
-    load_s = time.perf_counter() - t0
+def bench_ours(
+    cls: type, fps: np.ndarray, n: int, k: int, seed: list[int], queries: int, pause_adds: int
+) -> dict[str, Any]:
+    """``cls`` (a SimIndex): loads, then queries with an add after each, then timed adds."""
+    rng = np.random.default_rng(seed)  # the same queries and adds for every class
+    load, index = timed_load(cls, k, fps[:n])
+    batched, _ = timed_load(cls, k, fps[:n], LOAD_BATCH)  # then freed
     qs = planted_queries(rng, fps[:n], queries, k)
     q_times, a_times, answers = [], [], []
     for i, q in enumerate(qs):
@@ -116,23 +132,79 @@ def bench_ours(n: int, k: int, rng: np.random.Generator, queries: int) -> dict[s
         t2 = time.perf_counter()
         q_times.append(t1 - t0)
         a_times.append(t2 - t1)
+    pause = time_adds(index, rng, n + queries, pause_adds)
     recall = check_recall(fps, n, qs, answers, k)
     return {
         "n": n,
-        "load_s": load_s,
-        "load_per_s": n / load_s,
+        "load_s": load["wall_s"],
+        "load_cpu_s": load["cpu_s"],
+        "load_batched_s": batched["wall_s"],
+        "load_batched_cpu_s": batched["cpu_s"],
+        "load_per_s": n / load["wall_s"],
         "bytes_per_fp": index.nbytes / len(index),
         "query": percentiles(q_times),
         "add": percentiles(a_times),
+        "pause": pause,
         **recall,
-        "fps": fps,
     }
+
+
+def timed_load(cls: type, k: int, fps: np.ndarray, batch: int = 0) -> tuple[dict[str, float], Any]:
+    """A ``cls(k)`` loaded with ``fps`` by ``add_many``, all at once or in batches."""
+    index = cls(k)
+    batch = batch or len(fps)
+    gc.collect()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for start in range(0, len(fps), batch):
+        stop = min(len(fps), start + batch)
+        index.add_many(fps[start:stop], np.arange(start, stop, dtype=np.int64))
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}, index
+
+
+def time_adds(index: Any, rng: np.random.Generator, first: int, count: int) -> dict[str, Any]:
+    """Per-add wall and thread CPU time of ``count`` adds of random fingerprints."""
+    values = rng.integers(0, 2**64, count, dtype=np.uint64).tolist()
+    wall, cpu = np.empty(count), np.empty(count)
+    clock, thread, add = time.perf_counter, time.thread_time, index.add
+    gc.collect()
+    for i, value in enumerate(values):
+        c0 = thread()
+        t0 = clock()
+        add(value, first + i)
+        t1 = clock()
+        cpu[i] = thread() - c0
+        wall[i] = t1 - t0
+    return {
+        "adds": count,
+        "mean_us": float(wall.mean() * 1e6),
+        "p99_us": float(np.percentile(wall, 99) * 1e6),
+        "p999_us": float(np.percentile(wall, 99.9) * 1e6),
+        "max_ms": float(wall.max() * 1e3),
+        "over_limit": int((wall > PAUSE_LIMIT).sum()),
+        "cpu_max_ms": float(cpu.max() * 1e3),
+        "cpu_over_limit": int((cpu > PAUSE_LIMIT).sum()),
+    }
+
+
+def load_revision(rev: str) -> type:
+    """``SimIndex`` of ``crawler/simindex.py`` as of git revision ``rev``."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:crawler/simindex.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    module = types.ModuleType(f"simindex_at_{rev}")
+    exec(compile(source, f"{rev}:crawler/simindex.py", "exec"), module.__dict__)
+    return module.SimIndex
 
 
 def check_recall(fps: np.ndarray, n: int, qs: list[int], answers: list, k: int) -> dict[str, Any]:
     """Compare answers with brute force over what was stored when each query ran."""
-    planted = [i for i in range(len(qs)) if i % 2 == 0][: BRUTE_SAMPLE * 2 // 3]
-    randoms = [i for i in range(len(qs)) if i % 2][: BRUTE_SAMPLE - len(planted)]
+    sample = max(20, min(BRUTE_SAMPLE, BRUTE_BUDGET // n))
+    planted = [i for i in range(len(qs)) if i % 2 == 0][: sample * 2 // 3]
+    randoms = [i for i in range(len(qs)) if i % 2][: sample - len(planted)]
     found = agree = with_neighbour = 0
     for i in planted + randoms:
         expected = brute_nearest(fps[: n + i], qs[i], k)
@@ -228,63 +300,33 @@ def bench_exact(fps: np.ndarray, n: int) -> dict[str, Any]:
     return out
 
 
-def bench_redis(url: str, n: int, k: int, rng: np.random.Generator) -> dict[str, Any]:
-    """RedisContentIndex: bulk load of ``n`` records, then check_and_add latency (one Lua call)."""
-    import uuid
-
-    from crawler.backends.local import PageSignature
-    from crawler.backends.redis import (
-        RedisBackendError,
-        RedisContentIndex,
-        clear_namespace,
-        connect,
-    )
-
-    try:
-        client = connect(url)
-    except RedisBackendError as exc:
-        return {"skipped": str(exc)}
-    base = f"dedup:bench-{uuid.uuid4().hex[:8]}"
-    try:
-        index = RedisContentIndex(client, base, k=k)
-        fps = rng.integers(0, 2**64, n, dtype=np.uint64).tolist()
-        records = ((f"http://h/{i}", "", f"{i:040x}", fp) for i, fp in enumerate(fps))
-        before = int(client.info("memory")["used_memory"])
-        t0 = time.perf_counter()
-        index.load(records)
-        load_s = time.perf_counter() - t0
-        used = int(client.info("memory")["used_memory"]) - before  # others may write too
-        times = []
-        for i, q in enumerate(planted_queries(rng, np.array(fps, np.uint64), 2000, k)):
-            page = PageSignature(f"http://q/{i}", "", f"q{i:039x}", q)
-            t0 = time.perf_counter()
-            index.check_and_add(page)
-            times.append(time.perf_counter() - t0)
-        return {"n": n, "load_s": load_s, "check_and_add": percentiles(times),
-                "redis_bytes_per_page": used / n}  # fmt: skip
-    finally:
-        clear_namespace(client, base)
-        client.close()
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.sizes:
-        sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")]
+        sizes = [int(float(s.replace("_", ""))) for s in args.sizes.split(",")]
     else:
         sizes = [10**5, 10**6] if args.quick else [10**5, 10**6, 10**7]
     rng = np.random.default_rng(args.seed)
+    baseline = load_revision(args.baseline) if args.baseline else None
     results: dict[str, Any] = {"k": args.k, "blocks": args.k + 1, "sizes": {}}
+    if baseline is not None:
+        results["baseline"] = args.baseline
     for n in sizes:
         print(f"... n={n:,}", flush=True)
-        ours = bench_ours(n, args.k, rng, args.queries)
-        fps = ours.pop("fps")
-        row = {"ours": ours, "linear": bench_linear(fps, n, args.k, rng)}
+        fps = np.empty(n + args.queries, np.uint64)
+        fps[:n] = rng.integers(0, 2**64, n, dtype=np.uint64)
+        fps[n:] = rng.integers(0, 2**64, args.queries, dtype=np.uint64)  # interleaved inserts
+        seed = [args.seed, n]
+        row = {"ours": bench_ours(SimIndex, fps, n, args.k, seed, args.queries, args.pause_adds)}
+        gc.collect()
+        if baseline is not None:
+            adds = min(args.pause_adds, BASELINE_ADDS)
+            row["baseline"] = bench_ours(baseline, fps, n, args.k, seed, args.queries, adds)
+            gc.collect()
+        row["linear"] = bench_linear(fps, n, args.k, rng)
         if n <= SIMHASH_MAX:
             full_max = SIMHASH_SAMPLE if args.quick else SIMHASH_FULL_MAX
             row["simhash_index"] = bench_simhash_index(fps, n, args.k, rng, full_max)
         row["exact"] = bench_exact(fps, n)
-        if n == min(sizes) and args.redis:
-            row["redis"] = bench_redis(args.redis, n, args.k, rng)
         results["sizes"][str(n)] = row
         del fps
         gc.collect()
@@ -296,16 +338,20 @@ def print_table(results: dict[str, Any]) -> None:
     print(f"\nSimIndex k={k}, {results['blocks']} tables; queries with one insert after each")
     head = f"{'n':>11} {'index':<15} {'load s':>8} {'B/fp':>6} {'q med us':>9} {'q p99 us':>9}"
     print(head + f" {'add mean/p99/max us':>22} {'recall':>7} {'agree':>9}")
+    base = results.get("baseline")
     for n, row in results["sizes"].items():
-        o = row["ours"]
-        add = o["add"]
-        adds = f"{add['mean_us']:.1f}/{add['p99_us']:.1f}/{add['max_us'] / 1000:.0f}ms"
-        agree = f"{o['agree']}/{o['checked']}"
-        print(
-            f"{int(n):>11,} {'SimIndex':<15} {o['load_s']:>8.2f} {o['bytes_per_fp']:>6.1f} "
-            f"{o['query']['median_us']:>9.1f} {o['query']['p99_us']:>9.1f} {adds:>22} "
-            f"{o['recall']:>7.1%} {agree:>9}"
-        )
+        for i, (name, label) in enumerate([("ours", "SimIndex"), ("baseline", f"@{base}")]):
+            if name in row:
+                o = row[name]
+                add = o["add"]
+                adds = f"{add['mean_us']:.1f}/{add['p99_us']:.1f}/{add['max_us'] / 1000:.0f}ms"
+                agree = f"{o['agree']}/{o['checked']}"
+                size = "" if i else f"{int(n):,}"
+                print(
+                    f"{size:>11} {label:<15} {o['load_s']:>8.2f} {o['bytes_per_fp']:>6.1f} "
+                    f"{o['query']['median_us']:>9.1f} {o['query']['p99_us']:>9.1f} {adds:>22} "
+                    f"{o['recall']:>7.1%} {agree:>9}"
+                )
         lin = row["linear"]
         print(
             f"{'':>11} {'numpy linear':<15} {'-':>8} {lin['bytes_per_fp']:>6.1f} "
@@ -323,15 +369,7 @@ def print_table(results: dict[str, Any]) -> None:
             "* built from a sample of 10**5 adds: load time and memory extrapolated, query time "
             "measured on the sample (a lower bound)"
         )
-    for n, row in results["sizes"].items():
-        r = row.get("redis")
-        if r and "skipped" not in r:
-            c = r["check_and_add"]
-            print(
-                f"{int(n):>11,} {'RedisContentIndex':<15} {r['load_s']:>8.2f} "
-                f"{r['redis_bytes_per_page']:>6.0f} "
-                f"{c['median_us']:>9.1f} {c['p99_us']:>9.1f}   (check_and_add: one Lua call)"
-            )
+    print_pauses(results)
     print("\nExact content-hash check (first 64 bits of the hash)")
     print(f"{'entries':>11} {'SimIndex(0,1) B':>16} {'us':>6} {'dict B':>8} {'us':>6}")
     for row in results["sizes"].values():
@@ -340,6 +378,30 @@ def print_table(results: dict[str, Any]) -> None:
             f"{e['n']:>11,} {e['simindex_bytes']:>16.1f} {e['simindex_lookup_us']:>6.2f} "
             f"{e['dict_bytes']:>8.1f} {e['dict_lookup_us']:>6.2f}"
         )
+
+
+def print_pauses(results: dict[str, Any]) -> None:
+    limit = f">{PAUSE_LIMIT * 1000:.0f}ms"
+    print("\nAdd pauses (each add timed; cpu: thread CPU time) and loads by add_many")
+    print(
+        f"{'n':>11} {'index':<15} {'adds':>9} {'p99 us':>8} {'p99.9 us':>9} {'max ms':>7} "
+        f"{'cpu max':>7} {limit:>6} {'load s (cpu)':>13} {'2**20s s (cpu)':>15}"
+    )
+    base = results.get("baseline")
+    for n, row in results["sizes"].items():
+        for i, (name, label) in enumerate([("ours", "SimIndex"), ("baseline", f"@{base}")]):
+            if name not in row:
+                continue
+            o = row[name]
+            p = o["pause"]
+            size = "" if i else f"{int(n):,}"
+            load = f"{o['load_s']:.2f} ({o['load_cpu_s']:.2f})"
+            batched = f"{o['load_batched_s']:.2f} ({o['load_batched_cpu_s']:.2f})"
+            print(
+                f"{size:>11} {label:<15} {p['adds']:>9,} {p['p99_us']:>8.1f} {p['p999_us']:>9.1f} "
+                f"{p['max_ms']:>7.1f} {p['cpu_max_ms']:>7.1f} {p['over_limit']:>6} "
+                f"{load:>13} {batched:>15}"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:

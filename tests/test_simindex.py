@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy.settings import Settings
 
-from crawler import config
+from crawler import config, simindex
 from crawler.simindex import BUFFER_SIZE, SimIndex, block_layout, rotl, settings_params
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -225,3 +225,201 @@ def test_refuses_values_outside_64_bits():
         index.add(2**64, 1)
     with pytest.raises(ValueError, match="unsigned 64-bit"):
         index.query(-1)
+
+
+# --- levels: buffer, mid level, big level and the big merge under way -------------------------
+@pytest.fixture
+def small_levels(monkeypatch):
+    """Levels small enough that a few thousand adds merge every level many times over, and a
+    big merge spans many adds (queries run while it is under way)."""
+    monkeypatch.setattr(simindex, "BUFFER_SIZE", 16)
+    monkeypatch.setattr(simindex, "MID_CAP", 128)
+    monkeypatch.setattr(simindex, "MERGE_STEP", 40)
+
+
+class Mirror:
+    """A SimIndex and the same entries in plain arrays, checked against a numpy scan."""
+
+    def __init__(self, k: int, blocks: int | None = None, seed: int = 0) -> None:
+        self.index = SimIndex(k, blocks)
+        self.k = k
+        self.rng = np.random.default_rng(seed)
+        self.fps: list[int] = []
+        self.keys: list[int] = []
+        self.dead: set[int] = set()
+        self.checked_mid_merge = 0
+
+    def add(self, fp: int, key: int) -> None:
+        self.index.add(fp, key)
+        self.fps.append(fp)
+        self.keys.append(key)
+
+    def add_many(self, fps: list[int], keys: list[int]) -> None:
+        self.index.add_many(np.array(fps, np.uint64), np.array(keys, np.int64))
+        self.fps += fps
+        self.keys += keys
+
+    def remove(self, key: int) -> None:
+        live = [p for p, kk in enumerate(self.keys) if kk == key and p not in self.dead]
+        assert self.index.remove(key) == len(live)
+        self.dead.update(live)
+
+    def expected(self, q: int, exclude: int | None = None) -> list[tuple[int, int]]:
+        fps, keys = np.array(self.fps, np.uint64), np.array(self.keys, np.int64)
+        dist = np.bitwise_count(fps ^ np.uint64(q))
+        ok = dist <= self.k
+        if self.dead:
+            ok[list(self.dead)] = False
+        if exclude is not None:
+            ok &= keys != exclude
+        found = sorted((int(dist[p]), int(p)) for p in np.flatnonzero(ok))
+        return [(self.keys[p], d) for d, p in found]
+
+    def near(self, bits: int) -> int:
+        """A stored fingerprint with ``bits`` random bits flipped."""
+        target = self.fps[int(self.rng.integers(len(self.fps)))]
+        return flip(target, self.rng.choice(64, bits, replace=False).tolist())
+
+    def check(self, queries: int = 4) -> None:
+        index = self.index
+        if index._job is not None:
+            self.checked_mid_merge += 1
+        for t in range(index.blocks):  # every merged entry in exactly one run per table
+            rows = np.concatenate([run.rows[t] for run in index._runs()])
+            assert sorted(rows.tolist()) == list(range(index._merged))
+        for bits in self.rng.integers(0, self.k + 2, queries).tolist():  # 0..k+1 bits
+            q = self.near(bits)
+            expected = self.expected(q)
+            assert self.index.query_all(q) == expected
+            assert self.index.query(q) == (expected[0] if expected else None)
+        assert len(self.index) == len(self.fps) - len(self.dead)
+
+
+@pytest.mark.parametrize(("k", "blocks"), [(3, None), (0, 1), (5, 8), (2, 64)])
+def test_exact_across_levels_and_during_big_merges(small_levels, k, blocks):
+    mirror = Mirror(k, blocks, seed=k)
+    for i in range(3000):
+        if i % 4 == 3:  # a neighbour of a stored one at 0..k+1 bits
+            fp = mirror.near(int(mirror.rng.integers(0, k + 2)))
+        else:
+            fp = int(mirror.rng.integers(0, 2**64, dtype=np.uint64))
+        mirror.add(fp, i)
+        if i % 7 == 0:
+            mirror.check()
+    index = mirror.index
+    assert index._big.size > 2000 and mirror.checked_mid_merge > 20
+    got_fps, got_keys = index.fingerprints()
+    assert got_fps.tolist() == mirror.fps
+    assert got_keys.tolist() == mirror.keys
+    probe = np.array([*mirror.fps[::50], *(fp ^ 1 << 63 for fp in mirror.fps[::50])], np.uint64)
+    stored = set(mirror.fps)
+    assert index.contains_many(probe).tolist() == [int(p) in stored for p in probe]
+
+
+def test_removes_in_every_level(small_levels):
+    mirror = Mirror(3, seed=1)
+    victims: list[int] = []
+    for i in range(2000):
+        mirror.add(mirror.near(2) if i % 3 == 2 else int(mirror.rng.integers(0, 2**63)), i)
+        if i % 11 == 5:  # in the buffer, mid or big level, or a frozen one mid-merge
+            victim = int(mirror.rng.integers(0, i + 1))
+            mirror.remove(victim)
+            victims.append(victim)
+            mirror.check()
+    assert victims
+    for victim in victims:
+        assert mirror.index.remove(victim) == 0
+        assert all(key != victim for key, _ in mirror.index.query_all(mirror.fps[victim]))
+    for i in range(0, 2000, 37):
+        q = mirror.fps[i]
+        assert mirror.index.query_all(q, exclude=i) == mirror.expected(q, exclude=i)
+
+
+def test_ties_across_levels_go_to_the_earliest(small_levels):
+    mirror = Mirror(3, seed=2)
+    twin, near = 0xDEAD_BEEF_0000_0000, 0xDEAD_BEEF_0000_0003  # distance 2
+    twin_keys = []
+    for i in range(1500):
+        if i in (10, 400, 900, 1490):  # big, big, then mid or frozen, then the buffer
+            mirror.add(twin, -i)
+            twin_keys.append(-i)
+        else:
+            mirror.add(int(mirror.rng.integers(0, 2**64, dtype=np.uint64)), i)
+    index = mirror.index
+    assert index.query(twin) == (-10, 0)
+    assert [key for key, d in index.query_all(twin) if d == 0] == twin_keys
+    assert index.query(near) == (-10, 2)
+    mirror.remove(-10)
+    assert index.query(near) == (-400, 2)
+    mirror.add(near, 5000)  # newest, nearer: wins over the older ones
+    assert index.query(near) == (5000, 0)
+    assert index.repeated() == [twin_keys[1:]]
+    mirror.check(20)
+
+
+def test_add_many_into_every_level(small_levels):
+    mirror = Mirror(3, seed=3)
+    for i in range(700):
+        mirror.add(int(mirror.rng.integers(0, 2**64, dtype=np.uint64)), i)
+    assert mirror.index._job is not None  # a big merge under way, mid and buffer not empty
+    for size in (5, 40, 100, 700):  # into the buffer, the mid level, then the bulk path
+        while mirror.index._job is None:
+            mirror.add(mirror.near(3), len(mirror.fps))
+        first = len(mirror.fps)
+        batch = [mirror.near(int(b)) for b in mirror.rng.integers(0, 5, size)]
+        mirror.add_many(batch, list(range(first, first + size)))
+        mirror.check(20)
+        for i in range(first, first + 30):  # and adds after each
+            mirror.add(mirror.near(1), 10_000 + i)
+        mirror.check(20)
+    got_fps, got_keys = mirror.index.fingerprints()
+    assert got_fps.tolist() == mirror.fps
+    assert got_keys.tolist() == mirror.keys
+
+
+def test_compaction_across_levels(small_levels):
+    mirror = Mirror(3, seed=4)
+    for i in range(1200):
+        mirror.add(mirror.near(1) if i % 5 == 4 else int(mirror.rng.integers(0, 2**62)), i)
+    assert mirror.index._job is not None
+    for key in range(0, 1200, 3):
+        mirror.remove(key)
+    for key in range(1, 1200, 3):
+        mirror.remove(key)
+    index = mirror.index
+    assert index._n_dead < 400  # compacted at least once
+    mirror.check(50)
+    for i in range(1200, 1600):  # the compacted index goes on growing through its levels
+        mirror.add(mirror.near(2), i)
+    mirror.check(50)
+    got_fps, got_keys = index.fingerprints()
+    live = [p for p in range(len(mirror.fps)) if p not in mirror.dead]
+    assert got_fps.tolist() == [mirror.fps[p] for p in live]
+    assert got_keys.tolist() == [mirror.keys[p] for p in live]
+
+
+def test_keys_grow_when_a_view_of_them_is_held(small_levels):
+    index = SimIndex(3)
+    index.add_many(np.arange(100, dtype=np.uint64), np.arange(100))
+    view = index._keys[:10]  # resizing in place is refused: the keys are copied instead
+    for i in range(100, 20_000):
+        index.add(i * 0x9E37_79B9_7F4A_7C15 % 2**64, i)
+    assert view.tolist() == list(range(10))
+    assert index.query(150 * 0x9E37_79B9_7F4A_7C15 % 2**64) == (150, 0)
+    assert len(index) == 20_000
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(5).integers(0, 2**64, 5000, dtype=np.uint64),
+        np.repeat(np.random.default_rng(6).integers(0, 2**64, 50, dtype=np.uint64), 3),
+        np.arange(5000, dtype=np.uint64)[::-1] * np.uint64(3),  # equal high bits: argsort
+        np.array([7, 7 ^ 1 << 20, 7 ^ 1, 2**64 - 1, 0, 7], np.uint64),  # low bits differ
+        np.array([], np.uint64),
+    ],
+)
+def test_value_order_sorts_by_value(values):
+    order = simindex._value_order(values)
+    assert sorted(order.tolist()) == list(range(len(values)))
+    assert values[order].tolist() == sorted(values.tolist())

@@ -56,7 +56,7 @@ Record = tuple[str, str, str, "int | None"]
 #: ``ids -> {id: (url, canonical_url)}`` of stored documents; ids it does not know are absent.
 Resolver = Callable[[Sequence[int]], Mapping[int, tuple[str, str]]]
 LOAD_CHUNK = 100_000
-ARRAY_BATCH = 1 << 20  # rows per SimIndex.add_many in load_arrays: merges stay O(n) each
+ARRAY_BATCH = 1 << 20  # smallest batch of rows per SimIndex.add_many in load_arrays (it doubles)
 # chunks read ahead while a batch is merged: the reader keeps going during the merge (at
 # 2**18 rows per chunk, 16 are 4 batches, ~150 MB)
 PREFETCH_DEPTH = 16
@@ -307,7 +307,10 @@ class LocalContentIndex:
         for chunk in prefetched(chunks, PREFETCH_DEPTH) if prefetch else chunks:
             pending.append(chunk)
             size += len(chunk.ids)
-            if size >= ARRAY_BATCH:
+            # batches grow with the index (at least ARRAY_BATCH, then as large as what is
+            # loaded so far): each add_many merges into tables no larger than the batch, so
+            # the load stays O(n log n) instead of rewriting the big tables once per batch
+            if size >= max(ARRAY_BATCH, total):
                 total += self._add_arrays(pending)
                 pending, size = [], 0
         total += self._add_arrays(pending)
