@@ -192,6 +192,10 @@ class Document(Base):
     __table_args__ = (
         # covering: the index load reads these four integers without touching the page text
         sa.Index("ix_documents_keys", "id", "simhash", "content_key", "canonical_key"),
+        # the shared content index finds kept pages and earlier versions here (revision 0003)
+        sa.Index("ix_documents_simhash", "simhash"),
+        sa.Index("ix_documents_content_key", "content_key"),
+        sa.Index("ix_documents_canonical_key", "canonical_key"),
     )
 
 
@@ -773,6 +777,38 @@ class Store:
                 for row_id, url, canonical in conn.execute(stmt):
                     found[int(row_id)] = (url, canonical or url)
         return found
+
+    def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None] | None:
+        """``(url, canonical_url, simhash)`` of the latest stored page whose SimHash (``kind``
+        ``"s"``) or content key (``"x"``, :func:`crawler.simindex.content_key`) is ``key``
+        (unsigned), None when none is: how the shared content index names a kept page."""
+        t = self.documents
+        column = sa.type_coerce(t.c.simhash, sa.BigInteger) if kind == "s" else t.c.content_key
+        stmt = (sa.select(t.c.url, t.c.canonical_url, sa.type_coerce(t.c.simhash, sa.BigInteger))
+                .where(column == to_signed64(key)).order_by(t.c.id.desc()).limit(1))
+        self.check()
+        with self._errors("reading a kept page"), self.engine.connect() as conn:
+            row = conn.execute(stmt).first()
+        if row is None:
+            return None
+        url, canonical, simhash = row
+        return url, canonical or url, None if simhash is None else to_unsigned64(simhash)
+
+    def latest_version(self, canonical_key: int) -> tuple[int | None, int | None] | None:
+        """``(simhash, content_key)`` (unsigned, or None) of the latest stored page whose
+        canonical key (:func:`crawler.simindex.url_key`) is ``canonical_key``; None if none."""
+        t = self.documents
+        stmt = (sa.select(sa.type_coerce(t.c.simhash, sa.BigInteger), t.c.content_key)
+                .where(t.c.canonical_key == to_signed64(canonical_key))
+                .order_by(t.c.id.desc()).limit(1))
+        self.check()
+        with self._errors("reading a page's stored version"), self.engine.connect() as conn:
+            row = conn.execute(stmt).first()
+        if row is None:
+            return None
+        simhash, ckey = row
+        return (None if simhash is None else to_unsigned64(simhash),
+                None if ckey is None else to_unsigned64(ckey))
 
     def iter_fingerprints(
         self, crawl_id: int | None = None
