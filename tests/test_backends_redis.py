@@ -7,12 +7,14 @@ import os
 import socket
 import uuid
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from scrapy.settings import Settings
 
 from crawler.backends import make_content_index, make_seen_set
-from crawler.backends.local import LocalContentIndex, PageSignature
+from crawler.backends.local import LocalContentIndex, Match, PageSignature
 from crawler.backends.redis import (
     RedisBackendError,
     RedisContentIndex,
@@ -23,7 +25,8 @@ from crawler.backends.redis import (
     mask_url,
 )
 from crawler.config import SettingError
-from tests.test_backends_local import chash, page, page_sequences
+from crawler.storage import Store
+from tests.test_backends_local import BASES, chash, page, page_sequences
 
 pytestmark = pytest.mark.redis
 
@@ -83,6 +86,24 @@ def test_seen_set_grows_past_capacity_and_shards(ns):
     client = seen.client
     assert client.exists(f"{seen.base}:0:1")  # layer 0, second shard
     assert seen.expected_false_positive_rate < 0.02
+
+
+def test_contains_many_answers_as_contains_does_in_one_round_trip(ns):
+    seen = RedisSeenSet.from_settings(ns, capacity=200, error_rate=0.01, shard_bits=1024)
+    added = fresh_keys(700)  # past capacity: several layers of several shards
+    for k in added:
+        seen.add(k)
+    probe = added[::3] + fresh_keys(400) + [b"short", added[0]]
+    want = [k in seen for k in probe]
+    assert sum(want) >= len(added[::3]) + 1
+    calls = []
+    run = seen._run
+    seen._run = lambda *args: calls.append(args) or run(*args)
+    count = len(seen)
+    assert seen.contains_many(probe) == want
+    assert len(calls) == 1  # one script call for the whole batch
+    assert len(seen) == count  # read-only
+    assert seen.contains_many([]) == []
 
 
 def test_seen_set_is_shared_and_refuses_other_sizing(ns):
@@ -292,3 +313,108 @@ def test_stored_pages_load_once_and_never_replace_a_newer_entry(ns):
     assert joiner.load_stored(stored) == 1  # only x/2: x/1's entry is newer
     assert joiner.load_stored(stored) == 0  # loaded once per namespace
     assert joiner.check_and_add(page("http://y/1", 7, far)) is None  # the old x/1 is not back
+
+
+# --- the lean layout: URLs and earlier versions come from storage -------------------------------
+
+
+@st.composite
+def crawl_sequences(draw: st.DrawFn) -> tuple[int, list[PageSignature]]:
+    """Pages as a crawl meets them: each URL fetched once, several URLs sharing a canonical URL
+    (rule 1), near copies of a few bases at 0..k+2 bits, repeated contents, some too short."""
+    k = draw(st.integers(0, 5))
+    pages = []
+    for i in range(draw(st.integers(1, 40))):
+        fp = draw(st.sampled_from(BASES))
+        for b in draw(st.lists(st.integers(0, 63), max_size=k + 2, unique=True)):
+            fp ^= 1 << b
+        canonical = draw(st.sampled_from(["", "http://h/canon", "http://h/other"]))
+        simhash = draw(st.one_of(st.just(fp), st.just(fp), st.none()))
+        pages.append(PageSignature(f"http://h/{i}", canonical, chash(draw(st.integers(0, 9))),
+                                   simhash))
+    return k, pages
+
+
+def _store_kept(store: Store, p: PageSignature) -> None:
+    store.upsert_documents([{"url": p.url, "canonical_url": p.canonical_url or p.url,
+                             "content_hash": p.content_hash, "simhash": p.simhash}])
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=crawl_sequences())
+def test_lean_index_with_storage_decides_as_local_and_holds_no_url(ns, tmp_path_factory, case):
+    k, pages = case
+    client = connect(ns["REDIS_URL"])
+    base = f"dedup:{ns['DEDUP_NAMESPACE']}"
+    clear_namespace(client, base)
+    with Store(f"sqlite:///{tmp_path_factory.mktemp('lean')}/crawl.db") as store:
+        remote = RedisContentIndex(client, base, k=k, resolver=store)
+        local = LocalContentIndex(k)
+        for p in pages:
+            match = remote.check_and_add(p)
+            assert match == local.check_and_add(p)
+            if match is None:  # what the storage pipeline does with a kept page
+                _store_kept(store, p)
+        assert len(remote) == len(local)
+    assert not client.exists(f"{base}:ci:u", f"{base}:ci:c")  # no URL, no version in Redis
+    clear_namespace(client, base)
+
+
+def test_a_recrawl_never_drops_a_page_as_its_own_stored_version(ns, tmp_path):
+    """The earlier crawl's pages are loaded from storage; the new crawl fetches them again
+    (changed a little, or not at all): each is the same page, never its own duplicate."""
+    with Store(f"sqlite:///{tmp_path}/crawl.db") as store:
+        first = RedisContentIndex.from_settings(ns, resolver=store)
+        pages = [page(f"http://s/{i}", i, (i * 0x9E3779B97F4A7C15) % 2**64) for i in range(30)]
+        for p in pages:
+            assert first.check_and_add(p) is None
+            _store_kept(store, p)
+        clear_namespace(first.client, first.base.rsplit(":", 1)[0])  # a new crawl's namespace
+        again = RedisContentIndex.from_settings(ns, resolver=store)
+        assert again.load_arrays(store.iter_key_arrays()) == 30
+        for p in pages[:10]:  # unchanged
+            assert again.check_and_add(p) is None
+        for i, p in enumerate(pages[10:20], 10):  # 2 bits changed: still itself
+            changed = PageSignature(p.url, p.canonical_url, chash(1000 + i), p.simhash ^ 0b101)
+            assert again.check_and_add(changed) is None
+        # a mirror of a stored page is still its duplicate, named from storage
+        mirror = page("http://mirror/25", 2025, pages[25].simhash ^ 0b11)
+        assert again.check_and_add(mirror) == Match("near_duplicate", "http://s/25",
+                                                    pages[25].simhash, 2)
+        exact = page("http://mirror/26", 26, None)
+        assert again.check_and_add(exact).url == "http://s/26"
+        assert len(again) == 30
+
+
+def test_a_kept_page_storage_lost_is_forgotten_not_named(ns, tmp_path):
+    with Store(f"sqlite:///{tmp_path}/crawl.db") as store:
+        index = RedisContentIndex.from_settings(ns, resolver=store)
+        assert index.check_and_add(page("http://a/1", 1, 2**40)) is None  # never stored
+        far = 2**64 - 1 - 2**40  # 63 bits from 2**40
+        assert index.check_and_add(page("http://a/2", 2, far)) is None
+        _store_kept(store, page("http://a/2", 2, far))
+        # a near copy of the lost page is kept (no drop names a page storage lacks)
+        assert index.check_and_add(page("http://b/1", 3, 2**40 + 1)) is None
+        assert index.check_and_add(page("http://b/2", 4, far ^ 1)).url == "http://a/2"
+        assert len(index) == 2  # a/1 forgotten; a/2 and b/1 kept
+
+
+def test_the_lean_index_costs_under_64_bytes_per_page(ns, tmp_path):
+    """Redis memory per kept page at 20,000 pages, lean (URLs in storage): the bucket hashes'
+    fixed cost is spread over few pages here, so this bounds the per-page part only."""
+    client = connect(ns["REDIS_URL"])
+    base = f"dedup:{ns['DEDUP_NAMESPACE']}"
+    with Store(f"sqlite:///{tmp_path}/crawl.db") as store:
+        index = RedisContentIndex.from_settings(ns, resolver=store)
+        rng = np.random.default_rng(7)
+        warm = [(f"http://w/{i}", "", chash(i), int(fp)) for i, fp in
+                enumerate(rng.integers(0, 2**64, 70_000, dtype=np.uint64))]
+        index.load(warm[:1], replace=False)  # the hashes exist
+        index.load(warm[1:50_000], replace=False)  # ~every bucket holds records already
+        before = int(client.info("memory")["used_memory"])
+        index.load(warm[50_000:], replace=False)
+        grown = int(client.info("memory")["used_memory"]) - before
+    assert len(index) == 70_000
+    assert grown / 20_000 < 64
+    assert not client.exists(f"{base}:ci:u", f"{base}:ci:c")

@@ -4,7 +4,7 @@ Every key starts with ``{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE}`` (namespace defaul
 so crawls on one server stay apart; :func:`clear_namespace` deletes one. Each decision is one Lua
 script, so N crawler processes on one server see one set and never both keep a duplicate pair.
 Scripts touch keys they compute from their base name: a single Redis server (no Cluster).
-Nothing is pickled: entries are JSON written by the scripts (``cjson``).
+Nothing is pickled: entries are packed bytes written by the scripts.
 
 **Seen set** (:class:`RedisSeenSet`), keys under ``{base}:bloom``:
 
@@ -18,12 +18,15 @@ Bit indexes come from the 16-byte fingerprint inside Lua by double hashing on tw
 halves (bytes 0-5 and 6-11), ``(h1 + i * h2) mod m``: exact in Lua's doubles for any m < 2**48.
 
 **Content index** (:class:`RedisContentIndex`), keys under ``{base}:ci``: ``:meta`` hash (k,
-blocks, seq, count), ``:e`` hash id -> JSON entry ``{"u", "c", "h", "f", "b"}`` (URL, canonical
-URL, content hash, SimHash as 16 hex digits or "", block keys), ``:x`` hash content hash -> id,
-``:c`` hash canonical URL -> id, ``:b:{table}:{block hex}`` sets of ``"{id}:{fp hex}"``. Decisions
-are those of :class:`crawler.backends.local.LocalContentIndex` (same rules, same ties: ids are
-increasing), except that content hashes are compared in full. The layout may change between
-versions; a namespace written with another k or block count is refused.
+blocks, layout, seq, count, loaded); ``:t{table}`` hashes, one field per bucket (the bucket bytes
+of :func:`bucket_specs`), its value the packed records of the fingerprints in it (the bytes
+outside the bucket; table 0 adds a 4-byte sequence number); ``:x`` hash, 4,096 buckets of
+7-byte content-key records; ``{base}:ci:ck:bloom`` a growing Bloom filter of canonical keys;
+``:p``/``:pc``/``:pw:{worker}`` the pending entries; ``:c``/``:u`` versions and URLs of the
+pages storage cannot resolve. Decisions are those of
+:class:`crawler.backends.local.LocalContentIndex` (same rules, same ties: sequence numbers are
+increasing, content compared on the same 64-bit key). The layout may change between versions;
+a namespace written with another k, block count or layout is refused.
 """
 
 from __future__ import annotations
@@ -34,14 +37,15 @@ import logging
 import math
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+import numpy as np
 import redis
 
 from crawler import bloom, config, defaults
 from crawler.backends.local import Match, PageSignature, Record
-from crawler.simindex import block_layout, settings_params
+from crawler.simindex import block_layout, content_key, settings_params, url_key
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +208,44 @@ local present, count = bloom_check(KEYS[1], ARGV[1], ARGV[2], ARGV[3] == '1', to
 return {present, count}
 """
 
+# KEYS: meta. ARGV: shard bits, then 16-byte fingerprints. Returns 1 (present) or 0 for each:
+# the bit positions of bloom_check's "test" mode, the layer specs read once for the batch.
+_BLOOM_TEST_MANY_LUA = """
+local meta, shard_bits = KEYS[1], tonumber(ARGV[1])
+local active = tonumber(redis.call('HGET', meta, 'active'))
+local ms, ks = {}, {}
+for l = 0, active - 1 do
+  local spec = redis.call('HMGET', meta, 'm' .. l, 'k' .. l)
+  ms[l], ks[l] = tonumber(spec[1]), tonumber(spec[2])
+end
+local function b48(s, off)
+  local v = 0
+  for j = off, off + 5 do v = v * 256 + string.byte(s, j) end
+  return v
+end
+local out = {}
+for a = 2, #ARGV do
+  local fp, found = ARGV[a], 0
+  local h1, h2 = b48(fp, 1), b48(fp, 7)
+  for l = 0, active - 1 do
+    local m, all = ms[l], true
+    local step, idx = h2 % m, h1 % m
+    if step == 0 then step = 1 end
+    for _ = 1, ks[l] do
+      if redis.call('GETBIT', meta .. ':' .. l .. ':' .. math.floor(idx / shard_bits),
+                    idx % shard_bits) == 0 then
+        all = false
+        break
+      end
+      idx = (idx + step) % m
+    end
+    if all then found = 1; break end
+  end
+  out[#out + 1] = found
+end
+return out
+"""
+
 
 class RedisSeenSet(_RedisBacked):
     """Bloom-filter seen set in Redis, shared by every process of one namespace.
@@ -306,6 +348,17 @@ class RedisSeenSet(_RedisBacked):
         present, _ = self._run(self._script, [self.base], [_fp16(key), "test", 0, self.shard_bits])
         return bool(present)
 
+    def contains_many(self, keys: list[bytes]) -> list[bool]:
+        """``key in self`` for each of ``keys``, in ONE Redis round trip (read-only): the
+        spider asks about all the links of a page at once."""
+        if not keys:
+            return []
+        script = getattr(self, "_test_many", None)
+        if script is None:
+            script = self._test_many = self.client.register_script(_BLOOM_TEST_MANY_LUA)
+        args = [self.shard_bits, *(_fp16(key) for key in keys)]
+        return [bool(v) for v in self._run(script, [self.base], args)]
+
     def __len__(self) -> int:
         return int(self._call("hget", self.base, "count") or 0)
 
@@ -360,6 +413,54 @@ class RedisSeenSet(_RedisBacked):
     def describe(self) -> str:
         return bloom.describe(self.capacity, self.error_rate) + f", shared in Redis {self.base}"
 
+    def add_keys_bulk(self, first: np.ndarray, second: np.ndarray) -> int:
+        """Set the bits of many keys given as the two uint64 halves of their 16-byte
+        fingerprints (``first``: bytes 0-7, ``second``: bytes 8-15, big-endian), with the
+        indexes :data:`BLOOM_FN` computes, in bulk: numpy computes them, one Lua call sets a
+        batch. Keys fill the top layer to its capacity, then new layers (``grow``); nothing is
+        tested first (a key already present counts again: the filter grows a little early).
+        Returns how many keys were added."""
+        first = np.asarray(first, np.uint64)
+        second = np.asarray(second, np.uint64)
+        h1 = first >> np.uint64(16)
+        h2 = ((first & np.uint64(0xFFFF)) << np.uint64(32)) | (second >> np.uint64(32))
+        total, pos = len(first), 0
+        while pos < total:
+            layer = int(self._call("hget", self.base, "active")) - 1
+            m, k, cap, n = (int(v) for v in self._call(
+                "hmget", self.base, [f"m{layer}", f"k{layer}", f"c{layer}", f"n{layer}"]))
+            growable = self.on_full == "grow" and layer + 1 < MAX_LAYERS
+            take = min(total - pos, max(cap - n, 0) if growable else total - pos)
+            if take == 0:
+                self._call("hset", self.base, "active", layer + 2)
+                continue
+            self._set_bits(layer, m, k, h1[pos : pos + take], h2[pos : pos + take])
+            n = int(self._call("hincrby", self.base, f"n{layer}", take))
+            self._call("hincrby", self.base, "count", take)
+            if growable and n >= cap:
+                self._call("hset", self.base, "active", layer + 2)
+            pos += take
+        return total
+
+    def _set_bits(self, layer: int, m: int, k: int, h1: np.ndarray, h2: np.ndarray) -> None:
+        mm = np.uint64(m)
+        start, step = h1 % mm, h2 % mm
+        step[step == 0] = 1
+        idx = np.concatenate([(start + np.uint64(i) * step) % mm for i in range(k)])
+        shards = idx // np.uint64(self.shard_bits)
+        offsets = idx % np.uint64(self.shard_bits)
+        for shard in np.unique(shards).tolist():
+            mine = offsets[shards == shard]
+            key = f"{self.base}:{layer}:{shard}"
+            # OR a bitmap built here into the shard: one BITOP instead of a SETBIT per bit
+            bitmap = np.zeros(int(mine.max()) // 8 + 1, np.uint8)
+            np.bitwise_or.at(bitmap, (mine >> np.uint64(3)).astype(np.int64),
+                             (np.uint8(128) >> (mine & np.uint64(7)).astype(np.uint8)))
+            temp = f"{key}:bulk"
+            self._call("set", temp, bitmap.tobytes())
+            self._call("bitop", "OR", key, key, temp)
+            self._call("delete", temp)
+
     def _on_threshold(self, count: int) -> None:
         while self._warn_at and count >= self._warn_at[0]:
             self._warn_at.pop(0)
@@ -384,154 +485,496 @@ def _fp16(key: bytes) -> bytes:
 
 # --- the content index --------------------------------------------------------------------------
 
-_CI_COMMON = """
-local function pop32(x)
-  x = x - bit.band(bit.rshift(x, 1), 0x55555555)
-  x = bit.band(x, 0x33333333) + bit.band(bit.rshift(x, 2), 0x33333333)
-  x = bit.band(x + bit.rshift(x, 4), 0x0F0F0F0F)
-  x = x + bit.rshift(x, 8)
-  x = x + bit.rshift(x, 16)
-  return bit.band(x, 0x3F)
+#: popcount of a byte, as a Lua table literal (built per script call: a literal is one opcode)
+_POPCOUNT = "{[0]=" + ",".join(str(bin(i).count("1")) for i in range(256)) + "}"
+#: seq of a kept page in table 0's records (ties: the earliest kept wins); 2**32 pages at most
+SEQ_BYTES = 4
+#: records of the exact table: content-key bytes 2..8 (byte 1 and the top half of byte 2 are
+#: the bucket, 4096 per index)
+EXACT_REC = 7
+LAYOUT = "2"
+CK_BLOOM_CAPACITY = 2**20  # canonical-key filter: first layer, grows by doubling (8 layers)
+CK_BLOOM_RATE = 0.01
+_MAX_GONE = 64  # kept pages storage no longer knows, forgotten in one check before keeping
+
+_CI_COMMON = (
+    BLOOM_FN
+    + """
+local PC = POPCOUNT
+local bxor, band, byte, sub, char, find = bit.bxor, bit.band, string.byte, string.sub,
+  string.char, string.find
+local SEP = '\\n'
+local function ctx(base)
+  local nb = tonumber(ARGV[1])
+  local C = {base = base, specs = {}, next = nb + 2}
+  for t = 1, nb do C.specs[t] = ARGV[t + 1] end
+  return C
 end
-local function remove(base, id)
-  local raw = redis.call('HGET', base .. ':e', id)
-  if not raw then return end
-  local e = cjson.decode(raw)
-  if redis.call('HGET', base .. ':c', e.c) == id then redis.call('HDEL', base .. ':c', e.c) end
-  if redis.call('HGET', base .. ':x', e.h) == id then redis.call('HDEL', base .. ':x', e.h) end
-  for _, blk in ipairs(e.b) do redis.call('SREM', base .. ':b:' .. blk, id .. ':' .. e.f) end
-  redis.call('HDEL', base .. ':e', id)
-  redis.call('HINCRBY', base .. ':meta', 'count', -1)
+-- a fingerprint's bucket bytes in table t and the other bytes ('<start><width>', 1-based)
+local function split(fp, spec)
+  if spec == '' then return '', fp end
+  local a, w = tonumber(sub(spec, 1, 1)), tonumber(sub(spec, 2, 2))
+  return sub(fp, a, a + w - 1), sub(fp, 1, a - 1) .. sub(fp, a + w)
 end
-local function commit(base, w, c)
-  local mine = redis.call('HGET', base .. ':p', c) == w
-  if mine then redis.call('HDEL', base .. ':p', c) end
-  redis.call('SREM', base .. ':pw:' .. w, c)
-  return mine and 1 or 0
+local function join(field, rem, spec)
+  if spec == '' then return rem end
+  local a = tonumber(sub(spec, 1, 1))
+  return sub(rem, 1, a - 1) .. field .. sub(rem, a)
 end
-local function add(base, e)
-  local id = tostring(redis.call('HINCRBY', base .. ':meta', 'seq', 1))
-  redis.call('HSET', base .. ':e', id, cjson.encode(e))
-  redis.call('HSET', base .. ':c', e.c, id)
-  redis.call('HSETNX', base .. ':x', e.h, id)
-  for _, blk in ipairs(e.b) do redis.call('SADD', base .. ':b:' .. blk, id .. ':' .. e.f) end
-  redis.call('HINCRBY', base .. ':meta', 'count', 1)
+local function afind(s, needle, stride)
+  local pos = find(s, needle, 1, true)
+  while pos and (pos - 1) % stride ~= 0 do pos = find(s, needle, pos + 1, true) end
+  return pos
+end
+local function cut(key, field, s, pos, stride)
+  local rest = sub(s, 1, pos - 1) .. sub(s, pos + stride)
+  if rest == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, rest) end
+end
+local function append(key, field, rec)
+  local s = redis.call('HGET', key, field)
+  redis.call('HSET', key, field, (s or '') .. rec)
+end
+local function xfield(c8) return sub(c8, 1, 1) .. char(band(byte(c8, 2), 0xF0)) end
+local function seqbytes(n)
+  return char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+    math.floor(n / 256) % 256, n % 256)
+end
+local function head(v)
+  local i = find(v, SEP, 1, true)
+  return sub(v, 1, i - 1), sub(v, i + 1)
+end
+-- a version: 's' .. fp8 .. content8, or 'x' .. content8 (no SimHash)
+local function ids(enc)
+  if sub(enc, 1, 1) == 's' then return {'s' .. sub(enc, 2, 9), 'x' .. sub(enc, 10, 17)} end
+  return {enc}
+end
+local function content_of(enc)
+  if sub(enc, 1, 1) == 's' then return sub(enc, 10, 17) end
+  return sub(enc, 2, 9)
+end
+local function remove_fp(C, fp)
+  local found = false
+  for t, spec in ipairs(C.specs) do
+    local field, rem = split(fp, spec)
+    local key = C.base .. ':t' .. (t - 1)
+    local stride = #rem + (t == 1 and SEQB or 0)
+    local s = redis.call('HGET', key, field)
+    local pos = s and afind(s, rem, stride)
+    if pos then
+      cut(key, field, s, pos, stride)
+      if t == 1 then found = true end
+    end
+  end
+  return found
+end
+local function remove_content(C, c8)
+  local key, field = C.base .. ':x', xfield(c8)
+  local s = redis.call('HGET', key, field)
+  local pos = s and afind(s, sub(c8, 2), XREC)
+  if pos then cut(key, field, s, pos, XREC) end
+  return pos ~= nil and pos ~= false
+end
+local function drop_version(C, enc)
+  local found
+  if sub(enc, 1, 1) == 's' then
+    found = remove_fp(C, sub(enc, 2, 9))
+    remove_content(C, content_of(enc))
+  else
+    found = remove_content(C, content_of(enc))
+  end
+  for _, id in ipairs(ids(enc)) do
+    redis.call('HDEL', C.base .. ':p', id)
+    redis.call('HDEL', C.base .. ':u', id)
+  end
+  if found then redis.call('HINCRBY', C.base .. ':meta', 'count', -1) end
+end
+local function add_version(C, enc)
+  local seq = redis.call('HINCRBY', C.base .. ':meta', 'seq', 1)
+  if sub(enc, 1, 1) == 's' then
+    local fp = sub(enc, 2, 9)
+    for t, spec in ipairs(C.specs) do
+      local field, rem = split(fp, spec)
+      append(C.base .. ':t' .. (t - 1), field, t == 1 and (rem .. seqbytes(seq)) or rem)
+    end
+  end
+  local c8 = content_of(enc)
+  append(C.base .. ':x', xfield(c8), sub(c8, 2))
+  redis.call('HINCRBY', C.base .. ':meta', 'count', 1)
+end
+-- the version the index itself records for a canonical key: pending, or kept with its URL
+local function held_version(C, ck8)
+  local v = redis.call('HGET', C.base .. ':pc', ck8)
+  if v then
+    local _, enc = head(v)
+    return enc
+  end
+  local c = redis.call('HGET', C.base .. ':c', ck8)
+  if c then return c end
+  return nil
+end
+local function mark(C, owner, ck8, enc, info, canonical)
+  for _, id in ipairs(ids(enc)) do redis.call('HSET', C.base .. ':p', id, owner .. SEP .. info) end
+  redis.call('HSET', C.base .. ':pc', ck8, owner .. SEP .. enc)
+  redis.call('HSET', C.base .. ':pw:' .. owner, canonical, ck8)
+end
+local function remember(C, ck8, enc, info)
+  redis.call('HSET', C.base .. ':c', ck8, enc)
+  for _, id in ipairs(ids(enc)) do redis.call('HSET', C.base .. ':u', id, info) end
+end
+local function commit(C, w, c)
+  local pw = C.base .. ':pw:' .. w
+  local ck8 = redis.call('HGET', pw, c)
+  if not ck8 then return 0 end
+  redis.call('HDEL', pw, c)
+  local v = redis.call('HGET', C.base .. ':pc', ck8)
+  if not v then return 0 end
+  local owner, enc = head(v)
+  if owner ~= w then return 0 end
+  for _, id in ipairs(ids(enc)) do
+    local pv = redis.call('HGET', C.base .. ':p', id)
+    if pv and head(pv) == w then redis.call('HDEL', C.base .. ':p', id) end
+  end
+  redis.call('HDEL', C.base .. ':pc', ck8)
+  return 1
 end
 """
+).replace("POPCOUNT", _POPCOUNT).replace("SEQB", str(SEQ_BYTES)).replace("XREC", str(EXACT_REC))
 
+# ARGV after the specs: k, me, ck8, ck16, content8, fp8 or '', info (url \n canonical \n fp hex),
+# canonical, standalone ('1' or ''), old ('' unknown, 'n' none, or a version), shard bits.
 _CHECK_AND_ADD_LUA = (
     _CI_COMMON
     + """
-local base, k, me = KEYS[1], tonumber(ARGV[1]), ARGV[2]
-local e = {u = ARGV[3], c = ARGV[4], h = ARGV[5], f = ARGV[6], b = {}}
-for i = 7, #ARGV do e.b[#e.b + 1] = ARGV[i] end
+local C = ctx(KEYS[1])
+local a = C.next
+local k, me, ck8, ck16, c8, fp = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
+  ARGV[a + 4], ARGV[a + 5]
+local info, canonical, standalone = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8] == '1'
+local old_arg, shard_bits = ARGV[a + 9], tonumber(ARGV[a + 10])
+local ckmeta = C.base .. ':ck:bloom'
 local function answer(reason, id, d)
-  local kept = cjson.decode(redis.call('HGET', base .. ':e', id))
-  local owner = redis.call('HGET', base .. ':p', kept.c)
-  if owner and owner ~= me then return {'pending', kept.u, kept.f, d, owner} end
-  return {reason, kept.u, kept.f, d}
+  local pv = redis.call('HGET', C.base .. ':p', id)
+  if pv then
+    local owner, held = head(pv)
+    if owner ~= me then return {'pending', held, id, d, owner} end
+    return {reason, held, id, d}
+  end
+  return {reason, redis.call('HGET', C.base .. ':u', id) or '', id, d}
 end
-local old = redis.call('HGET', base .. ':c', e.c)
-local ex = redis.call('HGET', base .. ':x', e.h)
-if ex and ex ~= old then return answer('exact_duplicate', ex, 0) end
-if e.f ~= '' then
-  local qhi, qlo = tonumber(string.sub(e.f, 1, 8), 16), tonumber(string.sub(e.f, 9, 16), 16)
-  local best_d, best_id = k + 1, nil
-  for _, blk in ipairs(e.b) do
-    for _, m in ipairs(redis.call('SMEMBERS', base .. ':b:' .. blk)) do
-      local sep = string.find(m, ':', 1, true)
-      local id, fp = string.sub(m, 1, sep - 1), string.sub(m, sep + 1)
-      if id ~= old then
-        local d = pop32(bit.bxor(qhi, tonumber(string.sub(fp, 1, 8), 16)))
-          + pop32(bit.bxor(qlo, tonumber(string.sub(fp, 9, 16), 16)))
-        local n = tonumber(id)
-        if d < best_d or (d == best_d and best_id and n < best_id) then
-          best_d, best_id = d, n
+local old = held_version(C, ck8)
+if not old then
+  if old_arg == 'n' or standalone then
+    old = nil
+  elseif old_arg ~= '' then
+    old = old_arg
+  elseif bloom_check(ckmeta, ck16, 'test', false, shard_bits) == 1 then
+    return {'need_old'}
+  end
+end
+local old_fp = (old and sub(old, 1, 1) == 's') and sub(old, 2, 9) or nil
+if not old or content_of(old) ~= c8 then  -- rule 2: another kept page with this content
+  local xs = redis.call('HGET', C.base .. ':x', xfield(c8))
+  if xs and afind(xs, sub(c8, 2), XREC) then return answer('exact_duplicate', 'x' .. c8, 0) end
+end
+if fp ~= '' then  -- rule 3: the nearest kept fingerprint within k, ties to the earliest kept
+  local found, best = {}, k + 1
+  for t, spec in ipairs(C.specs) do
+    local field, rem = split(fp, spec)
+    local s = redis.call('HGET', C.base .. ':t' .. (t - 1), field)
+    if s then
+      local R = #rem
+      local stride = R + (t == 1 and SEQB or 0)
+      local q = {byte(rem, 1, R)}
+      for i = 1, #s, stride do
+        local d, j = 0, 0
+        while j < R do
+          d = d + PC[bxor(byte(s, i + j), q[j + 1])]
+          if d > k then break end
+          j = j + 1
+        end
+        if d <= k then
+          local cand = join(field, sub(s, i, i + R - 1), spec)
+          if cand ~= old_fp and found[cand] == nil then
+            found[cand] = d
+            if d < best then best = d end
+          end
         end
       end
     end
   end
-  if best_id then return answer('near_duplicate', tostring(best_id), best_d) end
+  if best <= k then
+    local winner, wseq = nil, nil
+    local field0, spec0 = nil, C.specs[1]
+    for cand, d in pairs(found) do
+      if d == best then
+        local f0, rem0 = split(cand, spec0)
+        local s0 = redis.call('HGET', C.base .. ':t0', f0)
+        local pos = afind(s0, rem0, #rem0 + SEQB)
+        local seq = sub(s0, pos + #rem0, pos + #rem0 + SEQB - 1)
+        if not winner or seq < wseq then winner, wseq = cand, seq end
+      end
+    end
+    return answer('near_duplicate', 's' .. winner, best)
+  end
 end
-if old then remove(base, old) end
-add(base, e)
-if me ~= '' then
-  redis.call('HSET', base .. ':p', e.c, me)
-  redis.call('SADD', base .. ':pw:' .. me, e.c)
-end
+if old then drop_version(C, old) end
+local enc = fp ~= '' and ('s' .. fp .. c8) or ('x' .. c8)
+add_version(C, enc)
+bloom_check(ckmeta, ck16, 'add', true, shard_bits)
+if me ~= '' then mark(C, me, ck8, enc, info, canonical) end
+if standalone then remember(C, ck8, enc, info) end
 return false
 """
-)
+).replace("SEQB", str(SEQ_BYTES)).replace("XREC", str(EXACT_REC))
 
-# ARGV: "replace" (a kept page re-fingerprinted by its worker) or "absent" (stored pages loaded
-# at start: an entry already held for the canonical URL is newer and is never replaced).
+# ARGV after the specs: mode ('replace': re-fingerprinted or kept-anyway pages, whose stored
+# fingerprint is not this one; 'absent': stored pages, an entry held for the canonical key is
+# newer and stays), standalone, shard bits, then 7 per record: ck8, ck16, content8, fp8 or '',
+# info, canonical, old ('' unknown, 'n' none, or the stored version).
 _LOAD_LUA = (
     _CI_COMMON
     + """
-local base, mode, loaded = KEYS[1], ARGV[1], 0
-for i = 2, #ARGV do
-  local e = cjson.decode(ARGV[i])
-  local old = redis.call('HGET', base .. ':c', e.c)
-  local same = false
-  if old then
-    if mode == 'absent' then
-      same = true
-    else
-      local o = cjson.decode(redis.call('HGET', base .. ':e', old))
-      same = o.u == e.u and o.h == e.h and o.f == e.f
-      if not same then remove(base, old) end
+local C = ctx(KEYS[1])
+local a = C.next
+local mode, standalone, shard_bits = ARGV[a], ARGV[a + 1] == '1', tonumber(ARGV[a + 2])
+local ckmeta = C.base .. ':ck:bloom'
+local loaded = 0
+for i = a + 3, #ARGV, 7 do
+  local ck8, ck16, c8, fp, info, canonical, old_arg = ARGV[i], ARGV[i + 1], ARGV[i + 2],
+    ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  local enc = fp ~= '' and ('s' .. fp .. c8) or ('x' .. c8)
+  local old = held_version(C, ck8)
+  if mode == 'absent' then
+    if not old then
+      add_version(C, enc)
+      bloom_check(ckmeta, ck16, 'add', true, shard_bits)
+      if standalone then remember(C, ck8, enc, info) end
+      loaded = loaded + 1
+    end
+  else
+    if not old and old_arg ~= '' and old_arg ~= 'n' then old = old_arg end
+    if old ~= enc then
+      local pc = redis.call('HGET', C.base .. ':pc', ck8)
+      if old then drop_version(C, old) end
+      add_version(C, enc)
+      bloom_check(ckmeta, ck16, 'add', true, shard_bits)
+      if pc then mark(C, (head(pc)), ck8, enc, info, canonical) end
+      remember(C, ck8, enc, info)  -- storage does not hold this fingerprint: keep its URL
+      loaded = loaded + 1
     end
   end
-  if not same then add(base, e); loaded = loaded + 1 end
 end
 return loaded
 """
 )
 
-# ARGV: the worker, then canonical URLs its storage batch committed: their entries count now.
+# ARGV after the specs: the worker, then canonical URLs its storage batch committed.
 _COMMIT_LUA = (
     _CI_COMMON
     + """
-local base, me, done = KEYS[1], ARGV[1], 0
-for i = 2, #ARGV do done = done + commit(base, me, ARGV[i]) end
+local C = ctx(KEYS[1])
+local me, done = ARGV[C.next], 0
+for i = C.next + 1, #ARGV do done = done + commit(C, me, ARGV[i]) end
 return done
 """
 )
 
-# ARGV: a dead worker, then the canonical URLs of its pending entries that storage holds:
-# those are committed, every other pending entry of it is removed (its page was never stored).
+# ARGV after the specs: a dead worker, then the canonical URLs of its pending entries that
+# storage holds: those are committed, every other pending entry of it is removed.
 _RECLAIM_LUA = (
     _CI_COMMON
     + """
-local base, dead, removed = KEYS[1], ARGV[1], 0
-for i = 2, #ARGV do commit(base, dead, ARGV[i]) end
-for _, c in ipairs(redis.call('SMEMBERS', base .. ':pw:' .. dead)) do
-  if redis.call('HGET', base .. ':p', c) == dead then
-    local id = redis.call('HGET', base .. ':c', c)
-    if id then remove(base, id); removed = removed + 1 end
-    redis.call('HDEL', base .. ':p', c)
+local C = ctx(KEYS[1])
+local dead, removed = ARGV[C.next], 0
+for i = C.next + 1, #ARGV do commit(C, dead, ARGV[i]) end
+local pw = C.base .. ':pw:' .. dead
+local all = redis.call('HGETALL', pw)
+for i = 1, #all, 2 do
+  local ck8 = all[i + 1]
+  local v = redis.call('HGET', C.base .. ':pc', ck8)
+  if v then
+    local owner, enc = head(v)
+    if owner == dead then
+      drop_version(C, enc)
+      redis.call('HDEL', C.base .. ':pc', ck8)
+      redis.call('HDEL', C.base .. ':c', ck8)
+      removed = removed + 1
+    end
   end
 end
-redis.call('DEL', base .. ':pw:' .. dead)
+redis.call('DEL', pw)
 return removed
 """
 )
+
+# ARGV after the specs: an id ('s' .. fp8 or 'x' .. content8) whose page storage no longer has.
+_FORGET_LUA = (
+    _CI_COMMON
+    + """
+local C = ctx(KEYS[1])
+local id = ARGV[C.next]
+local found
+if sub(id, 1, 1) == 's' then found = remove_fp(C, sub(id, 2, 9))
+else found = remove_content(C, sub(id, 2, 9)) end
+redis.call('HDEL', C.base .. ':u', id)
+if found then redis.call('HINCRBY', C.base .. ':meta', 'count', -1) end
+return found and 1 or 0
+"""
+)
+
+
+# ARGV[1]: appends packed as (table byte: 255 the exact table, else the block table; field
+# length byte; field; records length, 4 bytes big-endian; records), one after the other.
+_APPEND_LUA = """
+local base, blob, i, n = KEYS[1], ARGV[1], 1, 0
+local byte, sub = string.byte, string.sub
+while i <= #blob do
+  local t, fl = byte(blob, i, i + 1)
+  local field = sub(blob, i + 2, i + 1 + fl)
+  local a, b, c, d = byte(blob, i + 2 + fl, i + 5 + fl)
+  local len = ((a * 256 + b) * 256 + c) * 256 + d
+  local recs = sub(blob, i + 6 + fl, i + 5 + fl + len)
+  local key = base .. (t == 255 and ':x' or (':t' .. t))
+  local s = redis.call('HGET', key, field)
+  redis.call('HSET', key, field, (s or '') .. recs)
+  i, n = i + 6 + fl + len, n + 1
+end
+return n
+"""
+APPEND_BATCH = 2000  # buckets appended per call (a few ms of Redis time)
+BULK_ROWS = 1 << 20  # stored rows grouped by bucket at once in load_arrays
+
+
+class KeptPages(Protocol):
+    """Where the Redis index finds what it does not hold (e.g. :class:`crawler.storage.Store`).
+
+    ``kept_page(kind, key)``: ``(url, canonical_url, simhash)`` of the earliest stored page with
+    that SimHash (``kind`` ``"s"``) or content key (``"x"``), None when none is stored.
+    ``latest_version(canonical_key)``: ``(simhash, content_key)`` of the latest stored page
+    with that canonical key (either None when absent), None when no page has it."""
+
+    def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None] | None: ...
+
+    def latest_version(self, canonical_key: int) -> tuple[int | None, int | None] | None: ...
+
+
+def bucket_specs(blocks: int) -> list[str]:
+    """Per block table, the whole bytes of the block that key its buckets: ``"<start><width>"``
+    (1-based, big-endian fingerprint bytes, the first two whole bytes inside the block), or
+    ``""`` when the block holds no whole byte (one bucket: every query scans the table). Two
+    fingerprints equal on a block are equal on those bytes, so the pigeonhole stays exact."""
+    specs = []
+    for start, width in block_layout(blocks):
+        first = -(-start // 8)  # first byte starting inside the block
+        whole = max(0, (start + width) // 8 - first)
+        take = min(whole, 2)
+        specs.append(f"{first + 1}{take}" if take else "")
+    return specs
+
+
+def _mix64(x: int) -> int:
+    """splitmix64's finalizer: a second, independent-looking 64 bits of a canonical key."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _U64
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _U64
+    return x ^ (x >> 31)
+
+
+_U64 = 2**64 - 1
+
+
+def _mix64_array(x: np.ndarray) -> np.ndarray:
+    """:func:`_mix64` of every element (uint64 arithmetic wraps as the scalar's mask does)."""
+    x = np.asarray(x, np.uint64)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _grouped(table: int, fields: np.ndarray, records: np.ndarray) -> list[bytes]:
+    """One packed append (:data:`_APPEND_LUA`) per bucket: rows grouped by bucket field."""
+    if len(records) == 0:
+        return []
+    width = fields.shape[1]
+    key = np.zeros(len(fields), np.uint64)
+    for j in range(width):
+        key = (key << np.uint64(8)) | fields[:, j].astype(np.uint64)
+    order = np.argsort(key, kind="stable")
+    key, fields, records = key[order], fields[order], np.ascontiguousarray(records[order])
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    stride = records.shape[1]
+    blob = records.tobytes()
+    head = bytes([table, width])
+    return [head + fields[a].tobytes() + ((b - a) * stride).to_bytes(4, "big")
+            + blob[a * stride : b * stride]
+            for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+def _batched_arrays(chunks: Iterable[Any], rows: int) -> Iterator[Any]:
+    """Key-array chunks concatenated into batches of at least ``rows`` rows (the last smaller):
+    bigger batches append more records per bucket per call."""
+    parts: list[Any] = []
+    size = 0
+
+    def joined() -> Any:
+        from types import SimpleNamespace
+
+        cat = {name: np.concatenate([np.asarray(getattr(p, name)) for p in parts])
+               for name in ("simhash", "has_simhash", "content_keys", "canonical_keys")}
+        cat["simhash"] = cat["simhash"].astype(np.uint64, copy=False)
+        cat["content_keys"] = cat["content_keys"].astype(np.uint64, copy=False)
+        cat["canonical_keys"] = cat["canonical_keys"].astype(np.uint64, copy=False)
+        cat["has_simhash"] = cat["has_simhash"].astype(np.bool_, copy=False)
+        return SimpleNamespace(**cat)
+
+    for chunk in chunks:
+        parts.append(chunk)
+        size += len(chunk.ids)
+        if size >= rows:
+            yield joined()
+            parts, size = [], 0
+    if parts:
+        yield joined()
+
+
+def _version(simhash: int | None, ckey: int | None) -> bytes:
+    """A stored page's version as the scripts encode it (``b"n"``: nothing to exclude)."""
+    if ckey is None:
+        return b"n"
+    if simhash is None:
+        return b"x" + ckey.to_bytes(8, "big")
+    return b"s" + simhash.to_bytes(8, "big") + ckey.to_bytes(8, "big")
 
 
 class RedisContentIndex(_RedisBacked):
     """The content index of :mod:`crawler.backends.local`, shared in Redis (module docstring).
 
-    ``check_and_add`` is one Lua script: the exact check, the near check over the block sets
+    ``check_and_add`` is one Lua script: the exact check, the near check over the block tables
     and the insert happen atomically, so two workers never both keep a near-duplicate pair.
-    A query reads ``blocks`` sets of about ``n / 2**(64 / blocks)`` members each.
+
+    **What Redis holds per kept page** (about 50 bytes at 10**6 pages, ``bench.redisindex``):
+    in each of the ``blocks`` tables the fingerprint's bytes outside its bucket (6 at k = 3),
+    plus a 4-byte sequence number in table 0 (ties go to the earliest kept); 7 bytes of its
+    content key in the exact table; about 1.2 bytes in a Bloom filter of canonical keys.
+    Buckets are fields of one hash per table (65,536 at k = 3), so the fixed cost is about
+    55 bytes per bucket. The URLs of kept pages and their earlier versions are *not* in Redis:
+    they come from ``resolver`` (the crawl's storage, :class:`KeptPages`) when a drop names its
+    kept page, or when the canonical-key filter says a page may have an earlier version.
+
+    Without a resolver (no storage: tests, tools) the index is *standalone*: every kept page
+    also keeps its URL (``:u``) and its canonical key's version (``:c``), about 100 bytes more.
+    With one, only pages whose fingerprint storage does not hold (re-fingerprinted by the
+    template filter, kept after a young-host check) keep those.
 
     **Pending entries.** A page kept by worker ``owner`` enters the index *pending*
-    (``:p`` hash canonical URL -> worker, ``:pw:{worker}`` set) until that worker's storage
-    batch commits it (:meth:`commit`). Another worker whose page matches a pending entry gets
-    :data:`PENDING` instead of a decision and asks again later: no page is dropped against a
-    page that is not stored. When the owner dies, :meth:`reclaim` commits the entries storage
-    holds and removes the rest, so the pages waiting on them are decided again. Entries
-    loaded from storage, and every entry of an index without an owner, count at once.
+    (``:p`` id -> worker and URL, ``:pc`` canonical key -> version, ``:pw:{worker}`` canonical
+    URL -> key) until that worker's storage batch commits it (:meth:`commit`). Another worker
+    whose page matches a pending entry gets :data:`PENDING` instead of a decision and asks
+    again later: no page is dropped against a page that is not stored. When the owner dies,
+    :meth:`reclaim` commits the entries storage holds and removes the rest, so the pages
+    waiting on them are decided again. Loaded entries, and every entry of an index without an
+    owner, count at once.
     """
 
     def __init__(
@@ -542,24 +985,33 @@ class RedisContentIndex(_RedisBacked):
         blocks: int | None = None,
         url: str = "",
         owner: str = "",
+        resolver: KeptPages | None = None,
     ) -> None:
         super().__init__(client, base + ":ci", url)
         self.k = k
         self.owner = owner
+        self.resolver = resolver
         self.blocks = k + 1 if blocks is None else blocks
         if not 0 <= k < self.blocks <= 64:
             raise ValueError(f"RedisContentIndex needs 0 <= k < blocks <= 64, got {k}, {blocks}")
-        self._layout = block_layout(self.blocks)
+        self._specs = bucket_specs(self.blocks)
         self._check = client.register_script(_CHECK_AND_ADD_LUA)
         self._load = client.register_script(_LOAD_LUA)
         self._commit = client.register_script(_COMMIT_LUA)
         self._reclaim = client.register_script(_RECLAIM_LUA)
+        self._forget = client.register_script(_FORGET_LUA)
+        self._append = client.register_script(_APPEND_LUA)
         self._create_or_check()
+        # canonical keys kept so far: a page whose key is absent has no earlier version
+        self._ck_filter = RedisSeenSet(client, self.base + ":ck", capacity=CK_BLOOM_CAPACITY,
+                                       error_rate=CK_BLOOM_RATE, on_full="grow", url=url)
+        self._head = [len(self._specs), *self._specs]
 
     @classmethod
     def from_settings(cls, settings: Any, **kwargs: Any) -> RedisContentIndex:
         """From ``REDIS_URL``, the namespace settings, ``SIMHASH_MAX_DISTANCE``/``_BLOCKS``;
-        ``owner=`` names the worker whose kept pages stay pending until committed."""
+        ``owner=`` names the worker whose kept pages stay pending until committed,
+        ``resolver=`` the storage that holds kept pages' URLs."""
         k, blocks = settings_params(settings)
         url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
         return cls(
@@ -569,74 +1021,181 @@ class RedisContentIndex(_RedisBacked):
             blocks=kwargs.get("blocks", blocks),
             url=url,
             owner=str(kwargs.get("owner") or ""),
+            resolver=kwargs.get("resolver"),
         )
 
     def _create_or_check(self) -> None:
         meta = self.base + ":meta"
         if self._call("hsetnx", meta, "k", self.k):
-            self._call("hset", meta, mapping={"blocks": self.blocks, "seq": 0, "count": 0})
+            self._call("hset", meta,
+                       mapping={"blocks": self.blocks, "seq": 0, "count": 0, "layout": LAYOUT})
             return
-        k, blocks = (int(v) for v in self._call("hmget", meta, ["k", "blocks"]))
-        if k != self.k:
-            raise _namespace_mismatch("SIMHASH_MAX_DISTANCE", self.k, k, self.base)
-        if blocks != self.blocks:
-            raise _namespace_mismatch("SIMHASH_BLOCKS", self.blocks, blocks, self.base)
+        k, blocks, layout = self._call("hmget", meta, ["k", "blocks", "layout"])
+        if int(k) != self.k:
+            raise _namespace_mismatch("SIMHASH_MAX_DISTANCE", self.k, int(k), self.base)
+        if int(blocks) != self.blocks:
+            raise _namespace_mismatch("SIMHASH_BLOCKS", self.blocks, int(blocks), self.base)
+        stored = (layout or b"1").decode()
+        if stored != LAYOUT:
+            raise config.SettingError(
+                "DEDUP_NAMESPACE", self.base.rsplit(":", 1)[0],
+                f"a namespace whose content index has layout {LAYOUT} (this one was written "
+                f"with layout {stored} by an older dedup-crawler: delete its keys, e.g. "
+                f"redis-cli --scan --pattern '{self.base}:*' | xargs redis-cli del, or set "
+                "another DEDUP_NAMESPACE)")  # fmt: skip
 
-    def block_keys(self, fp: int) -> list[str]:
-        """The block-set suffixes of a fingerprint: ``"{table}:{block value hex}"``."""
-        keys = []
-        for t, (start, width) in enumerate(self._layout):
-            value = (fp >> (64 - start - width)) & ((1 << width) - 1)
-            keys.append(f"{t}:{value:x}")
-        return keys
+    @property
+    def standalone(self) -> bool:
+        return self.resolver is None
 
-    def _entry(
-        self, url: str, canonical: str, content_hash: str, simhash: int | None
-    ) -> tuple[str, list[str]]:
-        if simhash is None:
-            return "", []
-        simhash = int(simhash)
-        if not 0 <= simhash < 2**64:
-            raise ValueError(f"simhash {simhash!r} of {url} is not an unsigned 64-bit integer")
-        return f"{simhash:016x}", self.block_keys(simhash)
+    def _page_args(self, url: str, canonical: str, content_hash: str, simhash: int | None
+                   ) -> list[Any]:
+        """ck8, ck16, content8, fp8, info, canonical of one page."""
+        ck = url_key(canonical)
+        if simhash is not None:
+            simhash = int(simhash)
+            if not 0 <= simhash <= _U64:
+                raise ValueError(f"simhash {simhash!r} of {url} is not an unsigned 64-bit integer")
+        fp8 = simhash.to_bytes(8, "big") if simhash is not None else b""
+        info = f"{url}\n{canonical}\n{'' if simhash is None else format(simhash, 'x')}"
+        return [ck.to_bytes(8, "big"), ck.to_bytes(8, "big") + _mix64(ck).to_bytes(8, "big"),
+                content_key(content_hash).to_bytes(8, "big"), fp8, info, canonical]  # fmt: skip
 
     def check_and_add(self, page: PageSignature) -> Match | None:
         """Same contract as :meth:`LocalContentIndex.check_and_add`, atomic across workers;
         a match whose page another worker has not committed yet is ``Match(PENDING, ...)``
         (nothing recorded: ask again)."""
         canonical = page.canonical_url or page.url
-        fp_hex, blocks = self._entry(page.url, canonical, page.content_hash, page.simhash)
-        args = [self.k, self.owner, page.url, canonical, page.content_hash, fp_hex, *blocks]
-        found = self._run(self._check, [self.base], args)
-        if not found:
-            return None
-        reason, url, kept_fp, distance = (
-            v.decode() if isinstance(v, bytes) else v for v in found[:4]
-        )
-        return Match(reason, url, int(kept_fp, 16) if kept_fp else None, int(distance))
+        args = self._page_args(page.url, canonical, page.content_hash, page.simhash)
+        old: bytes = b""
+        for _ in range(_MAX_GONE + 2):
+            found = self._run(self._check, [self.base], [
+                *self._head, self.k, self.owner, *args, "1" if self.standalone else "", old,
+                self._ck_filter.shard_bits])  # fmt: skip
+            if not found:
+                return None
+            reason = _text(found[0])
+            if reason == "need_old":
+                old = self._stored_version(args[0])
+                continue
+            match = self._match(reason, found)
+            if match is not None:
+                return match
+            # the kept page is gone from storage: forgotten, decide again
+        raise RuntimeError(f"content index: too many vanished kept pages for {page.url}")
+
+    def _stored_version(self, ck8: bytes) -> bytes:
+        version = None
+        if self.resolver is not None:
+            version = self.resolver.latest_version(int.from_bytes(ck8, "big"))
+        return _version(*version) if version else b"n"
+
+    def _match(self, reason: str, found: list[Any]) -> Match | None:
+        held, ident, distance = _text(found[1]), bytes(found[2]), int(found[3])
+        kind, key = chr(ident[0]), int.from_bytes(ident[1:9], "big")
+        if held:
+            url, _, fp_hex = held.rsplit("\n", 2)
+            simhash = int(fp_hex, 16) if fp_hex else None
+        else:
+            resolved = self.resolver.kept_page(kind, key) if self.resolver is not None else None
+            if resolved is None:
+                logger.info("content index: a kept page storage no longer has (%s %016x) "
+                            "is forgotten", kind, key)  # fmt: skip
+                self._run(self._forget, [self.base], [*self._head, ident])
+                return None
+            url, _, simhash = resolved
+        if kind == "s":
+            simhash = key
+        return Match(reason, url, simhash, distance)
+
+    def _records_args(self, records: Iterable[Record], with_old: bool) -> Iterator[list[Any]]:
+        for batch in _chunks(records, LOAD_BATCH):
+            args: list[Any] = []
+            for url, canonical, content_hash, simhash in batch:
+                page = self._page_args(url, canonical or url, content_hash, simhash)
+                old = b""
+                if with_old and not self.standalone:
+                    old = self._stored_version(page[0])
+                args += [*page, old]
+            yield args
 
     def load(self, records: Iterable[Record], replace: bool = True) -> int:
         """Record pages as kept; returns how many entries were written.
 
-        ``replace=True`` (a kept page re-fingerprinted): an entry held for the canonical URL is
-        replaced unless URL, content hash and SimHash are the same. ``replace=False`` (stored
-        pages loaded at start): an entry held for the canonical URL is newer and is kept, so a
-        worker that joins or restarts never puts an older stored fingerprint back.
+        ``replace=True`` (a kept page re-fingerprinted, or kept after a young-host check): the
+        entry held for the canonical URL is replaced unless it is the same version, and the
+        page keeps its URL in Redis (storage holds another fingerprint for it, or none yet).
+        ``replace=False`` (stored pages loaded at start): an entry held for the canonical URL
+        is newer and is kept, so a worker that joins or restarts never puts an older stored
+        fingerprint back.
         """
         loaded = 0
         mode = "replace" if replace else "absent"
-        for batch in _chunks(records, LOAD_BATCH):
-            entries = []
-            for url, canonical, content_hash, simhash in batch:
-                canonical = canonical or url
-                fp_hex, blocks = self._entry(url, canonical, content_hash, simhash)
-                entries.append(
-                    json.dumps(
-                        {"u": url, "c": canonical, "h": content_hash, "f": fp_hex, "b": blocks}
-                    )
-                )
-            loaded += int(self._run(self._load, [self.base], [mode, *entries]))
+        for args in self._records_args(records, with_old=replace):
+            loaded += int(self._run(self._load, [self.base], [
+                *self._head, mode, "1" if self.standalone else "",
+                self._ck_filter.shard_bits, *args]))  # fmt: skip
         return loaded
+
+    def load_arrays(self, chunks: Iterable[Any], resolver: Any = None) -> int:
+        """Stored pages from integer key arrays (:meth:`crawler.storage.Store.iter_key_arrays`),
+        once per namespace (the first worker; later ones skip it). Needs no URL (storage
+        resolves a kept page when a drop names it), so a standalone index refuses it.
+
+        Bulk: records are grouped by bucket in numpy and appended one bucket at a time
+        (:data:`_APPEND_LUA`), the canonical-key filter's bits set in bulk. A canonical key the
+        index already holds a version of (a pending page, a re-fingerprinted one) is newer and
+        is skipped; within a chunk the latest stored row of a canonical key wins. ``resolver``
+        is unused (the signature of :meth:`LocalContentIndex.load_arrays`)."""
+        if self.standalone:
+            raise ValueError("a RedisContentIndex without a resolver keeps URLs: load records")
+        meta = self.base + ":meta"
+        if self._call("hget", meta, "loaded"):
+            return 0
+        held = [np.frombuffer(bytes(k), ">u8")[0] for name in (":pc", ":c")
+                for k in self._call("hkeys", self.base + name)]
+        held_keys = np.array(held, np.uint64)
+        loaded = 0
+        for chunk in _batched_arrays(chunks, BULK_ROWS):
+            canon = chunk.canonical_keys
+            keep = np.ones(len(canon), np.bool_)
+            if len(held_keys):
+                keep &= ~np.isin(canon, held_keys)
+            # the latest row of a canonical key in this batch (rows come in id order)
+            _, last = np.unique(canon[::-1], return_index=True)
+            latest = np.zeros(len(canon), np.bool_)
+            latest[len(canon) - 1 - last] = True
+            keep &= latest
+            loaded += self._bulk_add(chunk.simhash[keep], chunk.has_simhash[keep],
+                                     chunk.content_keys[keep], canon[keep])
+        self._call("hset", meta, "loaded", 1)
+        return loaded
+
+    def _bulk_add(self, fps: np.ndarray, has: np.ndarray, ckeys: np.ndarray,
+                  canon: np.ndarray) -> int:
+        n = len(fps)
+        if n == 0:
+            return 0
+        last = int(self._call("hincrby", self.base + ":meta", "seq", n))
+        seqs = np.arange(last - n + 1, last + 1, dtype=np.uint64).astype(">u4")
+        appends: list[bytes] = []
+        raw = fps[has].astype(">u8").view(np.uint8).reshape(-1, 8)
+        for t, spec in enumerate(self._specs):
+            first = int(spec[0]) - 1 if spec else 0
+            cols = list(range(first, first + int(spec[1]))) if spec else []
+            rest = np.delete(raw, cols, axis=1) if cols else raw
+            if t == 0:
+                rest = np.hstack([rest, seqs[has].view(np.uint8).reshape(-1, 4)])
+            appends += _grouped(t, raw[:, cols] if cols else raw[:, :0], rest)
+        cbytes = ckeys.astype(">u8").view(np.uint8).reshape(-1, 8)
+        field = cbytes[:, :2].copy()
+        field[:, 1] &= 0xF0
+        appends += _grouped(255, field, cbytes[:, 1:])
+        for batch in _chunks(appends, APPEND_BATCH):
+            self._run(self._append, [self.base], [b"".join(batch)])
+        self._call("hincrby", self.base + ":meta", "count", n)
+        self._ck_filter.add_keys_bulk(canon.astype(np.uint64), _mix64_array(canon))
+        return n
 
     def load_stored(self, records: Iterable[Record]) -> int:
         """Load stored pages once per namespace (the first worker; later ones skip it), never
@@ -652,18 +1211,22 @@ class RedisContentIndex(_RedisBacked):
         """This worker's storage committed these pages: their entries count for everyone."""
         done = 0
         for batch in _chunks(canonical_urls, LOAD_BATCH):
-            done += int(self._run(self._commit, [self.base], [self.owner, *batch]))
+            done += int(self._run(self._commit, [self.base], [*self._head, self.owner, *batch]))
         return done
 
     def pending_of(self, worker: str) -> list[str]:
         """Canonical URLs of the entries ``worker`` kept and has not committed."""
-        members = self._call("smembers", f"{self.base}:pw:{worker}")
-        return sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+        members = self._call("hkeys", f"{self.base}:pw:{worker}")
+        return sorted(_text(m) for m in members)
 
     def reclaim(self, worker: str, stored: Iterable[str]) -> int:
         """A dead worker's pending entries: the ``stored`` ones (canonical URLs storage holds)
         count from now on, the others are removed; returns how many were removed."""
-        return int(self._run(self._reclaim, [self.base], [worker, *stored]))
+        return int(self._run(self._reclaim, [self.base], [*self._head, worker, *stored]))
 
     def __len__(self) -> int:
         return int(self._call("hget", self.base + ":meta", "count") or 0)
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)

@@ -214,6 +214,8 @@ class NearDuplicatePipeline:
             defer_droplog=defer,
         )
         pipe.crawler = crawler
+        if hasattr(pipe.index, "resolver") and store_factory is not None:
+            pipe.index.resolver = pipe  # kept pages' URLs and earlier versions from storage
         if owner and store_factory is not None:
             pipe.warm_since = member(crawler).started()
         crawler.signals.connect(pipe.batch_committed, signal=dedup_signals.batch_committed)
@@ -240,6 +242,8 @@ class NearDuplicatePipeline:
         """
         store = self._store()
         load_arrays = getattr(self.index, "load_arrays", None)
+        if getattr(self.index, "standalone", False):
+            load_arrays = None  # an index that keeps URLs itself loads them too
         if load_arrays is not None:
             loaded = load_arrays(store.iter_key_arrays(), store.document_urls)
         else:
@@ -247,6 +251,13 @@ class NearDuplicatePipeline:
             loaded = self.index.load_stored(records)  # type: ignore[attr-defined]
         self._inc("dedup/loaded", loaded)
         return loaded
+
+    def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None] | None:
+        """For a shared index that keeps no URLs (:class:`crawler.backends.redis.KeptPages`)."""
+        return self._store().kept_page(kind, key)
+
+    def latest_version(self, canonical_key: int) -> tuple[int | None, int | None] | None:
+        return self._store().latest_version(canonical_key)
 
     def stored_text(self, url: str) -> str | None:
         """The stored visible text of ``url`` (blocking), None when unknown."""
