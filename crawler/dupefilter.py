@@ -9,8 +9,12 @@ Behaviour:
   logs every one with its referer. Stats ``dedup/bloom/*`` describe the filter (capacity, bits,
   hashes, fill_ratio, expected_false_positives, false_positives_avoided) and are refreshed at
   start, every minute, at each JOBDIR snapshot and at close.
-* ``seen_fingerprint(fp)`` is the read-only check the spider uses to skip links before building
-  a ``Request``; it never records anything.
+* ``seen_fingerprints(fps)`` is the read-only check the spider uses to skip links before
+  building a ``Request`` (all the links of a page at once; ``seen_fingerprint(fp)`` for one); it
+  never records anything. On a shared seen set (Redis) it is one round trip per call at most:
+  fingerprints this worker already knows to be seen (answered "seen" before, or recorded by its
+  own enqueues; at most :data:`KNOWN_SEEN_MAX`, then forgotten and learnt again) are answered
+  without asking, which is exact because a Bloom filter never forgets a key.
 * Saturation: with ``BLOOM_ON_FULL=stop`` the first new URL past ``BLOOM_CAPACITY`` closes the
   spider with finish reason ``bloom_full`` (stat ``dedup/bloom/full`` = 1); the ``crawl`` command
   exits 1 for it.
@@ -36,7 +40,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +72,8 @@ logger = logging.getLogger(__name__)
 
 RESUME_META = "dedup_resumed"
 STATS_SECONDS = 60.0
+#: Fingerprints a worker of a shared crawl remembers as seen (~100 bytes each), then forgets.
+KNOWN_SEEN_MAX = 1 << 17
 REDIS_ERROR = "redis_error"  # finish reason and stat name of a Redis outage
 
 
@@ -124,6 +130,7 @@ class BloomDupeFilter(BaseDupeFilter):
         self.stopping = False
         self.redis_down = False  # a Redis call failed: the crawl is closing (redis_error)
         self._resume: dict[bytes, PendingRequest] = {}
+        self._known: set[bytes] = set()  # seen for sure in a shared seen set (module docstring)
         self._closed = False
         self._stats_due = time.monotonic() + STATS_SECONDS
         if jobstate is not None:
@@ -208,9 +215,12 @@ class BloomDupeFilter(BaseDupeFilter):
         if not hasattr(self.seen, "add_args"):  # a local seen set: two steps, no atomicity
             return not self.request_seen(request) and frontier.push_new(request)
         fp = self.fingerprinter.fingerprint(request)
-        return not self._record(
+        queued = not self._record(
             fp, request, lambda: not frontier.push_new(request, fp, self.seen)  # type: ignore[arg-type]
         )
+        if not self.redis_down:
+            self._remember(fp)  # queued by us, or already seen: in the shared set either way
+        return queued
 
     def redis_failed(self, exc: Exception) -> None:
         """Another component's Redis call failed: close the crawl as for our own."""
@@ -241,13 +251,32 @@ class BloomDupeFilter(BaseDupeFilter):
 
         True as well once Redis has failed (nothing more is fetched while the crawl closes).
         """
+        return self.seen_fingerprints([fp])[0]
+
+    def seen_fingerprints(self, fps: Sequence[bytes]) -> list[bool]:
+        """:meth:`seen_fingerprint` of each of ``fps``; a shared seen set is asked once, about
+        those this worker does not know to be seen (module docstring)."""
         if self.redis_down:
-            return True
+            return [True] * len(fps)
+        many = getattr(self.seen, "contains_many", None)
         try:
-            return fp in self.seen
+            if many is None:
+                seen = self.seen
+                return [fp in seen for fp in fps]
+            known = self._known
+            ask = list(dict.fromkeys(fp for fp in fps if fp not in known))
+            found = {fp for fp, yes in zip(ask, many(ask) if ask else (), strict=True) if yes}
         except redis_errors() as exc:
             self._redis_failed(exc)
-            return True
+            return [True] * len(fps)
+        for fp in found:
+            self._remember(fp)
+        return [fp in found or fp in known for fp in fps]
+
+    def _remember(self, fp: bytes) -> None:
+        if len(self._known) >= KNOWN_SEEN_MAX:
+            self._known.clear()
+        self._known.add(fp)
 
     def note_skipped(self, url: str, referer: str | None = None) -> None:
         """Log a link the spider skipped as already seen (only with ``DUPEFILTER_DEBUG``).
@@ -297,6 +326,7 @@ class BloomDupeFilter(BaseDupeFilter):
 
     def clear(self) -> None:
         """scrapy-redis ``flush``: empty the seen set when the backend can."""
+        self._known.clear()
         clear = getattr(self.seen, "clear", None)
         if clear is not None:
             clear()

@@ -102,6 +102,49 @@ def test_seen_fingerprint_is_read_only() -> None:
     assert df.seen_fingerprint(fp)
 
 
+def test_seen_fingerprints_answer_each_in_page_order() -> None:
+    scheduler, df, crawler = open_scheduler()
+    requests = [Request(f"http://a/{i}") for i in range(4)]
+    fps = [crawler.request_fingerprinter.fingerprint(r) for r in requests]
+    for request in requests[1::2]:
+        assert scheduler.enqueue_request(request)
+    assert df.seen_fingerprints(fps + fps[:1]) == [False, True, False, True, False]
+    assert len(df.seen) == 2  # read-only
+
+
+@pytest.mark.redis
+def test_a_shared_seen_set_is_asked_once_per_batch_and_never_about_known_seen(redis_url):
+    """Each call asks Redis once, about the fingerprints this worker does not know to be seen;
+    what it learnt was seen (answers, its own enqueues) is not asked again: a Bloom filter never
+    forgets a key, so the skip stays exact."""
+    import uuid
+
+    from crawler.backends.frontier import LeasedFrontier
+    from crawler.backends.redis import RedisSeenSet, clear_namespace, connect
+
+    base = f"dedup:test-{uuid.uuid4().hex[:12]}"
+    seen = RedisSeenSet(connect(redis_url), base, capacity=1000)
+    asked: list[list[bytes]] = []
+    many = seen.contains_many
+    seen.contains_many = lambda fps: asked.append(list(fps)) or many(fps)  # type: ignore[method-assign]
+    df = BloomDupeFilter(seen)
+    a, b, c = (bytes([i]) * 16 for i in range(1, 4))
+    try:
+        assert df.seen_fingerprints([a, b, a]) == [False, False, False]
+        assert asked == [[a, b]]
+        RedisSeenSet(connect(redis_url), base, capacity=1000).add(a)  # another worker
+        assert df.seen_fingerprints([a, b]) == [True, False]
+        assert df.seen_fingerprints([a]) == [True] and len(asked) == 2  # known: not asked
+        frontier = LeasedFrontier(seen.client, None, f"{base}:web:requests")
+        request = Request("http://h.test/c")
+        fp = df.fingerprinter.fingerprint(request)
+        assert df.push_if_new(request, frontier)
+        assert df.seen_fingerprints([fp, a]) == [True, True] and len(asked) == 2
+        assert df.seen_fingerprint(c) is False and asked[-1] == [c]
+    finally:
+        clear_namespace(connect(redis_url), base)
+
+
 def test_stop_policy_stops_once_at_capacity() -> None:
     scheduler, df, crawler = open_scheduler({"BLOOM_CAPACITY": 50, "BLOOM_ON_FULL": "stop"})
     for i in range(49):

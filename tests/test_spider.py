@@ -290,6 +290,78 @@ def test_links_are_exactly_what_normalizing_each_one_gives():
         assert got == want, url
 
 
+def test_early_skip_asks_about_the_links_of_a_page_in_one_batch():
+    """One question per page (one Redis round trip in the distributed profile), each
+    fingerprint once; only the links not seen become requests, in page order, and the counts
+    are those of a link-by-link check."""
+    from types import SimpleNamespace
+
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.test import get_crawler
+
+    from crawler.fingerprint import fingerprint_url
+    from crawler.spiders.web import WebSpider, html_tree
+
+    crawler = get_crawler(WebSpider)
+    spider = WebSpider.from_crawler(crawler, urls="http://h/")
+    crawler.spider = spider
+    crawler.stats.open_spider()
+    seen = {fingerprint_url("http://h/seen")}
+    asked: list[list[bytes]] = []
+
+    class Dupefilter:
+        def seen_fingerprints(self, fps):
+            asked.append(list(fps))
+            return [fp in seen for fp in fps]
+
+        def seen_fingerprint(self, fp):
+            raise AssertionError("asked about one link at a time")
+
+    crawler.engine = SimpleNamespace(scheduler=SimpleNamespace(df=Dupefilter()))
+    hrefs = ["/seen", "/a", "/b#x", "/a", "seen", "mailto:x@h", "http://other/", "/b"]
+    url = "http://h/"
+    response = HtmlResponse(url, body=_page(url, hrefs), encoding="utf-8", request=Request(url))
+    got = [r.meta["canonical_url"] for r in spider._links(response, html_tree(response))]
+    assert got == ["http://h/a", "http://h/b"]
+    assert len(asked) == 1 and len(asked[0]) == 3  # /seen, /a, /b: each once
+    assert crawler.stats.get_value("dedup/links_extracted") == 6
+    assert crawler.stats.get_value("dedup/links_skipped_seen") == 4
+
+
+def test_a_link_another_page_is_still_requesting_is_skipped_unless_that_page_is_deeper():
+    """Scrapy consumes several pages' requests at once: a link whose request another page has
+    yielded but the scheduler has not seen yet is skipped too, unless that page is deeper
+    (DEPTH_LIMIT may drop its request); once that page's requests are consumed, it is up to
+    the dupefilter again."""
+    from types import SimpleNamespace
+
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.test import get_crawler
+
+    from crawler.spiders.web import WebSpider, html_tree
+
+    crawler = get_crawler(WebSpider)
+    spider = WebSpider.from_crawler(crawler, urls="http://h/")
+    crawler.spider = spider
+    crawler.stats.open_spider()
+    nothing_seen = SimpleNamespace(seen_fingerprints=lambda fps: [False] * len(fps))
+    crawler.engine = SimpleNamespace(scheduler=SimpleNamespace(df=nothing_seen))
+
+    def links(url: str, hrefs: list[str], depth: int):
+        request = Request(url, meta={"depth": depth})
+        response = HtmlResponse(url, body=_page(url, hrefs), encoding="utf-8", request=request)
+        return spider._links(response, html_tree(response))
+
+    first = links("http://h/1", ["/a", "/b"], depth=2)
+    assert next(first).url == "http://h/a"  # its requests are being consumed
+    assert [r.url for r in links("http://h/2", ["/a", "/c"], depth=2)] == ["http://h/c"]
+    assert [r.url for r in links("http://h/3", ["/b"], depth=1)] == ["http://h/b"]
+    assert [r.url for r in first] == ["http://h/b"]
+    assert spider._requesting == {}
+    assert [r.url for r in links("http://h/2", ["/a", "/c"], depth=2)] == [
+        "http://h/a", "http://h/c"]  # fmt: skip
+
+
 def _failing_site() -> Site:
     """``/fail`` always answers 500 and is linked from every page, spelled several ways."""
 

@@ -11,7 +11,14 @@ Behaviour:
   ``request.meta["canonical_url"]`` to the fingerprinter and to storage.
 * Early skip (``DEDUP_EARLY_SKIP``, default on): a link whose fingerprint the dupefilter already
   holds never becomes a ``Request`` — the costly part of a crawl where most links are already
-  seen. The check is read-only; the dupefilter stays the one authority that records a URL as seen.
+  seen. The links of a page are checked in one batch (``seen_fingerprints``: one Redis round
+  trip at most in the distributed profile, not one per link). The check is read-only; the
+  dupefilter stays the one authority that records a URL as seen. Scrapy consumes the requests
+  of several pages concurrently, so a link another page requested a moment ago may not be in
+  the dupefilter yet: a link requested by a page not deeper than this one whose requests are
+  still being consumed counts as seen too (not deeper: ``DEPTH_LIMIT`` may drop the deeper
+  page's request; ``DEPTH_LIMIT`` is the only component between the spider and the scheduler
+  that drops a request for where it was found rather than for its URL).
   Skipped links are counted as ``dedup/links_skipped_seen`` (a repeat of a link this page
   already requested counts there too: the dupefilter would filter it, so
   ``dupefilter/filtered + dedup/links_skipped_seen`` is the same with the skip on or off);
@@ -81,6 +88,8 @@ class WebSpider(Spider):
         self.policy = UrlPolicy()
         self.early_skip = True
         self.link_memo = LinkMemo()
+        # fingerprint -> depth of the page requesting it, while that page's output is consumed
+        self._requesting: dict[bytes, int] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> WebSpider:
@@ -146,14 +155,41 @@ class WebSpider(Spider):
     # --- links ------------------------------------------------------------------------------
 
     def _links(self, response: HtmlResponse, root: Any) -> Iterator[Request]:
-        # One loop, no per-link helper calls: this runs for every link of every page.
         if not hasattr(root, "iter"):
             return
         base = get_base_url(response)
-        absolute, rooted, relative = self.link_memo.tables(base)
+        links, dropped = self._extract(root, base)
         seen_check, note_skipped = self._seen_check()
-        fresh: set[bytes] = set()  # fingerprints requested from this page (early skip only)
-        extracted = skipped = dropped = 0
+        depth = int(response.meta.get("depth", 0))
+        new = None if seen_check is None else self._unseen(links, seen_check, depth)
+        mine = list(new or ())  # requested from this page: others skip them until it is done
+        self._requesting.update(dict.fromkeys(mine, depth))
+        skipped = 0
+        try:
+            for fp, href, canonical in links:
+                if new is not None:
+                    if fp not in new:  # seen, or requested already (module docstring)
+                        skipped += 1
+                        if note_skipped is not None:
+                            note_skipped(urljoin(base, href), response.url)
+                        continue
+                    new.discard(fp)
+                if canonical is None:  # a memo hit: normalized on an earlier page, not kept
+                    canonical = normalize_url(href, base=base, policy=self.policy)
+                yield self._request(fetch_url(urljoin(base, href), canonical), canonical)
+        finally:
+            for fp in mine:
+                if self._requesting.get(fp) == depth:
+                    del self._requesting[fp]
+        self._count_links(len(links), skipped, dropped)
+
+    def _extract(self, root: Any, base: str) -> tuple[list[tuple[bytes, str, str | None]], int]:
+        """``([(fingerprint, href, canonical or None)], dropped)``: the in-scope links of a
+        page in page order, and how many were not http(s) or invalid."""
+        # One loop, no per-link helper calls: this runs for every link of every page.
+        absolute, rooted, relative = self.link_memo.tables(base)
+        links: list[tuple[bytes, str, str | None]] = []
+        dropped = 0
         for element in root.iter("a", "area"):
             href = element.get("href")
             if not href:
@@ -174,18 +210,19 @@ class WebSpider(Spider):
                 continue
             if verdict is _OFFSITE:
                 continue
-            extracted += 1
-            if seen_check is not None:
-                if verdict in fresh or seen_check(verdict):
-                    skipped += 1
-                    if note_skipped is not None:
-                        note_skipped(urljoin(base, href), response.url)
-                    continue
-                fresh.add(verdict)  # type: ignore[arg-type]  # not _INVALID/_OFFSITE here
-            if canonical is None:  # a memo hit: normalized on an earlier page, not kept
-                canonical = normalize_url(href, base=base, policy=self.policy)
-            yield self._request(fetch_url(urljoin(base, href), canonical), canonical)
-        self._count_links(extracted, skipped, dropped)
+            links.append((verdict, href, canonical))  # type: ignore[arg-type]
+        return links, dropped
+
+    def _unseen(
+        self, links: list[tuple[bytes, str, str | None]], seen_check: Any, depth: int
+    ) -> set[bytes]:
+        """Early skip: the fingerprints of ``links`` neither held by the dupefilter (asked in
+        one batch: one Redis round trip at most on a shared seen set) nor being requested by
+        a page at most as deep whose requests are not all scheduled yet."""
+        requesting = self._requesting
+        unique = [fp for fp in dict.fromkeys(fp for fp, _, _ in links)
+                  if requesting.get(fp, depth + 1) > depth]  # fmt: skip
+        return {fp for fp, seen in zip(unique, seen_check(unique), strict=True) if not seen}
 
     def _verdict(self, href: str, base: str) -> tuple[bytes | int, str | None]:
         """``(verdict, canonical URL)``: the link's request fingerprint, or _INVALID (not an
@@ -209,14 +246,19 @@ class WebSpider(Spider):
             stats.inc_value("dedup/links_not_http", dropped)
 
     def _seen_check(self) -> tuple[Any, Any]:
-        """The dupefilter's read-only ``seen_fingerprint`` (None when early skip is off) and,
-        with ``DUPEFILTER_DEBUG``, its ``note_skipped`` logger (else None)."""
+        """The dupefilter's read-only batch check ``seen_fingerprints`` (a one-at-a-time
+        ``seen_fingerprint`` wrapped; None when early skip is off) and, with
+        ``DUPEFILTER_DEBUG``, its ``note_skipped`` logger (else None)."""
         if not self.early_skip or self.crawler.engine is None:
             return None, None
         dupefilter = getattr(self.crawler.engine.scheduler, "df", None)
         debug = getattr(dupefilter, "debug", False)
         note = getattr(dupefilter, "note_skipped", None) if debug else None
-        return getattr(dupefilter, "seen_fingerprint", None), note
+        many = getattr(dupefilter, "seen_fingerprints", None)
+        one = getattr(dupefilter, "seen_fingerprint", None)
+        if many is None and one is not None:
+            return (lambda fps: [one(fp) for fp in fps]), note
+        return many, note
 
     def _request(self, url: str, canonical: str) -> Request:
         return Request(
