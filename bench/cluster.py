@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +77,8 @@ def polite_sites() -> list[Site]:
 class Worker:
     proc: subprocess.Popen[str]
     workdir: Path
+    exited_at: float | None = None  # Unix time the harness saw it exit (:meth:`Cluster.reap`)
+    cpu_s: float | None = None  # user + system CPU of the whole process (:meth:`Cluster.reap`)
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -116,8 +118,9 @@ class Cluster:
     def base(self) -> str:
         return f"dedup:{self.namespace}"
 
-    def start(self, **settings: Any) -> Worker:
-        """One more worker (``settings`` as ``-s`` overrides); its User-Agent names it."""
+    def start(self, cli: Sequence[str] = (), **settings: Any) -> Worker:
+        """One more worker (``settings`` as ``-s`` overrides, ``cli`` more arguments of
+        ``scrapy crawl`` such as ``--profile``); its User-Agent names it."""
         workdir = self.tmp / f"w{len(self.workers)}"
         workdir.mkdir(parents=True)
         overrides = {
@@ -128,7 +131,7 @@ class Cluster:
             "DISTRIBUTED_LEASE_SECONDS": LEASE, "USER_AGENT": f"worker-{len(self.workers)}",
             **settings,
         }  # fmt: skip
-        args = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"urls={self.seeds}"]
+        args = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"urls={self.seeds}", *cli]
         for key, value in overrides.items():
             args += ["-s", f"{key}={value}"]
         proc = subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
@@ -168,6 +171,28 @@ class Cluster:
         for worker in self.workers:
             if worker.proc.poll() is None:
                 worker.proc.wait(max(1.0, deadline - time.monotonic()))
+
+    def reap(self, timeout: float = 600, poll: float = 0.01) -> None:
+        """Wait like :meth:`wait`, noting each worker's exit time and CPU (``wait4``); a worker
+        still running at ``timeout`` is killed."""
+        deadline = time.monotonic() + timeout
+        running = [w for w in self.workers if w.proc.returncode is None]
+        killed = False
+        while running:
+            for worker in list(running):
+                pid, status, usage = os.wait4(worker.proc.pid, os.WNOHANG)
+                if pid:
+                    worker.exited_at = time.time()
+                    worker.cpu_s = usage.ru_utime + usage.ru_stime
+                    worker.proc.returncode = os.waitstatus_to_exitcode(status)
+                    running.remove(worker)
+            if running and time.monotonic() > deadline:
+                if killed:
+                    raise RuntimeError(f"{len(running)} worker(s) outlived SIGKILL")
+                for worker in running:
+                    worker.proc.kill()
+                killed, deadline = True, time.monotonic() + 10
+            time.sleep(poll)
 
     def stop(self) -> None:
         for worker in self.workers:
@@ -360,7 +385,9 @@ def scenario(name: str, tmp: Path, rng: random.Random) -> dict[str, Any]:
         with cluster_on(servers, tmp) as cluster:
             if name == "polite-three":
                 cluster.delay = 0.1
-            extra = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1} if name == "polite-three" else {}
+            extra: dict[str, Any] = (
+                {"CONCURRENT_REQUESTS_PER_DOMAIN": 1} if name == "polite-three" else {}
+            )
             if name == "pending":
                 victim = cluster.start(STORAGE_BATCH_SECONDS=60, STORAGE_BATCH_SIZE=100_000)
                 pending = f"{cluster.base}:ci:pw:{cluster.member_id(victim)}"
@@ -377,7 +404,7 @@ def scenario(name: str, tmp: Path, rng: random.Random) -> dict[str, Any]:
                 cluster.kill(cluster.busiest())
             elif name == "pending":
                 client, deadline = connect(cluster.redis_url), time.monotonic() + 120
-                while client.scard(pending) < 20 and time.monotonic() < deadline:
+                while client.hlen(pending) < 20 and time.monotonic() < deadline:
                     time.sleep(0.02)
                 cluster.kill(victim)
             cluster.wait()

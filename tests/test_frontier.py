@@ -8,6 +8,7 @@ import uuid
 import pytest
 from scrapy import Request, Spider
 from scrapy.settings import Settings
+from scrapy.utils.request import request_from_dict
 
 from crawler.backends.cluster import Member
 from crawler.backends.frontier import LeasedFrontier, LeaseLost, host_key
@@ -161,6 +162,30 @@ def test_a_stolen_host_waits_for_the_old_owners_requests_and_the_delay(cluster):
     assert urls(busy.pop_many(4)[0]) == ["http://a.test/2"]  # b.test is no longer its host
 
 
+def test_a_stolen_host_waits_for_the_old_owners_requests_on_the_wire_only(cluster):
+    """A lease whose download ended (reported with the next pop) no longer holds the host: the
+    thief need not wait for the old owner's storage to commit and acknowledge it. The lease
+    itself lives on until acknowledged, once, without counting the host busy twice."""
+    _, busy = cluster()
+    _, idle = cluster()
+    for host in ("a", "b"):
+        for i in range(3):
+            busy.push(Request(f"http://{host}.test/{i}"))
+    held, _ = busy.pop_many(4)  # claims both hosts: a.test 0-2, b.test 0
+    busy.push(Request("http://a.test/3"))  # both hosts have work queued again
+    requests, stolen = idle.pop_many(4)
+    assert requests == [] and stolen == "b.test"  # the host with fewest requests in flight
+    assert idle.pop_many(4)[0] == []  # b.test/0 is still on the wire
+    answered = [r.meta[LEASE_META] for r in held if host_key(r) == "b.test"]
+    assert busy.pop_many(0, fetched=answered)[0] == []  # its download ended: reported
+    got, _ = idle.pop_many(4)
+    assert urls(got) == ["http://b.test/1", "http://b.test/2"]
+    assert busy.counts() == (1, 6)  # still leased until acknowledged: nothing is lost
+    assert busy.ack(answered) == 1 and busy.ack(answered) == 0
+    assert busy.release() == 3  # a.test 0-2 queued again
+    assert busy.counts() == (4, 2)
+
+
 def test_request_survives_the_json_round_trip_with_its_callback(cluster):
     _, frontier = cluster()
     spider = frontier.spider
@@ -169,6 +194,39 @@ def test_request_survives_the_json_round_trip_with_its_callback(cluster):
     (popped,), _ = frontier.pop_many(1)
     assert popped.callback == spider.parse and popped.meta["depth"] == 2
     assert popped.priority == 3
+
+
+def test_requests_are_queued_as_scrapy_serializes_them_without_scanning_the_spider():
+    """``request_dict`` is ``Request.to_dict(spider=...)`` (names of the spider's methods,
+    Request subclasses, the errors for a callback that is not one of them), minus the
+    ``inspect.getmembers`` scan of the spider for every request."""
+    from scrapy.http import FormRequest
+
+    from crawler.backends.frontier import request_dict
+
+    class Other:
+        def parse(self, response):  # pragma: no cover - never called
+            return None
+
+    spider = _Spider()
+    requests = [
+        Request("http://h.test/a", callback=spider.parse, errback=spider.parse,
+                meta={"canonical_url": "http://h.test/a", "depth": 3}, priority=2),
+        Request("http://h.test/b"),
+        FormRequest("http://h.test/f", formdata={"q": "1"}, callback=spider.parse),
+    ]  # fmt: skip
+    for request in requests:
+        assert request_dict(request, spider) == request.to_dict(spider=spider)
+    for callback in (Other().parse, lambda response: None):
+        request = Request("http://h.test/d", callback=callback)
+        with pytest.raises(ValueError, match="is not an instance method"):
+            request.to_dict(spider=spider)
+        with pytest.raises(ValueError, match="is not an instance method"):
+            request_dict(request, spider)
+    spider.handle = spider.parse  # one method under two names: either names it
+    request = Request("http://h.test/c", callback=spider.handle)
+    again = request_from_dict(request_dict(request, spider), spider=spider)
+    assert again.callback.__func__ is request.callback.__func__
 
 
 def test_settings_of_the_lease(redis_url):
@@ -207,6 +265,34 @@ def test_an_idle_worker_requeues_a_lease_nobody_will_acknowledge(redis_url):
         assert frontier.counts() == (1, 0)
         assert crawler.stats.get_value("dedup/shared/leases_orphaned") == 1
     finally:
+        clear_namespace(connect(redis_url), f"dedup:{name}")
+
+
+def test_a_worker_exits_without_collecting_the_garbage_of_its_libraries(redis_url):
+    """Once the engine stopped the worker freezes the objects alive for the cyclic GC: the
+    process exits next, and the interpreter's collections at exit were most of its close lag."""
+    import gc
+
+    from scrapy import signals
+    from scrapy.utils.test import get_crawler
+
+    from crawler.backends.cluster import ClusterWorker
+
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    crawler = get_crawler(_Spider, {
+        "DEDUP_BACKEND": "redis", "REDIS_URL": redis_url, "DEDUP_NAMESPACE": name,
+        "SCHEDULER": "crawler.backends.scheduler.SharedScheduler",
+        "EXTENSIONS": {"crawler.backends.cluster.ClusterWorker": 600},
+        "SCHEDULER_QUEUE_KEY": f"dedup:{name}:%(spider)s:requests"})  # fmt: skip
+    worker = ClusterWorker.from_crawler(crawler)
+    gc.unfreeze()
+    try:
+        assert gc.get_freeze_count() == 0
+        crawler.signals.send_catch_log(signals.engine_stopped)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        worker._loop.stop()
         clear_namespace(connect(redis_url), f"dedup:{name}")
 
 

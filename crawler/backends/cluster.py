@@ -18,22 +18,33 @@ everything the worker holds — leased requests and owned hosts in the frontier
   requests another worker now owns.
 * **Closing**: the shared crawl is done when the frontier holds no queued and no leased
   request; an idle worker then closes at once. While the crawl is not done an idle worker stays
-  open (``DontCloseSpider``) and looks for work every :data:`POLL_SECONDS`. A lease this worker
+  open (``DontCloseSpider``) and looks for work every :data:`POLL_SECONDS`. An idle worker
+  whose storage pipeline still holds pages writes them at once (``dedup/shared/idle_flushes``)
+  instead of waiting up to ``STORAGE_BATCH_SECONDS`` with its leases out, and every committed
+  batch wakes the engine, so the worker holding the crawl's last leases closes as soon as they
+  are acknowledged and the others within :data:`POLL_SECONDS`. A lease this worker
   still holds while idle, with its storage pipeline idle too, for longer than
   ``DISTRIBUTED_LEASE_SECONDS`` plus two storage flushes has lost its acknowledgement (a bug,
   not an expected path): it is queued again, counted in ``dedup/shared/leases_orphaned`` and
   logged.
 * **Leaving** (``spider_closed``): pending index entries that were never committed are removed,
   leases not acknowledged go back to the queue, hosts are freed, the membership is deleted.
+  Once the engine has stopped, the objects alive then are frozen out of the cyclic garbage
+  collector (``gc.freeze``): a worker process runs one crawl and then exits, and the
+  interpreter's exit would spend most of a second in garbage collections over the ~170,000
+  objects of the imported libraries (measured: exit 0.72 s after the crawl, 0.12 s frozen).
+  Objects are still freed when their last reference goes; only reference cycles among the
+  frozen objects would outlive a later crawl in the same process.
 
 Stats ``dedup/shared/*``: ``workers_reclaimed``, ``leases_reclaimed`` (queued again from dead
 workers), ``leases_done_at_reclaim`` (found committed), ``index_reclaimed`` (pending entries
 removed), ``leases_released`` (queued again at close), ``leases_orphaned``, ``idle_waits``,
-``hosts_stolen``.
+``idle_flushes``, ``hosts_stolen``.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -50,6 +61,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.reactor import CallLaterOnce
 
 from crawler import config, defaults
+from crawler import signals as dedup_signals
 from crawler.backends import backend_name
 from crawler.backends.redis import RedisBackendError, _RedisBacked, connect, namespace
 
@@ -63,7 +75,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.5  # an idle worker looks at the shared frontier this often
+POLL_SECONDS = 0.25  # an idle worker looks at the shared frontier this often
 LEASE_LOST = "lease_lost"  # finish reason of a worker whose membership expired
 
 # KEYS: workers, namespace meta. ARGV: worker, lease ms, register (0/1).
@@ -200,7 +212,9 @@ class ClusterWorker:
         ext = cls(crawler, member(crawler))
         ext.start()  # now: opening the pipelines (loading the index) may take a while
         crawler.signals.connect(ext.on_idle, signal=signals.spider_idle)
+        crawler.signals.connect(ext.batch_committed, signal=dedup_signals.batch_committed)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(ext.engine_stopped, signal=signals.engine_stopped)
         return ext
 
     # --- the pieces this extension works on ---------------------------------------------------
@@ -304,6 +318,7 @@ class ClusterWorker:
             queued, leased = self.frontier().counts()
             if queued == 0 and leased == 0:
                 return  # the shared crawl is done: close now
+            self._flush_storage()
             self._check_orphans()
         except RedisBackendError:
             return  # the outage handling of the other components closes the crawl
@@ -313,14 +328,30 @@ class ClusterWorker:
         self._wake_later()
         raise DontCloseSpider
 
-    def _storage_idle(self) -> bool:
-        """Whether the storage pipeline has committed everything it was given (a storage outage
-        being retried holds leases legitimately)."""
+    def batch_committed(self, **_: Any) -> None:
+        """Leases were acknowledged (the scheduler's handler of the same signal): let the engine
+        look again now, so an idle worker holding the crawl's last leases closes at once."""
+        self._wake()
+
+    def _storage(self) -> list[Any]:
         from crawler.pipelines.storage import StoragePipeline
 
         scraper = getattr(self._engine(), "scraper", None)
         components = getattr(getattr(scraper, "itemproc", None), "middlewares", ())
-        return all(c.idle() for c in components if isinstance(c, StoragePipeline))
+        return [c for c in components if isinstance(c, StoragePipeline)]
+
+    def _storage_idle(self) -> bool:
+        """Whether the storage pipeline has committed everything it was given (a storage outage
+        being retried holds leases legitimately)."""
+        return all(c.idle() for c in self._storage())
+
+    def _flush_storage(self) -> None:
+        """Idle while pages wait in the storage batch: write them now (their leases keep the
+        whole crawl open until they are committed)."""
+        for pipeline in self._storage():
+            if not pipeline.idle():
+                pipeline.flush()
+                self._inc("dedup/shared/idle_flushes")
 
     def _check_orphans(self) -> None:
         now = time.monotonic()
@@ -366,6 +397,10 @@ class ClusterWorker:
         if released or removed:
             logger.info("Left the shared crawl: %d leased request(s) queued again, %d "
                         "uncommitted index entr(ies) removed", released, removed)  # fmt: skip
+
+    def engine_stopped(self) -> None:
+        """The crawl is over and the process about to exit (module docstring, Leaving)."""
+        gc.freeze()
 
     def _engine(self) -> Any:
         try:  # Crawler.engine raises until the crawl starts

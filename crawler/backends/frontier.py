@@ -12,7 +12,10 @@ primitives; every step is one Lua script, so it is atomic across workers:
   template, live in one process as in a single-process crawl. A worker claims free hosts (those
   with queued requests and no owner) when its own hosts cannot fill its demand; a worker with
   nothing to do takes one host from the worker holding the most (a *steal*), which starts only
-  once the old owner has no request of that host in flight and the handover delay passed.
+  once the old owner has no request of that host in flight (leased and not yet answered: a
+  worker reports the leases whose download ended with its next pop, so a host changes hands
+  without waiting for the old owner's storage to commit its pages) and the handover delay
+  passed.
 * **pop leases**: a popped request moves to the worker's lease hash; it is not gone until
   the worker acknowledges it (:meth:`LeasedFrontier.ack`) once its outcome is durable (page
   stored or dropped and committed, or failed for good). A worker's leases live as long as its
@@ -25,10 +28,11 @@ primitives; every step is one Lua script, so it is atomic across workers:
 Keys under the queue key ``F`` (``SCHEDULER_QUEUE_KEY``): ``F:meta`` (seq, queued, leased),
 ``F:req`` (id -> ``host\\nscore\\nJSON request``), ``F:q:{host}`` (ids by score), ``F:owner``
 (host -> worker), ``F:free`` (unowned hosts with work, by time), ``F:active:{w}`` (hosts of w
-with queued requests), ``F:owned:{w}``, ``F:lease:{w}`` (id -> host), ``F:busy:{w}`` (host -> w's
-leases on it), ``F:hold`` (host -> not before, ms), ``F:prev`` (host -> the owner it was taken
-from). Times are the Redis server's clock (``TIME``), one clock for every worker. Requests are
-JSON (:mod:`crawler.backends.serializer`), never pickles. The layout may change between versions.
+with queued requests), ``F:owned:{w}``, ``F:lease:{w}`` (id -> host, ``!host`` once its
+download ended), ``F:busy:{w}`` (host -> w's leases on it whose download has not ended),
+``F:hold`` (host -> not before, ms), ``F:prev`` (host -> the owner it was taken from). Times
+are the Redis server's clock (``TIME``), one clock for every worker. Requests are JSON
+(:mod:`crawler.backends.serializer`), never pickles. The layout may change between versions.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any
 
+from scrapy import Request
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
@@ -45,7 +50,7 @@ from crawler.signals import LEASE_META
 
 if TYPE_CHECKING:
     import redis
-    from scrapy import Request, Spider
+    from scrapy import Spider
 
     from crawler.backends.redis import RedisSeenSet
 
@@ -68,15 +73,24 @@ local function queue_host(F, h, now)
   if owner then redis.call('SADD', F .. ':active:' .. owner, h)
   else redis.call('ZADD', F .. ':free', 'NX', now, h) end
 end
+local function unbusy(F, w, h)
+  if redis.call('HINCRBY', F .. ':busy:' .. w, h, -1) <= 0 then
+    redis.call('HDEL', F .. ':busy:' .. w, h)
+  end
+end
 local function unlease(F, w, id)
   local h = redis.call('HGET', F .. ':lease:' .. w, id)
   if not h then return nil end
   redis.call('HDEL', F .. ':lease:' .. w, id)
-  if redis.call('HINCRBY', F .. ':busy:' .. w, h, -1) <= 0 then
-    redis.call('HDEL', F .. ':busy:' .. w, h)
-  end
+  if string.sub(h, 1, 1) == '!' then h = string.sub(h, 2) else unbusy(F, w, h) end
   redis.call('HINCRBY', F .. ':meta', 'leased', -1)
   return h
+end
+local function fetched(F, w, id)
+  local h = redis.call('HGET', F .. ':lease:' .. w, id)
+  if not h or string.sub(h, 1, 1) == '!' then return end
+  redis.call('HSET', F .. ':lease:' .. w, id, '!' .. h)
+  unbusy(F, w, h)
 end
 local function ack(F, w, id)
   if not unlease(F, w, id) then return 0 end
@@ -135,13 +149,15 @@ queue_host(F, ARGV[1], now)
 return {0, count}
 """
 
-# KEYS: F, workers. ARGV: worker, how many, may steal (0/1), handover delay ms.
-# Returns {status, stolen host or '', id, record, id, record, ...}; status -1: lease lost.
+# KEYS: F, workers. ARGV: worker, how many, may steal (0/1), handover delay ms, most claims,
+# then lease ids whose download ended. Returns {status, stolen host or '', id, record, id,
+# record, ...}; status -1: lease lost.
 _POP = _COMMON + """
 local F, W = KEYS[1], ARGV[1]
 local want, may_steal, hold_ms = tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
 local now = now_ms()
 if not alive(KEYS[2], W, now) then return {-1, ''} end
+for i = 6, #ARGV do fetched(F, W, ARGV[i]) end
 local out, active, meta = {1, ''}, F .. ':active:' .. W, F .. ':meta'
 local got = 0
 local function take(h, n)
@@ -289,7 +305,7 @@ class LeasedFrontier(_RedisBacked):
 
     # --- requests as JSON ---------------------------------------------------------------------
     def _encode(self, request: Request) -> str:
-        data = request.to_dict(spider=self.spider)
+        data = request_dict(request, self.spider)
         data.get("meta", {}).pop(LEASE_META, None)
         return str(self.serializer.dumps(data))
 
@@ -326,13 +342,16 @@ class LeasedFrontier(_RedisBacked):
         self.push_new(request)
 
     # --- popping and leases -----------------------------------------------------------------
-    def pop_many(self, n: int, steal: bool = True) -> tuple[list[Request], str | None]:
+    def pop_many(
+        self, n: int, steal: bool = True, fetched: list[str] | None = None
+    ) -> tuple[list[Request], str | None]:
         """Up to ``n`` leased requests of this worker's hosts (claiming free hosts, or taking
-        one from the busiest worker when it has none), and the host taken, if any.
+        one from the busiest worker when it has none), and the host taken, if any. ``fetched``:
+        leases whose download ended since the last pop (no longer in flight for a steal).
         Raises :class:`LeaseLost` when this worker's membership expired."""
         out = self._run(
             self._pop, [self.key, self.workers_key],
-            [self.worker, n, int(steal), self.handover_ms, MAX_CLAIMS],
+            [self.worker, n, int(steal), self.handover_ms, MAX_CLAIMS, *(fetched or ())],
         )  # fmt: skip
         if int(out[0]) < 0:
             raise LeaseLost(self.worker)
@@ -396,6 +415,30 @@ class LeasedFrontier(_RedisBacked):
 
     def clear(self) -> None:
         clear_namespace(self.server, self.key)
+
+
+def request_dict(request: Request, spider: Spider | None) -> dict[str, Any]:
+    """``request.to_dict(spider=spider)``, the callback and errback named without scanning the
+    spider: Scrapy finds each name with ``inspect.getmembers`` over the whole spider, most of
+    the cost of queueing a request. A callback that is not a method of ``spider`` under its own
+    name goes Scrapy's way."""
+    names: list[Any] = []
+    for func in (request.callback, request.errback):
+        if not callable(func):
+            names.append(func)
+            continue
+        owner, name = getattr(func, "__self__", None), getattr(func, "__name__", "")
+        bound = getattr(spider, name, None) if owner is not None and owner is spider else None
+        if bound is None or getattr(bound, "__func__", None) is not getattr(func, "__func__", 0):
+            return request.to_dict(spider=spider)
+        names.append(name)
+    data = {"url": request.url, "callback": names[0], "errback": names[1],
+            "headers": dict(request.headers)}  # fmt: skip
+    for attr in request.attributes:
+        data.setdefault(attr, getattr(request, attr))
+    if type(request) is not Request:
+        data["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+    return data
 
 
 def handover_ms(settings: Any) -> int:

@@ -10,7 +10,9 @@ subclass keeps that and replaces the rest:
   (a redirect or a retry of a popped request) acknowledges it in the same call;
 * ``next_request`` takes ``DISTRIBUTED_PREFETCH`` leased requests per Redis call and hands them
   out one by one; ``has_pending_requests`` is about those alone (whether the *shared* crawl is
-  done is :class:`crawler.backends.cluster.ClusterWorker`'s question);
+  done is :class:`crawler.backends.cluster.ClusterWorker`'s question); the same call reports
+  the leases whose download ended since (``request_left_downloader``), so a host another
+  worker takes over waits only for the requests still on the wire;
 * leases are acknowledged when their outcome is durable: ``crawler.signals.batch_committed``
   (the page stored or its drop committed), ``crawler.signals.request_finished`` (no page: an
   error status, a failure, a non-HTML body), ``spider_error`` and ``item_error`` (the page is
@@ -62,12 +64,14 @@ class SharedScheduler(Scheduler):
         for signal in (dedup_signals.batch_committed, dedup_signals.request_finished):
             crawler.signals.connect(scheduler.finished, signal=signal)
         crawler.signals.connect(scheduler.spider_error, signal=signals.spider_error)
+        crawler.signals.connect(scheduler.left_downloader, signal=signals.request_left_downloader)
         crawler.signals.connect(scheduler.item_error, signal=signals.item_error)
         return scheduler
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
         self._buffer: deque[Request] = deque()
+        self._fetched: list[str] = []  # leases whose download ended, for the next pop
         self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
         url = str(spider.settings.get("REDIS_URL") or defaults.REDIS_URL)
         me = cluster.member(self.crawler) if self.crawler is not None else None
@@ -120,7 +124,8 @@ class SharedScheduler(Scheduler):
         if self.df.redis_down or self.queue.worker == "":
             return False
         try:
-            requests, stolen = self.queue.pop_many(self.prefetch)
+            requests, stolen = self.queue.pop_many(self.prefetch, fetched=self._fetched)
+            self._fetched = []
         except LeaseLost:
             return False  # ClusterWorker closes the spider (lease_lost)
         except redis_errors() as exc:
@@ -145,6 +150,11 @@ class SharedScheduler(Scheduler):
         self._buffer.clear()
         if not self.persist:
             self.flush()
+
+    def left_downloader(self, request: Request, **_: Any) -> None:
+        lease = request.meta.get(LEASE_META)
+        if lease:
+            self._fetched.append(lease)
 
     # --- acknowledgements ---------------------------------------------------------------------
     def finished(self, leases: list[str] | None = None, **_: Any) -> None:
