@@ -1,7 +1,8 @@
 """Run every benchmark in one command: ``.venv/bin/python -m bench [--quick] [--only a,b]``.
 
 Each benchmark runs in its own child process (so one's memory does not inflate the next), prints
-its own table and writes ``bench/results/<name>.json``; this runner then writes
+its own table and writes ``bench/results/<name>.json`` (``crawl-workers`` is ``bench.crawl
+--workers 2``, the scale-out comparison: ``crawl_workers.json``); this runner then writes
 ``bench/results/all.json`` with each one's exit status and wall time. Order: the cheap ones first.
 """
 
@@ -15,8 +16,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ("simhash", "quality", "dupefilter", "simindex", "storage", "indexload", "crawl",
-           "cluster")
+BENCHES = ("simhash", "quality", "dupefilter", "simindex", "redisindex", "storage", "indexload",
+           "crawl", "crawl-workers", "cluster")
+#: Benchmarks that are a mode of another module: name -> (module, arguments).
+MODES = {"crawl-workers": ("crawl", ["--workers", "2"])}  # writes crawl_workers.json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
     summary = {}
     for name in names:
-        command = [sys.executable, "-m", f"bench.{name}"] + (["--quick"] if args.quick else [])
+        module, extra = MODES.get(name, (name, []))
+        command = [sys.executable, "-m", f"bench.{module}", *extra]
+        command += ["--quick"] if args.quick else []
         print(f"\n=== bench.{name}: {' '.join(command[1:])}", flush=True)
         start = time.monotonic()
         code = subprocess.call(command, cwd=ROOT)

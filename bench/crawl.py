@@ -1,8 +1,9 @@
 """Crawl benchmark: our ``web`` spider vs a stock Scrapy ``CrawlSpider`` on the same local site.
 
 ``.venv/bin/python -m bench.crawl [--site linkheavy|demo] [--pages N] [--links N] [--runs N]
-[--concurrency N] [--quick] [--profile] [-s NAME=VALUE ...]`` from the project root (``-s``
-settings apply to our crawl only, e.g. to compare a feature on and off).
+[--concurrency N] [--quick] [--profile] [-s NAME=VALUE ...] [--workers N [--hosts H]]`` from
+the project root (``-s`` settings apply to our crawl only, e.g. to compare a feature on and
+off). ``--workers`` switches to the scale-out mode described at the end.
 
 One process serves the generated site (:mod:`crawler.sitegen`) on 127.0.0.1; each crawl runs in a
 child process, the two crawlers alternating (stock, ours, ours, stock, ...) so drift in the
@@ -22,6 +23,37 @@ mapped to site pages: the same page fetched more than once). The table shows the
 over ``--runs`` and the ratio ours/stock; ``--profile`` adds one cProfile run of each (Scrapy's
 ``--profile``) and lists the top cumulative shares. Writes ``bench/results/crawl.json`` (and
 ``crawl_profile_{ours,stock}.txt``). Numbers are machine-dependent: compare the ratios.
+
+**Scale-out mode** (``--workers N [--hosts H]``): the same link-heavy site spread over ``H``
+hosts (default 8: :func:`multi_host_sites`, ``--pages`` in all, one site per loopback address
+127.0.0.2, 127.0.0.3, ... served by :func:`crawler.siteserver.serve_web`; the distributed
+frontier gives each host to one worker, so a one-host site could use only one), crawled side by
+side by (a) the local profile (``scrapy crawl web``, SQLite, one process), (b) one distributed
+worker and (c) ``N`` distributed workers started together (``settings.distributed`` on the real
+Redis and PostgreSQL, a fresh namespace and schema per crawl: :mod:`bench.cluster`'s harness),
+in alternating order over ``--runs``. No CPU pinning in this mode: N workers, the site server,
+Redis and PostgreSQL share the machine's CPUs, as they would on one host (``--no-pin`` is
+implied). Each crawl uses the production defaults of the profile (lease, storage batch
+interval), the settings ``command`` sets alike, and ``-s`` settings for every process. Per
+configuration:
+
+* pages/s: responses / seconds from the first worker's ``spider_opened`` to the last one's
+  ``spider_closed`` (Unix time, stamped in each process by :class:`WorkerProbe`); the *active
+  span* ends at the crawl's last response instead;
+* CPU ms per page: the workers' CPU between open and close (``bench/cpu_seconds``) and of the
+  whole processes (``wait4``: start-up and exit included), summed over workers;
+* Redis round trips per page, counted in the workers by redis-py (:func:`count_redis_round_trips`:
+  a command, a pipeline or a script call is one) between open and close, by script in the JSON;
+  the server's ``total_commands_processed`` delta is shown too (every client of the server:
+  other jobs count there, and each command a script runs);
+* close lag: seconds from the crawl's last response to each worker's process exit; start-up:
+  spawn to ``spider_opened``; idle waits: times a worker stayed open idle (``DontCloseSpider``);
+* where the CPU went (workers, site servers, Redis, PostgreSQL, the rest of the machine).
+
+A crawl that does not finish with ``finished`` (say ``lease_lost`` when another job stalls the
+machine past the lease) is listed and left out of the medians. Writes
+``bench/results/crawl_workers.json``; ``--profile`` adds one cProfile run of the local profile
+and of one worker (``crawl_profile_{local,worker}.txt``).
 """
 
 from __future__ import annotations
@@ -29,15 +61,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.probe import CrawlProbe
+from crawler import defaults
 from crawler.sitegen import Site, demo_site, link_heavy_site
 from crawler.siteserver import SiteServer
 
@@ -61,6 +97,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="500 pages x 50 links, 1 run")
     parser.add_argument("--profile", action="store_true", help="one cProfile run of each too")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server/crawler CPUs")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="scale-out mode: local vs 1 vs N distributed workers",
+    )
+    parser.add_argument(
+        "--hosts", type=int, default=8, help="scale-out mode: hosts the site is spread over (8)"
+    )
     parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
                         help="extra Scrapy setting for our crawl only (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -69,7 +114,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"-s {item!r}: expected NAME=VALUE")
     if args.quick:
         args.pages, args.links, args.runs = min(args.pages, 500), min(args.links, 50), 1
-    for name in ("pages", "links", "runs", "concurrency"):
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers must be >= 1, got {args.workers}")
+    for name in ("pages", "links", "runs", "concurrency", "hosts"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     return args
@@ -81,18 +128,25 @@ def build_site(args: argparse.Namespace) -> tuple[Site, str]:
     return link_heavy_site(args.pages, args.links), f"link-heavy {args.pages} pages x {args.links}"
 
 
-def extensions_for(kind: str) -> str:
-    """EXTENSIONS for a crawl: the probe (ours keeps the project's own extensions too)."""
-    exts: dict[str, int] = {PROBE: 800}
+def extensions_for(kind: str, probe: str = PROBE, profile: str = "base") -> str:
+    """EXTENSIONS for a crawl: the probe (ours keeps the extensions of the settings module
+    ``settings.{profile}`` too)."""
+    exts: dict[str, int] = {probe: 800}
     if kind == "ours":
-        from settings import base
+        import importlib
 
-        exts = {**getattr(base, "EXTENSIONS", {}), **exts}
+        module = importlib.import_module(f"settings.{profile}")
+        exts = {**getattr(module, "EXTENSIONS", {}), **exts}
     return json.dumps(exts)
 
 
 def command(
-    kind: str, url: str, work: Path, args: argparse.Namespace, profile: Path | None
+    kind: str,
+    url: str,
+    work: Path,
+    args: argparse.Namespace,
+    profile: Path | None,
+    probe: str = PROBE,
 ) -> list[str]:
     concurrency = args.concurrency
     common = {
@@ -105,7 +159,7 @@ def command(
         "LOG_LEVEL": "INFO",
         "LOG_FILE": str(work / "crawl.log"),
         "BENCH_STATS_FILE": str(work / "stats.json"),
-        "EXTENSIONS": extensions_for(kind),
+        "EXTENSIONS": extensions_for(kind, probe),
     }
     if kind == "ours":
         cmd = ["crawl", "web", "-a", f"urls={url}"]
@@ -123,8 +177,10 @@ def command(
     return [sys.executable, "-m", "scrapy", *cmd]
 
 
-def run_child(cmd: list[str], cwd: Path, work: Path, cpu: int | None, timeout: float) -> dict:
-    """Run one crawl; returns exit status, rusage of the child and its stats file."""
+def run_child(cmd: list[str], cwd: Path, work: Path, cpu: int | None, timeout: float,
+              poll: float = 0.05) -> dict:  # fmt: skip
+    """Run one crawl; returns exit status, rusage of the child, its stats file and when it
+    exited (Unix time, within ``poll`` seconds)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -146,7 +202,8 @@ def run_child(cmd: list[str], cwd: Path, work: Path, cpu: int | None, timeout: f
                 proc.kill()
                 pid, status, usage = os.wait4(proc.pid, 0)
                 break
-            time.sleep(0.05)
+            time.sleep(poll)
+    exited_at = time.time()
     proc.returncode = os.waitstatus_to_exitcode(status)
     stats_path = work / "stats.json"
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
@@ -155,6 +212,7 @@ def run_child(cmd: list[str], cwd: Path, work: Path, cpu: int | None, timeout: f
         "child_cpu_s": usage.ru_utime + usage.ru_stime,
         "peak_rss_mib": usage.ru_maxrss / 1024,
         "stats": stats,
+        "exited_at": exited_at,
     }
 
 
@@ -364,8 +422,471 @@ def pin_cpus(no_pin: bool) -> int | None:
     return cpus[1]
 
 
+# --- scale-out mode: --workers N ------------------------------------------------------------------
+
+#: Lua scripts of the distributed profile, by the name a round trip is reported under.
+SCRIPT_MODULES = ("crawler.backends.frontier", "crawler.backends.cluster", "crawler.backends.redis")
+WORKER_PROBE = "bench.crawl.WorkerProbe"
+_TRIPS: Counter[str] | None = None
+_WAITS: dict[str, float] = {}  # seconds spent in read_response, by command
+
+
+def count_redis_round_trips() -> Counter[str]:
+    """Round trips of this process's redis-py clients, by command (``EVALSHA:<sha1 prefix>`` for
+    a script): every ``send_packed_command`` writes one request (one command, a pipeline, a
+    script call) and its answer is awaited before the next. The seconds spent waiting for
+    (and parsing) answers go to :data:`_WAITS` under the command last sent on the connection.
+    Patched in once per process."""
+    global _TRIPS
+    if _TRIPS is None:
+        from redis.connection import AbstractConnection
+
+        trips: Counter[str] = Counter()
+        send, read = AbstractConnection.send_packed_command, AbstractConnection.read_response
+
+        def counted(self: Any, command: Any, check_health: bool = True) -> None:
+            self._bench_command = name = _command_name(command)
+            trips[name] += 1
+            send(self, command, check_health)
+
+        def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return read(self, *args, **kwargs)
+            finally:
+                name = getattr(self, "_bench_command", "?")
+                _WAITS[name] = _WAITS.get(name, 0.0) + time.perf_counter() - start
+
+        AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+        AbstractConnection.read_response = timed  # type: ignore[method-assign]
+        _TRIPS = trips
+    return _TRIPS
+
+
+def _command_name(packed: Any) -> str:
+    first = packed if isinstance(packed, (bytes, str)) else packed[0]
+    head = bytes(first[:160], "utf-8") if isinstance(first, str) else bytes(first[:160])
+    parts = head.split(b"\r\n")
+    name = parts[2].decode("ascii", "replace").upper() if len(parts) > 2 else "?"
+    if name == "EVALSHA" and len(parts) > 4:
+        return f"EVALSHA:{parts[4][:8].decode('ascii', 'replace')}"
+    return name
+
+
+def script_names() -> dict[str, str]:
+    """``EVALSHA:<sha1 prefix>`` -> ``module.NAME`` of every Lua script of the profile."""
+    import hashlib
+    import importlib
+
+    names = {}
+    for module_name in SCRIPT_MODULES:
+        module = importlib.import_module(module_name)
+        for name, value in vars(module).items():
+            if name.isupper() and isinstance(value, str) and "redis.call" in value:
+                sha = hashlib.sha1(value.encode()).hexdigest()[:8]
+                names[f"EVALSHA:{sha}"] = f"{module_name.rsplit('.', 1)[1]}.{name.strip('_')}"
+    return names
+
+
+class WorkerProbe(CrawlProbe):
+    """:class:`bench.probe.CrawlProbe` plus Unix-time stamps that compare across processes
+    (``bench/open_unix``, ``bench/last_response_unix``, ``bench/close_unix``) and the Redis
+    round trips made between open and close (``bench/redis_round_trips``, and per command
+    ``bench/redis/<command>``; :func:`count_redis_round_trips`)."""
+
+    def __init__(self, crawler: Any) -> None:
+        super().__init__(crawler)
+        self.trips = count_redis_round_trips()
+        self.trips_open: Counter[str] = Counter()
+        self.waits_open: dict[str, float] = {}
+        self.open_unix = self.last_unix = 0.0
+
+    def opened(self, spider: Any) -> None:
+        super().opened(spider)
+        self.open_unix = self.last_unix = time.time()
+        self.trips_open = self.trips.copy()
+        self.waits_open = _WAITS.copy()
+
+    def response(self, **kwargs: Any) -> None:
+        super().response(**kwargs)
+        self.last_unix = time.time()
+
+    def closed(self, spider: Any, reason: str) -> None:
+        stats = self.crawler.stats
+        trips = self.trips - self.trips_open
+        stats.set_value("bench/open_unix", self.open_unix)
+        stats.set_value("bench/last_response_unix", self.last_unix)
+        stats.set_value("bench/close_unix", time.time())
+        stats.set_value("bench/redis_round_trips", sum(trips.values()))
+        for name, count in trips.items():
+            stats.set_value(f"bench/redis/{name}", count)
+        waits = {k: v - self.waits_open.get(k, 0.0) for k, v in _WAITS.items()}
+        stats.set_value("bench/redis_wait_seconds", round(sum(waits.values()), 3))
+        for name, seconds in waits.items():
+            stats.set_value(f"bench/redis_wait/{name}", round(seconds, 3))
+        main, rest = thread_cpu()
+        stats.set_value("bench/main_thread_cpu_seconds", main)
+        stats.set_value("bench/other_threads_cpu_seconds", rest)
+        super().closed(spider, reason)
+
+
+def thread_cpu() -> tuple[float, float]:
+    """CPU seconds so far of this process's main (reactor) thread and of its other threads
+    (the pools that write storage and run blocking calls), from Linux ``/proc``."""
+    tick, main, rest = os.sysconf("SC_CLK_TCK"), 0.0, 0.0
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        used = (int(fields[11]) + int(fields[12])) / tick
+        if task.name == str(os.getpid()):
+            main += used
+        else:
+            rest += used
+    return round(main, 2), round(rest, 2)
+
+
+def multi_host_sites(pages: int, links: int, hosts: int) -> list[Site]:
+    """The link-heavy site split over ``hosts`` hosts: ``pages`` pages in all, each host its own
+    site (seed = host number, so no two hosts share content), links within the host."""
+    share, extra = divmod(pages, hosts)
+    return [link_heavy_site(share + (i < extra), links, seed=i) for i in range(hosts)]
+
+
+def services_cpu(client: Any) -> dict[str, float]:
+    """CPU seconds so far of Redis, PostgreSQL (every ``postgres`` process, exited backends
+    included through the postmaster's children time), this process (the site servers) and the
+    machine (busy and total, all CPUs), and Redis's command count. Redis, PostgreSQL and the
+    machine serve every user of this host: other jobs running meanwhile are counted too."""
+    info = {**client.info("cpu"), **client.info("stats")}
+    tick = os.sysconf("SC_CLK_TCK")
+    postgres = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, fields = text[text.find("(") + 1 : text.rfind(")")], text[text.rfind(")") + 2 :]
+        if name.startswith("postgres"):
+            postgres += sum(int(v) for v in fields.split()[11:15]) / tick
+    # user nice system idle iowait irq softirq steal (guest time is inside user already)
+    cpu = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "redis_cpu_s": float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
+        "redis_commands": float(info["total_commands_processed"]),
+        "postgres_cpu_s": postgres,
+        "bench_cpu_s": own.ru_utime + own.ru_stime,
+        "machine_busy_s": (sum(cpu[:3]) + cpu[5] + cpu[6]) / tick,
+        "machine_steal_s": cpu[7] / tick,
+        "machine_total_s": sum(cpu) / tick,
+    }
+
+
+def worker_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What every crawl of the scale-out mode sets alike (as ``command`` does for ours)."""
+    return {
+        "ROBOTSTXT_OBEY": "True", "DOWNLOAD_DELAY": "0", "AUTOTHROTTLE_ENABLED": "False",
+        "CONCURRENT_REQUESTS": args.concurrency,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency,
+        "TELNETCONSOLE_ENABLED": "False", "LOG_LEVEL": "INFO",
+        "DISTRIBUTED_LEASE_SECONDS": defaults.DISTRIBUTED_LEASE_SECONDS,
+        "STORAGE_BATCH_SECONDS": defaults.STORAGE_BATCH_SECONDS,
+        "DEDUP_PROGRESS_INTERVAL": defaults.DEDUP_PROGRESS_INTERVAL,
+        "EXTENSIONS": extensions_for("ours", WORKER_PROBE, "distributed"),
+        **dict(item.split("=", 1) for item in args.set),
+    }  # fmt: skip
+
+
+def local_run(servers: list[SiteServer], args: argparse.Namespace, work: Path,
+              profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """One process of the local profile over the web; its figures, as for a worker."""
+    seeds = ",".join(s.url("/") for s in servers)
+    work.mkdir(parents=True, exist_ok=True)
+    spawned = time.time()
+    cmd = command("ours", seeds, work, args, profile, WORKER_PROBE)
+    result = run_child(cmd, ROOT, work, None, args.timeout, poll=0.01)
+    if result["exit"] != 0 or not result["stats"]:
+        tail = (work / "stderr.txt").read_text(errors="replace")[-2000:]
+        raise SystemExit(f"local crawl failed (exit {result['exit']}):\n{tail}")
+    return {"stats": result["stats"], "exited_at": result["exited_at"],
+            "cpu_s": result["child_cpu_s"], "spawned": spawned}  # fmt: skip
+
+
+def cluster_run(servers: list[SiteServer], args: argparse.Namespace, work: Path, n: int,
+                profile: Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """``n`` distributed workers started together on a fresh namespace and schema."""
+    from bench.cluster import cluster_on
+
+    settings = worker_settings(args)
+    with cluster_on(servers, work) as cluster:
+        cluster.delay = 0.0
+        spawned = []
+        for i in range(n):
+            spawned.append(time.time())
+            cli = ["--profile", str(profile)] if profile is not None and i == 0 else []
+            cluster.start(cli=cli, **settings)
+        cluster.reap(args.timeout)
+        out = []
+        for worker, start in zip(cluster.workers, spawned, strict=True):
+            if worker.proc.returncode != 0 or not worker.stats:
+                err = worker.proc.stderr.read()[-2000:] if worker.proc.stderr else ""
+                raise SystemExit(f"worker failed (exit {worker.proc.returncode}):\n{err}\n"
+                                 f"{worker.log[-3000:]}")  # fmt: skip
+            out.append({"stats": worker.stats, "exited_at": worker.exited_at,
+                        "cpu_s": worker.cpu_s, "spawned": start})  # fmt: skip
+    return out
+
+
+def config_figures(
+    name: str, procs: list[dict[str, Any]], servers: list[SiteServer],
+    before: dict[str, float], after: dict[str, float],
+) -> dict[str, Any]:  # fmt: skip
+    """The figures of one configuration's crawl (module docstring, scale-out mode)."""
+    stats = [p["stats"] for p in procs]
+    pages = sum(int(s.get("response_received_count", 0)) for s in stats)
+    opened = min(float(s["bench/open_unix"]) for s in stats)
+    closed = max(float(s["bench/close_unix"]) for s in stats)
+    last = max(float(s["bench/last_response_unix"]) for s in stats)
+    trips: Counter[str] = Counter()
+    waits: Counter[str] = Counter()
+    for s in stats:
+        trips.update({k[len("bench/redis/"):]: int(v) for k, v in s.items()
+                      if k.startswith("bench/redis/")})  # fmt: skip
+        waits.update({k[len("bench/redis_wait/"):]: float(v) for k, v in s.items()
+                      if k.startswith("bench/redis_wait/")})  # fmt: skip
+    names = script_names()
+    hits = [s.canonical_hits() for s in servers]
+    used = {k: after[k] - before[k] for k in before}
+
+    def per(value: float) -> float:
+        return value / pages if pages else 0.0
+
+    return {
+        "config": name, "workers": len(procs), "pages_fetched": pages,
+        "responses": [int(s.get("response_received_count", 0)) for s in stats],
+        "unique_pages": sum(len(h) for h in hits),
+        "duplicate_fetches": sum(n - 1 for h in hits for n in h.values() if n > 1),
+        "span_s": closed - opened, "active_s": last - opened,
+        "pages_per_s": pages / (closed - opened) if closed > opened else 0.0,
+        "pages_per_s_active": pages / (last - opened) if last > opened else 0.0,
+        "cpu_ms_per_page": 1000 * per(sum(float(s["bench/cpu_seconds"]) for s in stats)),
+        "process_cpu_ms_per_page": 1000 * per(sum(p["cpu_s"] for p in procs)),
+        "startup_s": [round(float(p["stats"]["bench/open_unix"]) - p["spawned"], 3)
+                      for p in procs],
+        "close_lag_s": [round(p["exited_at"] - last, 3) for p in procs],
+        "closed_after_s": [round(float(s["bench/close_unix"]) - last, 3) for s in stats],
+        "worker_open_last_close_s": [[round(float(s[f"bench/{k}_unix"]) - opened, 2)
+                                      for k in ("open", "last_response", "close")]
+                                     for s in stats],
+        "redis_round_trips_per_page": per(sum(trips.values())),
+        "redis_round_trips": {names.get(k, k): v for k, v in trips.most_common()},
+        "redis_wait_ms_per_page": 1000 * per(sum(float(s.get("bench/redis_wait_seconds", 0))
+                                                 for s in stats)),
+        "redis_wait_s": {names.get(k, k): round(v, 3) for k, v in waits.most_common()},
+        "redis_commands_per_page": per(used["redis_commands"]),
+        "cpu_s": {"workers": sum(p["cpu_s"] for p in procs), "redis": used["redis_cpu_s"],
+                  "postgres": used["postgres_cpu_s"], "site_servers": used["bench_cpu_s"],
+                  "machine_busy": used["machine_busy_s"],
+                  "machine_steal": used["machine_steal_s"],
+                  "machine_capacity": used["machine_total_s"]},
+        "main_thread_cpu_s": [s.get("bench/main_thread_cpu_seconds") for s in stats],
+        "other_threads_cpu_s": [s.get("bench/other_threads_cpu_seconds") for s in stats],
+        "idle_waits": sum(int(s.get("dedup/shared/idle_waits", 0)) for s in stats),
+        "hosts_stolen": sum(int(s.get("dedup/shared/hosts_stolen", 0)) for s in stats),
+        "finish_reasons": [s.get("finish_reason") for s in stats],
+        "finished": all(s.get("finish_reason") == "finished" for s in stats),
+    }  # fmt: skip
+
+
+def scaleout_once(name: str, servers: list[SiteServer], args: argparse.Namespace, tmp: Path,
+                  profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    from bench.cluster import REDIS_URL
+    from crawler.backends.redis import connect
+
+    client = connect(REDIS_URL)
+    for server in servers:
+        server.reset_hits()
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp))
+    before = services_cpu(client)
+    if name == "local":
+        procs = [local_run(servers, args, work, profile)]
+    else:
+        n = 1 if name == "1 worker" else args.workers
+        procs = cluster_run(servers, args, work, n, profile)
+    after = services_cpu(client)
+    client.close()
+    return config_figures(name, procs, servers, before, after)
+
+
+def scaleout_configs(args: argparse.Namespace) -> list[str]:
+    return ["local", "1 worker"] + ([f"{args.workers} workers"] if args.workers > 1 else [])
+
+
+def summarize_scaleout(runs: list[dict[str, Any]], configs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in configs:
+        mine = [r for r in runs if r["config"] == name and r["finished"]]
+        if not mine:
+            raise SystemExit(f"no {name} crawl finished: see the runs in the JSON report")
+
+        def med(key: str, rows: list[dict[str, Any]] = mine) -> float:
+            return statistics.median(r[key] for r in rows)
+
+        rates = [r["pages_per_s"] for r in mine]
+        out[name] = {
+            "runs": len(mine), "pages_per_s_median": statistics.median(rates),
+            "pages_per_s_min": min(rates), "pages_per_s_max": max(rates),
+            **{f"{key}_median": med(key) for key in (
+                "span_s", "active_s", "pages_per_s_active", "cpu_ms_per_page",
+                "process_cpu_ms_per_page", "redis_round_trips_per_page",
+                "redis_commands_per_page", "redis_wait_ms_per_page", "pages_fetched",
+                "idle_waits")},
+            "close_lag_max_s": max(max(r["close_lag_s"]) for r in mine),
+            "close_lag_median_s": statistics.median(x for r in mine for x in r["close_lag_s"]),
+            "startup_median_s": statistics.median(x for r in mine for x in r["startup_s"]),
+            "duplicate_fetches_max": max(r["duplicate_fetches"] for r in mine),
+            "runs_not_finished": sum(1 for r in runs if r["config"] == name
+                                     and not r["finished"]),
+        }  # fmt: skip
+    one, local = out["1 worker"], out["local"]
+    many = out[configs[-1]] if len(configs) > 2 else None
+    out["targets"] = {
+        "one_worker_over_local": one["pages_per_s_median"] / local["pages_per_s_median"],
+        "n_workers_over_one": (many["pages_per_s_median"] / one["pages_per_s_median"]
+                               if many else None),
+        "close_lag_max_s": max(out[c]["close_lag_max_s"] for c in configs[1:]),
+    }  # fmt: skip
+    return out
+
+
+def scaleout_table(title: str, summary: dict[str, Any], configs: list[str]) -> str:
+    def rng(s: dict[str, Any]) -> str:
+        return f"{s['pages_per_s_min']:.0f}-{s['pages_per_s_max']:.0f}"
+
+    rows = [
+        ("pages/s (median)", lambda s: f"{s['pages_per_s_median']:.1f}"),
+        ("pages/s (range)", rng),
+        ("open->close span s", lambda s: f"{s['span_s_median']:.2f}"),
+        ("active span s", lambda s: f"{s['active_s_median']:.2f}"),
+        ("pages/s active span", lambda s: f"{s['pages_per_s_active_median']:.1f}"),
+        ("CPU ms/page (crawl)", lambda s: f"{s['cpu_ms_per_page_median']:.2f}"),
+        ("CPU ms/page (process)", lambda s: f"{s['process_cpu_ms_per_page_median']:.2f}"),
+        ("Redis trips/page", lambda s: f"{s['redis_round_trips_per_page_median']:.2f}"),
+        ("Redis wait ms/page", lambda s: f"{s['redis_wait_ms_per_page_median']:.2f}"),
+        ("Redis cmds/page (all)", lambda s: f"{s['redis_commands_per_page_median']:.1f}"),
+        ("close lag s (max)", lambda s: f"{s['close_lag_max_s']:.2f}"),
+        ("startup s (median)", lambda s: f"{s['startup_median_s']:.2f}"),
+        ("idle waits", lambda s: f"{s['idle_waits_median']:.0f}"),
+        ("pages fetched", lambda s: f"{s['pages_fetched_median']:.0f}"),
+        ("duplicate fetches", lambda s: f"{s['duplicate_fetches_max']}"),
+        ("runs (not finished)", lambda s: f"{s['runs']} ({s['runs_not_finished']})"),
+    ]
+    lines = [title, f"{'':<23}" + "".join(f"{c:>12}" for c in configs)]
+    lines += [f"{label:<23}" + "".join(f"{fn(summary[c]):>12}" for c in configs)
+              for label, fn in rows]  # fmt: skip
+    t = summary["targets"]
+    lines.append(f"1 worker / local {t['one_worker_over_local']:.2f} (target >= 0.9)"
+                 + (f"; {configs[-1]} / 1 worker {t['n_workers_over_one']:.2f} (target >= 1.5)"
+                    if t["n_workers_over_one"] is not None else "")
+                 + f"; worst close lag {t['close_lag_max_s']:.2f} s (target < 2)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def cpu_table(runs: list[dict[str, Any]], configs: list[str]) -> str:
+    """Where the CPU went: seconds from the first spawn to the last exit, median over the
+    finished runs. Redis, PostgreSQL and the machine serve every job on the host: "other" is
+    the machine's busy time less ours (other jobs, this runner, the kernel); "steal" is time
+    the hypervisor gave the machine's CPUs to someone else (a virtual machine)."""
+    keys = ("workers", "site_servers", "redis", "postgres", "other", "machine_busy",
+            "machine_steal", "machine_capacity")  # fmt: skip
+    lines = ["CPU seconds per crawl (median), first spawn to last exit:",
+             f"{'':<23}" + "".join(f"{c:>12}" for c in configs)]  # fmt: skip
+    for key in keys:
+        cells = [statistics.median(_cpu(r, key) for r in runs
+                                   if r["config"] == c and r["finished"])
+                 for c in configs]  # fmt: skip
+        lines.append(f"{key:<23}" + "".join(f"{v:>12.2f}" for v in cells))
+    return "\n".join(lines)
+
+
+def _cpu(record: dict[str, Any], key: str) -> float:
+    cpu = record["cpu_s"]
+    if key == "other":
+        ours = ("workers", "site_servers", "redis", "postgres")
+        return float(cpu["machine_busy"] - sum(cpu[k] for k in ours))
+    return float(cpu[key])
+
+
+def scaleout_line(i: int, r: dict[str, Any]) -> str:
+    line = (f"  run {i + 1} {r['config']:<10} {r['pages_per_s']:7.1f} pages/s  "
+            f"span {r['span_s']:.2f} s  active {r['active_s']:.2f} s  "
+            f"{r['cpu_ms_per_page']:.2f} CPU ms/page  "
+            f"{r['redis_round_trips_per_page']:.2f} Redis trips/page  "
+            f"close lag {max(r['close_lag_s']):.2f} s  responses {r['responses']}")  # fmt: skip
+    return line if r["finished"] else f"{line}  NOT FINISHED: {r['finish_reasons']}"
+
+
+def scaleout_main(args: argparse.Namespace) -> int:
+    from crawler.siteserver import serve_web
+
+    sites = multi_host_sites(args.pages, args.links, args.hosts)
+    configs = scaleout_configs(args)
+    title = (
+        f"scale-out bench: link-heavy {args.pages} pages x {args.links} over {args.hosts} "
+        f"hosts, {args.runs} run(s) each, concurrency {args.concurrency}, no CPU pinning"
+    )
+    print(title, flush=True)
+    runs: list[dict[str, Any]] = []
+    profiles = None
+    with tempfile.TemporaryDirectory(prefix="bench-scaleout-") as tmp, serve_web(sites) as servers:
+        for i in range(args.runs):
+            for name in configs if i % 2 == 0 else configs[::-1]:
+                record = scaleout_once(name, servers, args, Path(tmp))
+                record["run"] = i
+                runs.append(record)
+                print(scaleout_line(i, record), flush=True)
+        if args.profile:
+            profiles = scaleout_profiles(servers, args, Path(tmp))
+    summary = summarize_scaleout(runs, configs)
+    print()
+    print(scaleout_table(title, summary, configs))
+    print()
+    print(cpu_table(runs, configs))
+    if profiles:
+        print("\nprofile shares by component (details: bench/results/crawl_profile_*.txt)")
+        for name in COMPONENTS:
+            cells = [profiles[k]["components"].get(name) for k in profiles]
+            if any(cells):
+                print(f"  {name:<26}" + "".join(f"{fmt_share(c):>10}" for c in cells))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    report = {"title": title, "args": vars(args), "runs": runs, "summary": summary,
+              "profiles": profiles}  # fmt: skip
+    (RESULTS / "crawl_workers.json").write_text(json.dumps(report, indent=2))
+    print(f"\nwritten: {RESULTS / 'crawl_workers.json'}")
+    return 0
+
+
+def scaleout_profiles(servers: list[SiteServer], args: argparse.Namespace,
+                      tmp: Path) -> dict[str, Any]:  # fmt: skip
+    """One cProfile run of the local profile and of one distributed worker (Scrapy's
+    ``--profile``); shares written to ``crawl_profile_{local,worker}.txt``."""
+    result = {}
+    for name, kind in (("local", "local"), ("worker", "1 worker")):
+        prof = RESULTS / f"crawl_{name}.prof"
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        scaleout_once(kind, servers, args, tmp, profile=prof)
+        shares = profile_shares(prof)
+        (RESULTS / f"crawl_profile_{name}.txt").write_text(profile_text(name, shares))
+        result[name] = shares
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.workers:
+        return scaleout_main(args)
     site, label = build_site(args)
     cpu = pin_cpus(args.no_pin)
     title = (f"crawl bench: {label}, {args.runs} run(s) each, concurrency {args.concurrency}, "
