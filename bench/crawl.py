@@ -411,6 +411,16 @@ def fmt_share(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def write_report(name: str, title: str, args: argparse.Namespace, runs: list[dict[str, Any]],
+                 summary: dict[str, Any], profiles: Any) -> None:
+    """Write ``bench/results/<name>`` (both modes' JSON report) and say where."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    report = {"title": title, "args": vars(args), "runs": runs, "summary": summary,
+              "profiles": profiles}  # fmt: skip
+    (RESULTS / name).write_text(json.dumps(report, indent=2))
+    print(f"\nwritten: {RESULTS / name}")
+
+
 def pin_cpus(no_pin: bool) -> int | None:
     """Pin this process (the server) to CPU 0; return the CPU for the crawlers, or None."""
     if no_pin or not hasattr(os, "sched_setaffinity"):
@@ -860,11 +870,7 @@ def scaleout_main(args: argparse.Namespace) -> int:
             cells = [profiles[k]["components"].get(name) for k in profiles]
             if any(cells):
                 print(f"  {name:<26}" + "".join(f"{fmt_share(c):>10}" for c in cells))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    report = {"title": title, "args": vars(args), "runs": runs, "summary": summary,
-              "profiles": profiles}  # fmt: skip
-    (RESULTS / "crawl_workers.json").write_text(json.dumps(report, indent=2))
-    print(f"\nwritten: {RESULTS / 'crawl_workers.json'}")
+    write_report("crawl_workers.json", title, args, runs, summary, profiles)
     return 0
 
 
@@ -910,11 +916,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             ours, stock = (profiles[k]["components"].get(name) for k in KINDS)
             print(f"  {name:<26}{fmt_share(ours):>8}{fmt_share(stock):>8}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    report = {"title": title, "args": vars(args), "runs": runs, "summary": summary,
-              "profiles": profiles}  # fmt: skip
-    (RESULTS / "crawl.json").write_text(json.dumps(report, indent=2))
-    print(f"\nwritten: {RESULTS / 'crawl.json'}")
+    write_report("crawl.json", title, args, runs, summary, profiles)
     return 0
 
 
