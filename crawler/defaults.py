@@ -77,3 +77,6 @@ DISTRIBUTED_PREFETCH = 8  # leased requests a worker takes per Redis call
 # --- Seeds and scope (crawler.seeds, crawler.spiders.web) --------------------------------------
 SEED_DEFAULT_SCHEME = "https"
 DEDUP_EARLY_SKIP = True  # skip already-seen links before a Request is built
+#: Of two duplicates, store the one the other names canonical (<link rel="canonical">, Link
+#: header), whatever the fetch order; off: the first fetched stays.
+DEDUP_CANONICAL = True

@@ -6,6 +6,10 @@ Format (UTF-8, one object per line, ``\\n``-terminated, keys in this order)::
      "distance": 3, "simhash": "00ff...16 hex digits" | null,
      "duplicate_simhash": "..." | null, "time": "2026-12-02T13:20:54.123456Z", "crawl_id": 7}
 
+A page moved to the drop log after it was stored, because the page it names canonical was
+kept instead (:mod:`crawler.pipelines.neardup`), has one more key at the end:
+``"rule": "canonical"``.
+
 The file is opened in append mode, so successive crawls accumulate (``crawl_id`` tells them
 apart). Each record is written with one ``write`` and flushed at once: a killed crawler loses at
 most the line being written. :func:`read_drop_log` skips a torn last line (not JSON; a complete
@@ -48,7 +52,7 @@ def drop_record(
     exc: DuplicatePage, crawl_id: int | None = None, time: datetime | None = None
 ) -> dict[str, Any]:
     """The drop log object of one :class:`DuplicatePage`."""
-    return {
+    record = {
         "url": exc.url,
         "reason": exc.reason,
         "duplicate_of": exc.duplicate_of,
@@ -58,12 +62,15 @@ def drop_record(
         "time": utc_iso(time),
         "crawl_id": crawl_id,
     }
+    if exc.rule:
+        record["rule"] = exc.rule
+    return record
 
 
 def row_record(row: dict[str, Any]) -> dict[str, Any]:
     """The drop log object of a ``dropped`` row (:func:`crawler.pipelines.storage.dropped_row`)."""
     moment = row.get("dropped_at")
-    return {
+    record = {
         "url": row["url"],
         "reason": row["reason"],
         "duplicate_of": row["duplicate_of"],
@@ -73,6 +80,9 @@ def row_record(row: dict[str, Any]) -> dict[str, Any]:
         "time": utc_iso(moment if isinstance(moment, datetime) else None),
         "crawl_id": row.get("crawl_id"),
     }
+    if row.get("rule"):
+        record["rule"] = row["rule"]
+    return record
 
 
 class DropLog:

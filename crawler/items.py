@@ -20,7 +20,9 @@ class PageItem:
     when the spider has parsed the page already; the dedup pipeline then uses ``text`` and
     ``blocks`` instead of parsing ``html`` again, and empties ``blocks`` (None). ``lease`` is the
     shared frontier's lease id of the request (distributed profile; acknowledged once the page's
-    outcome is committed).
+    outcome is committed). ``canonical_link`` is the normalized URL of another page of the
+    crawl that this page names canonical (``<link rel="canonical">`` or a ``Link`` header), None
+    when it names none, itself, or a page off the crawl.
     """
 
     url: str
@@ -40,3 +42,4 @@ class PageItem:
     binary: bool = False  # body is not text although served as HTML: no text stored
     blocks: list[str] | None = None  # fingerprint blocks from the spider's parse (not stored)
     lease: str | None = None  # the shared frontier's lease of the request (distributed profile)
+    canonical_link: str | None = None  # the other page of the crawl this page names canonical

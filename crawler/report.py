@@ -272,7 +272,8 @@ def build_report(db: CrawlDB, crawl_id: int | None = None, *, exact_limit: int =
                    "exact_duplicate": counts["exact_duplicate"],
                    "near_duplicate": counts["near_duplicate"],
                    "duplicate_rate": round(dropped / own, 4),
-                   "prior_documents": counts["prior"]},
+                   "prior_documents": counts["prior"],
+                   "canonical_swaps": db.canonical_swaps(crawl["id"])},
         "by_reason": {r: counts[r] for r in review.REASONS},
         "by_host": _by_host(pop),
         "sample": {"exact": len(sample) == len(pop), "pages": len(pop),
@@ -488,6 +489,8 @@ def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
             ("exact duplicates", totals["exact_duplicate"], "total-exact_duplicate"),
             ("near duplicates", totals["near_duplicate"], "total-near_duplicate"),
             ("duplicate rate", f"{totals['duplicate_rate']:.1%}", "duplicate-rate"),
+            ("originals kept over copies stored first", totals.get("canonical_swaps", 0),
+             "canonical-swaps"),
             ("documents of earlier crawls", totals["prior_documents"], "prior-documents")]
     body = "".join(f'<tr><th>{_e(label)}</th><td id="{ident}">{_e(value)}</td></tr>'
                    for label, value, ident in rows)

@@ -102,6 +102,7 @@ class DropRecord:
     crawl_id: int | None
     canonical_url: str | None = None
     title: str | None = None
+    rule: str | None = None  # "canonical": stored first, dropped for the page it names
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,6 +206,7 @@ def _record_from_log(obj: dict[str, Any]) -> DropRecord:
         duplicate_simhash=hex64(obj.get("duplicate_simhash")),
         time=iso_utc(obj.get("time")),
         crawl_id=None if crawl_id is None else int(crawl_id),
+        rule=obj.get("rule") or None,
     )
 
 
@@ -381,7 +383,18 @@ class CrawlDB:
             crawl_id=row.get("crawl_id"),
             canonical_url=row.get("canonical_url"),
             title=row.get("title"),
+            rule=row.get("rule"),
         )
+
+    def canonical_swaps(self, crawl_id: int | None) -> int:
+        """Pages of the crawl stored first, then dropped for the page they name canonical."""
+        t = self.dropped_table
+        if "rule" not in t.c:  # a database written before revision 0004
+            return 0
+        query = sa.select(sa.func.count()).select_from(t).where(t.c.rule == "canonical")
+        if crawl_id is not None:
+            query = query.where(t.c.crawl_id == crawl_id)
+        return int(self._scalar(query) or 0)
 
     def dropped_row(self, url: str) -> dict[str, Any] | None:
         """The newest ``dropped`` row for ``url``: on url, then canonical_url (also normalized)."""
@@ -452,6 +465,7 @@ class Explanation:
     lines_only_dropped: Counter[str]
     lines_only_kept: Counter[str]
     notes: list[str] = field(default_factory=list)
+    rule: str | None = None  # "canonical": the canonical rule chose which page to keep
 
     @property
     def identical_text(self) -> bool:
@@ -557,6 +571,7 @@ def explain(db: CrawlDB, url: str) -> Explanation:
         if dropped.content_hash:
             notes.append("the dropped page's content hash is computed from its stored text")
     result = compare(dropped, kept, row["reason"], row.get("distance"), k, blocks)
+    result.rule = row.get("rule")
     if truncated:
         notes.append(f"the dropped page's text was stored truncated to {limit} characters "
                      "(DROPPED_TEXT_MAX_CHARS): differences past that point are not shown")

@@ -188,6 +188,8 @@ class Document(Base):
     # index loads these integers instead of hashing every stored string (revision 0002)
     content_key: Mapped[int | None] = mapped_column(sa.BigInteger)
     canonical_key: Mapped[int | None] = mapped_column(sa.BigInteger)
+    # the other page of the crawl this page names canonical, normalized (revision 0004)
+    canonical_link: Mapped[str | None] = mapped_column(sa.Text)
 
     __table_args__ = (
         # covering: the index load reads these four integers without touching the page text
@@ -217,6 +219,8 @@ class Dropped(Base):
     crawl_id: Mapped[int | None] = mapped_column(
         sa.ForeignKey("crawls.id", ondelete="SET NULL"), index=True
     )
+    # "canonical": a stored page moved here because the page it names canonical came (0004)
+    rule: Mapped[str | None] = mapped_column(sa.String(32))
 
 
 #: Columns computed by the Store on every write (a caller's values for them are ignored).
@@ -674,12 +678,77 @@ class Store:
         return self.write_batch([], rows)[1]
 
     def write_batch(
-        self, documents: Sequence[Mapping[str, Any]], dropped: Sequence[Mapping[str, Any]]
+        self, documents: Sequence[Mapping[str, Any]], dropped: Sequence[Mapping[str, Any]],
+        demotions: Sequence[dict[str, Any]] = (),
     ) -> tuple[int, int]:
-        """Upsert ``documents`` and append ``dropped`` in ONE transaction: all or nothing."""
+        """Upsert ``documents``, append ``dropped`` and apply ``demotions`` (:meth:`_demote`)
+        in ONE transaction: all or nothing. Returns documents and drop rows written."""
         self.check()
         with self._errors("writing a batch"), self.engine.begin() as conn:
-            return self._upsert(conn, documents), self._insert_dropped(conn, dropped)
+            done = self._upsert(conn, documents), self._insert_dropped(conn, dropped)
+            self._demote(conn, demotions)
+            return done
+
+    def _demote(self, conn: sa.Connection, demotions: Sequence[dict[str, Any]]) -> None:
+        """Move stored pages to ``dropped``: each was kept first, then the page it names
+        canonical came and was kept instead (:class:`crawler.pipelines.neardup`).
+
+        A demotion names the stored page (``url``), the page kept instead (``duplicate_of``,
+        ``duplicate_simhash``, ``duplicate_content_hash``), ``reason``, ``distance``,
+        ``crawl_id``, ``rule`` and ``max_chars`` (text kept). Its ``documents`` row is deleted
+        and a ``dropped`` row written from it; drop rows that named it as their kept page now
+        name the page kept instead (their distance recomputed from the two SimHashes, ``rule``
+        ``"repointed"``). Each
+        demotion gets ``row``: the drop row written, or None when the page was not stored (a
+        later batch of its own deleted or renamed it)."""
+        t, d = self.documents, self.dropped_table
+        now = utcnow()
+        for demotion in demotions:
+            demotion["row"] = None
+            found = conn.execute(sa.select(t).where(t.c.url == demotion["url"])).mappings().first()
+            if found is None:
+                continue
+            conn.execute(sa.delete(t).where(t.c.id == found["id"]))
+            text = found["text"]
+            limit = int(demotion.get("max_chars") or 0)
+            row = {
+                "url": found["url"], "canonical_url": found["canonical_url"],
+                "reason": demotion["reason"], "duplicate_of": demotion["duplicate_of"],
+                "distance": demotion["distance"], "simhash": found["simhash"],
+                "duplicate_simhash": demotion.get("duplicate_simhash"),
+                "content_hash": found["content_hash"], "title": found["title"],
+                "text": text[:limit] if limit and text else None, "dropped_at": now,
+                "crawl_id": demotion.get("crawl_id"), "rule": demotion.get("rule"),
+            }  # fmt: skip
+            self._insert_dropped(conn, [row])
+            demotion["row"] = row
+            self._repoint(conn, d, found["url"], demotion)
+
+    @staticmethod
+    def _repoint(conn: sa.Connection, d: sa.Table, old: str, new: Mapping[str, Any]) -> None:
+        """Drop rows naming ``old`` as their kept page name ``new["duplicate_of"]`` instead."""
+        simhash = new.get("duplicate_simhash")
+        chash = new.get("duplicate_content_hash")
+        rows = conn.execute(sa.select(d.c.id, d.c.simhash, d.c.content_hash)
+                            .where(d.c.duplicate_of == old)).all()
+        updates = []
+        for row_id, own, own_hash in rows:
+            if chash and own_hash == chash:
+                reason, distance = "exact_duplicate", 0
+            elif own is not None and simhash is not None:
+                reason = "near_duplicate"
+                distance = (int(own) ^ int(simhash)).bit_count()
+            else:
+                reason, distance = "near_duplicate", None
+            updates.append({"row_id": row_id, "new_of": new["duplicate_of"], "new_reason": reason,
+                            "new_rule": "repointed",
+                            "new_distance": distance,
+                            "new_simhash": simhash})
+        if updates:
+            conn.execute(sa.update(d).where(d.c.id == sa.bindparam("row_id")).values(
+                duplicate_of=sa.bindparam("new_of"), reason=sa.bindparam("new_reason"),
+                distance=sa.bindparam("new_distance"), rule=sa.bindparam("new_rule"),
+                duplicate_simhash=sa.bindparam("new_simhash", type_=Fingerprint64())), updates)
 
     def start_crawl(
         self, spider: str, seeds: list[str] | None = None,
@@ -778,21 +847,34 @@ class Store:
                     found[int(row_id)] = (url, canonical or url)
         return found
 
-    def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None] | None:
-        """``(url, canonical_url, simhash)`` of the latest stored page whose SimHash (``kind``
-        ``"s"``) or content key (``"x"``, :func:`crawler.simindex.content_key`) is ``key``
-        (unsigned), None when none is: how the shared content index names a kept page."""
+    def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None, str] | None:
+        """``(url, canonical_url, simhash, canonical_link or "")`` of the latest stored page
+        whose SimHash (``kind`` ``"s"``) or content key (``"x"``,
+        :func:`crawler.simindex.content_key`) is ``key`` (unsigned), None when none is: how the
+        shared content index names a kept page."""
         t = self.documents
         column = sa.type_coerce(t.c.simhash, sa.BigInteger) if kind == "s" else t.c.content_key
-        stmt = (sa.select(t.c.url, t.c.canonical_url, sa.type_coerce(t.c.simhash, sa.BigInteger))
+        stmt = (sa.select(t.c.url, t.c.canonical_url, sa.type_coerce(t.c.simhash, sa.BigInteger),
+                          t.c.canonical_link)
                 .where(column == to_signed64(key)).order_by(t.c.id.desc()).limit(1))
         self.check()
         with self._errors("reading a kept page"), self.engine.connect() as conn:
             row = conn.execute(stmt).first()
         if row is None:
             return None
-        url, canonical, simhash = row
-        return url, canonical or url, None if simhash is None else to_unsigned64(simhash)
+        url, canonical, simhash, link = row
+        simhash = None if simhash is None else to_unsigned64(simhash)
+        return url, canonical or url, simhash, link or ""
+
+    def canonical_link(self, url: str) -> str | None:
+        """The canonical URL the stored page fetched at ``url`` names (``""``: none), None
+        when no page is stored at ``url``."""
+        t = self.documents
+        stmt = sa.select(t.c.canonical_link).where(t.c.url == url).limit(1)
+        self.check()
+        with self._errors("reading a page's canonical link"), self.engine.connect() as conn:
+            row = conn.execute(stmt).first()
+        return None if row is None else (row[0] or "")
 
     def latest_version(self, canonical_key: int) -> tuple[int | None, int | None] | None:
         """``(simhash, content_key)`` (unsigned, or None) of the latest stored page whose

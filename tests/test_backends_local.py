@@ -50,7 +50,7 @@ class Model:
         others = [r for r in live if r is not old]
         for r in others:
             if r["hash"] == p.content_hash:
-                return Match("exact_duplicate", r["url"], r["fp"], 0)
+                return Match("exact_duplicate", r["url"], r["fp"], 0, r["canonical"], r["names"])
         if p.simhash is not None:
             near = [
                 (bin(r["fp"] ^ p.simhash).count("1"), i, r)
@@ -59,19 +59,23 @@ class Model:
             ]
             if near:
                 d, _, r = min(near, key=lambda t: (t[0], t[1]))
-                return Match("near_duplicate", r["url"], r["fp"], d)
-        if old is not None:
-            old["alive"] = False
-        self.rows.append(
-            {
-                "url": p.url,
-                "canonical": canonical,
-                "hash": p.content_hash,
-                "fp": p.simhash,
-                "alive": True,
-            }
-        )
+                return Match("near_duplicate", r["url"], r["fp"], d, r["canonical"], r["names"])
+        self.keep(p)
         return None
+
+    def keep(self, p: PageSignature) -> None:
+        canonical = p.canonical_url or p.url
+        for r in self.rows:
+            if r["alive"] and r["canonical"] == canonical:
+                r["alive"] = False
+        self.rows.append({"url": p.url, "canonical": canonical, "hash": p.content_hash,
+                          "fp": p.simhash, "names": p.names, "alive": True})
+
+    def replace(self, kept_canonical: str, p: PageSignature) -> None:
+        for r in self.rows:
+            if r["alive"] and r["canonical"] == kept_canonical:
+                r["alive"] = False
+        self.keep(p)
 
 
 @st.composite
@@ -87,17 +91,28 @@ def page_sequences(draw: st.DrawFn) -> tuple[int, list[PageSignature]]:
         url = f"http://h/{draw(st.integers(0, 12))}"
         canonical = draw(st.sampled_from(["", url, "http://h/canon"]))
         simhash = draw(st.one_of(st.just(fp), st.just(fp), st.none()))
-        pages.append(PageSignature(url, canonical, chash(draw(st.integers(0, 15))), simhash))
-    return k, pages
+        names = draw(st.sampled_from(["", "", "http://h/1"]))
+        pages.append(PageSignature(url, canonical, chash(draw(st.integers(0, 15))), simhash,
+                                   names))
+    swaps = draw(st.lists(st.booleans(), min_size=len(pages), max_size=len(pages)))
+    return k, pages, swaps
 
 
 @settings(max_examples=200, deadline=None)
 @given(page_sequences())
 def test_decisions_equal_the_reference_model(case):
-    k, pages = case
+    """Decisions, and the canonical swap (keep a page instead of its match), as the model."""
+    k, pages, swaps = case
     index, model = LocalContentIndex(k), Model(k)
-    for p in pages:
-        assert index.check_and_add(p) == model.check_and_add(p)
+    for p, swap in zip(pages, swaps, strict=True):
+        match, expected = index.check_and_add(p), model.check_and_add(p)
+        assert match == expected
+        if match is not None:
+            assert (match.canonical_url, match.names) == (expected.canonical_url, expected.names)
+        if match is not None and swap:
+            index.replace(match.canonical_url, p)
+            model.replace(match.canonical_url, p)
+    assert len(index) == sum(r["alive"] for r in model.rows)
     assert len(index) == sum(r["alive"] for r in model.rows)
 
 

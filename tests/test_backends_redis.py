@@ -131,14 +131,21 @@ def test_short_keys_are_stretched(ns):
 )
 @given(case=page_sequences())
 def test_decisions_equal_local(ns, case):
-    k, pages = case
+    """Decisions, and the canonical swap (keep a page instead of its match), as local."""
+    k, pages, swaps = case
     client = connect(ns["REDIS_URL"])
     base = f"dedup:{ns['DEDUP_NAMESPACE']}"
     clear_namespace(client, base)
     remote = RedisContentIndex(client, base, k=k)
     local = LocalContentIndex(k)
-    for p in pages:
-        assert remote.check_and_add(p) == local.check_and_add(p)
+    for p, swap in zip(pages, swaps, strict=True):
+        got, expected = remote.check_and_add(p), local.check_and_add(p)
+        assert got == expected
+        if got is not None:
+            assert (got.canonical_url, got.names) == (expected.canonical_url, expected.names)
+            if swap:
+                remote.replace(got.canonical_url, p)
+                local.replace(expected.canonical_url, p)
     assert len(remote) == len(local)
     clear_namespace(client, base)
 

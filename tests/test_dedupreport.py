@@ -265,7 +265,7 @@ def test_replay_reproduces_a_hand_made_crawl(tmp_path: Path) -> None:
     assert rows[0]["exact_duplicate"] == 1 and rows[3]["change"] == 0
     assert data["totals"] == {"pages": 7, "kept": 4, "dropped": 3, "exact_duplicate": 1,
                               "near_duplicate": 2, "duplicate_rate": round(3 / 7, 4),
-                              "prior_documents": 0}
+                              "prior_documents": 0, "canonical_swaps": 0}
     buckets = {b["distance"]: b for b in data["histogram"]["buckets"]}
     assert buckets[0] == {"distance": 0, "kept": 1, "dropped": 1}  # the copy and its original
     assert data["near_misses"]["count"] == 0
@@ -363,7 +363,8 @@ def test_a_second_crawl_is_replayed_against_the_first_ones_pages(tmp_path: Path)
         assert report.build_report(db, first)["totals"]["pages"] == 1
     assert data["crawl"]["id"] == second
     assert data["totals"] == {"pages": 2, "kept": 1, "dropped": 1, "exact_duplicate": 0,
-                              "near_duplicate": 1, "duplicate_rate": 0.5, "prior_documents": 1}
+                              "near_duplicate": 1, "duplicate_rate": 0.5, "prior_documents": 1,
+                              "canonical_swaps": 0}
     rows = data["what_if"]["rows"]
     assert data["what_if"]["mismatches"] == 0 and [r["dropped"] for r in rows[:3]] == [0, 1, 1]
     assert data["by_host"] == [{"host": "site.test", "pages": 2, "kept": 1,

@@ -39,7 +39,7 @@ import logging
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from queue import Full, Queue
 from typing import Any, Protocol, TypeVar
@@ -80,22 +80,29 @@ class KeyChunk(Protocol):
 
 @dataclass(frozen=True)
 class PageSignature:
-    """What the index needs of a page. ``simhash`` None: check exact copies only."""
+    """What the index needs of a page. ``simhash`` None: check exact copies only. ``names``:
+    the other page of the crawl the page names canonical (normalized), ``""`` none."""
 
     url: str
     canonical_url: str
     content_hash: str
     simhash: int | None
+    names: str = ""
 
 
 @dataclass(frozen=True)
 class Match:
-    """The kept page a new page duplicates: reason, its URL and SimHash, distance in bits."""
+    """The kept page a new page duplicates: reason, its URL and SimHash, distance in bits;
+    its canonical URL (``""``: unknown, take ``url``) and the page it names canonical
+    (``""`` none, None: the index does not know, ask storage). Equality compares the decision
+    only (reason, URL, SimHash, distance)."""
 
     reason: str
     url: str
     simhash: int | None
     distance: int
+    canonical_url: str = field(default="", compare=False)
+    names: str | None = field(default="", compare=False)
 
 
 class _Strings:
@@ -145,7 +152,8 @@ class LocalContentIndex:
         self._has_simhash = bytearray()
         self._live = 0
         self.resolver: Resolver | None = None
-        self._resolved: dict[int, str] = {}
+        self._resolved: dict[int, tuple[str, str]] = {}
+        self._names: dict[int, str] = {}  # row -> the page it names canonical (rows naming one)
 
     @classmethod
     def from_settings(cls, settings: Any, **kwargs: Any) -> LocalContentIndex:
@@ -182,10 +190,25 @@ class LocalContentIndex:
                 logger.debug("content index: stored document of row %d is gone", gone.row)
                 self._remove_row(gone.row)
         if match is None:
-            if old is not None:
-                self._remove_row(old)
-            self._add_row(page.url, canonical, page.content_hash, page.simhash)
+            self._keep(page, canonical, old)
         return match
+
+    def _keep(self, page: PageSignature, canonical: str, old: int | None) -> None:
+        if old is not None:
+            self._remove_row(old)
+        row = self._add_row(page.url, canonical, page.content_hash, page.simhash)
+        if page.names:
+            self._names[row] = page.names
+
+    def replace(self, kept_canonical: str, page: PageSignature) -> None:
+        """Keep ``page`` instead of the kept page whose canonical URL is ``kept_canonical``
+        (which names ``page`` canonical): that page's row is removed, ``page`` recorded as
+        :meth:`check_and_add` records a kept page."""
+        kept = self._row_of(kept_canonical)
+        if kept is not None:
+            self._remove_row(kept)
+        canonical = page.canonical_url or page.url
+        self._keep(page, canonical, self._row_of(canonical))
 
     def _check(self, page: PageSignature, old: int | None) -> Match | None:
         exact = self._exact.query(content_key(page.content_hash), exclude=old)
@@ -200,21 +223,24 @@ class LocalContentIndex:
 
     def _match(self, reason: str, row: int, distance: int) -> Match:
         simhash = self._simhash[row] if self._has_simhash[row] else None
-        return Match(reason, self._url(row), simhash, distance)
+        url, canonical = self._url(row)
+        # a row added here knows what it names; a loaded row's page is asked of storage
+        names = self._names.get(row, "") if self._ref[row] < 0 else None
+        return Match(reason, url, simhash, distance, canonical, names)
 
-    def _url(self, row: int) -> str:
+    def _url(self, row: int) -> tuple[str, str]:
         ref = self._ref[row]
         if ref < 0:
-            return self._urls[-ref - 1]
-        url = self._resolved.get(ref)
-        if url is None:
+            return self._urls[-ref - 1], self._canonical(-ref - 1)
+        urls = self._resolved.get(ref)
+        if urls is None:
             found = self.resolver([ref]) if self.resolver is not None else {}
             if ref not in found:
                 raise _Gone(row)
             if len(self._resolved) >= _RESOLVED_CACHE:
                 self._resolved.clear()
-            url = self._resolved[ref] = found[ref][0]
-        return url
+            urls = self._resolved[ref] = (found[ref][0], found[ref][1])
+        return urls
 
     def _row_of(self, canonical: str) -> int | None:
         """The live row whose canonical URL is ``canonical`` (a loaded row: by its key)."""
@@ -238,14 +264,16 @@ class LocalContentIndex:
         self._live += 1
         return row
 
-    def _add_row(self, url: str, canonical: str, content_hash: str, simhash: int | None) -> None:
+    def _add_row(self, url: str, canonical: str, content_hash: str, simhash: int | None) -> int:
         row = self._append(url, canonical, simhash)
         self._exact.add(content_key(content_hash), row)
         self._canon.add(url_key(canonical), row)
         if simhash is not None:
             self._near.add(simhash, row)
+        return row
 
     def _remove_row(self, row: int) -> None:
+        self._names.pop(row, None)
         self._exact.remove(row)
         self._canon.remove(row)
         if self._has_simhash[row]:
@@ -271,11 +299,16 @@ class LocalContentIndex:
         latest = {canonical: i for i, canonical in enumerate(canonicals)}
         keep = sorted(latest.values())
         hashes = np.fromiter((url_key(canonicals[i]) for i in keep), np.uint64, len(keep))
+        names: dict[int, str] = {}  # a re-recorded page keeps what it names
         for j in np.flatnonzero(self._canon.contains_many(hashes)).tolist():
             old = self._row_of(canonicals[keep[j]])
             if old is not None:
+                if old in self._names:
+                    names[j] = self._names[old]
                 self._remove_row(old)
         first = len(self._simhash)
+        for j, name in names.items():
+            self._names[first + j] = name
         for i in keep:
             url, _, _, simhash = chunk[i]
             self._append(url, canonicals[i], None if simhash is None else int(simhash))

@@ -807,6 +807,38 @@ return removed
 """
 )
 
+# ARGV after the specs: me, the replaced page's ck8 and stored version ('' unknown, 'n' none,
+# or a version), then the page kept instead: ck8, ck16, content8, fp8 or '', info, canonical,
+# standalone ('1' or ''), its stored version (as before), shard bits.
+_REPLACE_LUA = (
+    _CI_COMMON
+    + """
+local C = ctx(KEYS[1])
+local a = C.next
+local me, kck8, kold = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+local ck8, ck16, c8, fp, info, canonical = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6],
+  ARGV[a + 7], ARGV[a + 8]
+local standalone, pold, shard_bits = ARGV[a + 9] == '1', ARGV[a + 10], tonumber(ARGV[a + 11])
+local function version(ck, given)
+  local v = held_version(C, ck)
+  if not v and given ~= '' and given ~= 'n' then v = given end
+  return v
+end
+local replaced = version(kck8, kold)
+if replaced then drop_version(C, replaced) end
+redis.call('HDEL', C.base .. ':pc', kck8)
+redis.call('HDEL', C.base .. ':c', kck8)
+local mine = version(ck8, pold)
+if mine then drop_version(C, mine) end
+local enc = fp ~= '' and ('s' .. fp .. c8) or ('x' .. c8)
+add_version(C, enc)
+bloom_check(C.base .. ':ck:bloom', ck16, 'add', true, shard_bits)
+if me ~= '' then mark(C, me, ck8, enc, info, canonical) end
+if standalone then remember(C, ck8, enc, info) end
+return replaced and 1 or 0
+"""
+)
+
 # ARGV after the specs: an id ('s' .. fp8 or 'x' .. content8) whose page storage no longer has.
 _FORGET_LUA = (
     _CI_COMMON
@@ -848,12 +880,13 @@ BULK_ROWS = 1 << 20  # stored rows grouped by bucket at once in load_arrays
 class KeptPages(Protocol):
     """Where the Redis index finds what it does not hold (e.g. :class:`crawler.storage.Store`).
 
-    ``kept_page(kind, key)``: ``(url, canonical_url, simhash)`` of the earliest stored page with
-    that SimHash (``kind`` ``"s"``) or content key (``"x"``), None when none is stored.
+    ``kept_page(kind, key)``: ``(url, canonical_url, simhash, canonical_link)`` of the latest
+    stored page with that SimHash (``kind`` ``"s"``) or content key (``"x"``), None when none
+    is stored (``canonical_link``: the page it names canonical, ``""`` none).
     ``latest_version(canonical_key)``: ``(simhash, content_key)`` of the latest stored page
     with that canonical key (either None when absent), None when no page has it."""
 
-    def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None] | None: ...
+    def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None, str] | None: ...
 
     def latest_version(self, canonical_key: int) -> tuple[int | None, int | None] | None: ...
 
@@ -1000,6 +1033,7 @@ class RedisContentIndex(_RedisBacked):
         self._commit = client.register_script(_COMMIT_LUA)
         self._reclaim = client.register_script(_RECLAIM_LUA)
         self._forget = client.register_script(_FORGET_LUA)
+        self._replace = client.register_script(_REPLACE_LUA)
         self._append = client.register_script(_APPEND_LUA)
         self._create_or_check()
         # canonical keys kept so far: a page whose key is absent has no earlier version
@@ -1048,16 +1082,18 @@ class RedisContentIndex(_RedisBacked):
     def standalone(self) -> bool:
         return self.resolver is None
 
-    def _page_args(self, url: str, canonical: str, content_hash: str, simhash: int | None
-                   ) -> list[Any]:
-        """ck8, ck16, content8, fp8, info, canonical of one page."""
+    def _page_args(self, url: str, canonical: str, content_hash: str, simhash: int | None,
+                   names: str = "") -> list[Any]:
+        """ck8, ck16, content8, fp8, info, canonical of one page (info: URL, canonical URL,
+        SimHash hex and the page it names canonical, one per line)."""
         ck = url_key(canonical)
         if simhash is not None:
             simhash = int(simhash)
             if not 0 <= simhash <= _U64:
                 raise ValueError(f"simhash {simhash!r} of {url} is not an unsigned 64-bit integer")
         fp8 = simhash.to_bytes(8, "big") if simhash is not None else b""
-        info = f"{url}\n{canonical}\n{'' if simhash is None else format(simhash, 'x')}"
+        fp_hex = "" if simhash is None else format(simhash, "x")
+        info = f"{url}\n{canonical}\n{fp_hex}\n{names}"
         return [ck.to_bytes(8, "big"), ck.to_bytes(8, "big") + _mix64(ck).to_bytes(8, "big"),
                 content_key(content_hash).to_bytes(8, "big"), fp8, info, canonical]  # fmt: skip
 
@@ -1066,7 +1102,7 @@ class RedisContentIndex(_RedisBacked):
         a match whose page another worker has not committed yet is ``Match(PENDING, ...)``
         (nothing recorded: ask again)."""
         canonical = page.canonical_url or page.url
-        args = self._page_args(page.url, canonical, page.content_hash, page.simhash)
+        args = self._page_args(page.url, canonical, page.content_hash, page.simhash, page.names)
         old: bytes = b""
         for _ in range(_MAX_GONE + 2):
             found = self._run(self._check, [self.base], [
@@ -1094,8 +1130,9 @@ class RedisContentIndex(_RedisBacked):
         held, ident, distance = _text(found[1]), bytes(found[2]), int(found[3])
         kind, key = chr(ident[0]), int.from_bytes(ident[1:9], "big")
         if held:
-            url, _, fp_hex = held.rsplit("\n", 2)
+            url, canonical, fp_hex, *rest = held.split("\n")
             simhash = int(fp_hex, 16) if fp_hex else None
+            names = rest[0] if rest else ""
         else:
             resolved = self.resolver.kept_page(kind, key) if self.resolver is not None else None
             if resolved is None:
@@ -1103,10 +1140,24 @@ class RedisContentIndex(_RedisBacked):
                             "is forgotten", kind, key)  # fmt: skip
                 self._run(self._forget, [self.base], [*self._head, ident])
                 return None
-            url, _, simhash = resolved
+            url, canonical, simhash, names = resolved
         if kind == "s":
             simhash = key
-        return Match(reason, url, simhash, distance)
+        return Match(reason, url, simhash, distance, canonical, names)
+
+    def replace(self, kept_canonical: str, page: PageSignature) -> None:
+        """Keep ``page`` instead of the kept page whose canonical URL is ``kept_canonical``
+        (it names ``page`` canonical), atomically: that page's entry is removed and ``page``
+        recorded as :meth:`check_and_add` records a kept page (pending until committed)."""
+        canonical = page.canonical_url or page.url
+        args = self._page_args(page.url, canonical, page.content_hash, page.simhash, page.names)
+        kept_ck8 = url_key(kept_canonical).to_bytes(8, "big")
+        kept_old = own_old = b""
+        if not self.standalone:
+            kept_old, own_old = self._stored_version(kept_ck8), self._stored_version(args[0])
+        self._run(self._replace, [self.base], [
+            *self._head, self.owner, kept_ck8, kept_old, *args, "1" if self.standalone else "",
+            own_old, self._ck_filter.shard_bits])  # fmt: skip
 
     def _records_args(self, records: Iterable[Record], with_old: bool) -> Iterator[list[Any]]:
         for batch in _chunks(records, LOAD_BATCH):

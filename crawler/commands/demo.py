@@ -258,6 +258,9 @@ def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
     db = out / "crawl.db"
     in_db = count_documents(db)
     stored = stats.get("storage/documents", in_db)
+    if isinstance(stored, int):  # pages stored first, then moved to dropped for their original
+        stored -= _stat(stats, "storage/demoted")
+    swapped = _stat(stats, "dedup/canonical/swapped")
     drops = drops_by_reason(out / "dropped.jsonl", stats.get("dedup/crawl_id")) or {
         r: _stat(stats, f"dedup/{r}") for r in ("exact_duplicate", "near_duplicate")
     }
@@ -274,6 +277,8 @@ def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
          f"the site has {len(site.exact_duplicates)} byte-identical copies"),
         ("dropped as near_duplicate", drops.get("near_duplicate", 0),
          f"the site has {len(site.near_duplicates)} advert/date mirrors"),
+        ("originals kept over copies", swapped,
+         "copies fetched first, moved to dropped when the original they name canonical came"),
     ]  # fmt: skip
     lines = [f"Demo crawl finished ({stats.get('finish_reason', '?')})", ""]
     lines += [f"  {name:<28}{value!s:>6}   ({note})" for name, value, note in rows]

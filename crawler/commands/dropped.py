@@ -274,7 +274,7 @@ def _decision_lines(e: Explanation) -> list[str]:
     stored = "" if e.stored_distance in (None, e.distance) else f" (stored {e.stored_distance})"
     within = "" if e.distance is None else (
         " — within" if e.distance <= e.max_distance else " — beyond")
-    lines = [_row("Reason", verdict),
+    lines = [_row("Reason", verdict), *_rule_lines(e),
              _row("Distance", f"{dist}{stored}{within} SIMHASH_MAX_DISTANCE={e.max_distance}"),
              _row("SimHash", f"{_fp(e.dropped.simhash)} vs {_fp(e.kept.simhash)}")]
     if e.distance is not None:
@@ -298,6 +298,23 @@ def _decision_lines(e: Explanation) -> list[str]:
     return lines
 
 
+_RULES = {
+    "canonical": ("canonical copy: this page was stored first; the kept page, which this",
+                  "page names canonical, came later and replaced it"),
+    "repointed": ("canonical copy: dropped against a copy stored first, which the page it",
+                  "names canonical (the kept page) later replaced"),
+}
+
+
+def _rule_lines(e: Explanation) -> list[str]:
+    """Which page of the two was kept, and why."""
+    if e.reason == "pair":
+        return []
+    first, second = _RULES.get(e.rule or "", ("first fetched: the kept page was decided "
+                                                "first", ""))
+    return [_row("Rule", first)] + ([_row("", second)] if second else [])
+
+
 def _n(counts: Any, noun: str) -> str:
     total = sum(counts.values())
     return f"{total} {noun}{'' if total == 1 else 's'}"
@@ -317,6 +334,7 @@ def explanation_dict(e: Explanation, diff: bool = False) -> dict[str, Any]:
                 "content_hash": p.content_hash, "kept": p.kept}
 
     data = {"dropped": side(e.dropped), "kept": side(e.kept), "reason": e.reason,
+            "rule": e.rule or ("first_fetched" if e.reason != "pair" else None),
             "distance": e.distance, "stored_distance": e.stored_distance,
             "max_distance": e.max_distance, "blocks": len(e.blocks),
             "matched_blocks": [i + 1 for i in e.matched_blocks], "exact": e.exact,

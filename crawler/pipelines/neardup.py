@@ -76,7 +76,7 @@ from crawler.backends import backend_name, make_content_index
 from crawler.backends.local import Match, PageSignature
 from crawler.droplog import DropLog, row_record
 from crawler.dupefilter import REDIS_ERROR, redis_errors, stop_on_redis_error
-from crawler.exceptions import NEAR_DUPLICATE, PENDING, DuplicatePage
+from crawler.exceptions import CANONICAL_RULE, NEAR_DUPLICATE, PENDING, DuplicatePage
 from crawler.simhash import content_hash, features, fingerprint
 from crawler.template import KeptPage, TemplateFilter, block_hash, young_distinct
 from crawler.text import block_tokens, extract, main_tokens, normalize
@@ -97,10 +97,12 @@ PENDING_POLL_SECONDS = 0.1
 
 
 def validate(settings: config.SettingsLike) -> tuple[int, int, bool]:
-    """``(SIMHASH_MIN_TOKENS, SIMHASH_SHINGLE, SIMHASH_PERSIST)``, checked."""
+    """``(SIMHASH_MIN_TOKENS, SIMHASH_SHINGLE, SIMHASH_PERSIST)``, checked (and
+    ``DEDUP_CANONICAL``)."""
     min_tokens = config.get_int(settings, "SIMHASH_MIN_TOKENS", defaults.SIMHASH_MIN_TOKENS, 0)
     shingle = config.get_int(settings, "SIMHASH_SHINGLE", defaults.SIMHASH_SHINGLE, 1, 8)
     persist = config.get_bool(settings, "SIMHASH_PERSIST", defaults.SIMHASH_PERSIST)
+    config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL)
     return min_tokens, shingle, persist
 
 
@@ -133,6 +135,7 @@ class _Page:
     signature: PageSignature
     match: Match | None = None
     verify: bool = False  # young host, same-host match stored by an earlier crawl
+    match_names: str | None = None  # what the match names canonical, once known
 
 
 def block_hashes(blocks: list[str]) -> list[int]:
@@ -165,8 +168,10 @@ class NearDuplicatePipeline:
         stats: StatsCollector | None = None,
         store_factory: Any = None,
         defer_droplog: bool = False,
+        prefer_canonical: bool = defaults.DEDUP_CANONICAL,
     ) -> None:
         self.index = index
+        self.prefer_canonical = prefer_canonical
         self.min_tokens = min_tokens
         self.shingle = shingle
         self.templates = templates
@@ -212,6 +217,8 @@ class NearDuplicatePipeline:
             stats=crawler.stats,
             store_factory=store_factory,
             defer_droplog=defer,
+            prefer_canonical=config.get_bool(settings, "DEDUP_CANONICAL",
+                                             defaults.DEDUP_CANONICAL),
         )
         pipe.crawler = crawler
         if hasattr(pipe.index, "resolver") and store_factory is not None:
@@ -318,6 +325,8 @@ class NearDuplicatePipeline:
         stored = None
         if page.verify and page.match is not None:
             stored = await run_in_thread(self.stored_text, page.match.url)
+        if self._names_unknown(page):
+            page.match_names = await run_in_thread(self._stored_names, page)
         return self._finish(page, stored)
 
     def check(self, item: Any) -> Any:
@@ -330,6 +339,8 @@ class NearDuplicatePipeline:
         stored = None
         if page.verify and page.match is not None:
             stored = self.stored_text(page.match.url)
+        if self._names_unknown(page):
+            page.match_names = self._stored_names(page)
         return self._finish(page, stored)
 
     def _begin(self, item: Any) -> _Page | None:
@@ -353,7 +364,9 @@ class NearDuplicatePipeline:
         simhash = self._simhash(content)
         if simhash is None:
             self._inc("dedup/too_short")
-        signature = PageSignature(url, canonical, self._content_hash(visible, html), simhash)
+        names = adapter.get("canonical_link") or ""
+        signature = PageSignature(url, canonical, self._content_hash(visible, html), simhash,
+                                  names)
         return _Page(item, host, visible, hashes, content, signature)
 
     async def _warm_host(self, item: Any) -> None:
@@ -403,7 +416,9 @@ class NearDuplicatePipeline:
                 self._keep_anyway(page, "dedup/template/young_distinct")
         signature = page.signature
         if page.match is not None:
-            self._drop(signature, page.match)
+            if not self._canonical_wins(page):
+                self._drop(signature, page.match)
+            self._demote(page)
         adapter = ItemAdapter(page.item)
         adapter["content_hash"] = signature.content_hash
         adapter["simhash"] = signature.simhash
@@ -412,6 +427,67 @@ class NearDuplicatePipeline:
                         page.content, signature.simhash)  # fmt: skip
         self._learn(page.host, page.hashes, kept)
         return page.item
+
+    # --- the canonical copy ---------------------------------------------------------------------
+    def _names_unknown(self, page: _Page) -> bool:
+        """The match is a page the index knows no canonical link of (loaded from storage)."""
+        match = page.match
+        if match is None or not self.prefer_canonical:
+            return False
+        if match.names is not None:
+            page.match_names = match.names
+            return False
+        return self.store_factory is not None
+
+    def _stored_names(self, page: _Page) -> str:
+        """What the matched page names canonical, from storage (blocking)."""
+        assert page.match is not None
+        return self._store().canonical_link(page.match.url) or ""
+
+    def _canonical_wins(self, page: _Page) -> bool:
+        """Whether ``page`` is kept instead of its match: the match names it canonical."""
+        match = page.match
+        if not self.prefer_canonical or match is None:
+            return False
+        names = page.match_names if page.match_names is not None else match.names
+        own = page.signature.canonical_url or page.signature.url
+        kept = match.canonical_url or match.url
+        if names and names == own:
+            if page.signature.names == kept:  # each names the other: ignored
+                self._inc("dedup/canonical/loop")
+                return False
+            return True
+        if page.signature.names and page.signature.names == kept:
+            self._inc("dedup/canonical/confirmed")  # the copy came second: dropped as usual
+        return False
+
+    def _demote(self, page: _Page) -> None:
+        """Keep ``page`` instead of its match, which names it canonical: the match leaves the
+        index, and storage moves it to ``dropped`` in the batch that stores ``page``."""
+        match, signature = page.match, page.signature
+        assert match is not None
+        page.match = None
+        if not self.redis_down:
+            try:
+                self.index.replace(match.canonical_url or match.url, signature)
+            except redis_errors() as exc:
+                self._redis_failed(exc)
+        self._inc("dedup/canonical/swapped")
+        self._inc(f"dedup/{match.reason}")
+        self._inc(f"dedup/distance/{match.distance}")
+        logger.debug("canonical copy kept: %s replaces %s (%s, distance %d)", signature.url,
+                     match.url, match.reason, match.distance)  # fmt: skip
+        if self.crawler is not None and self.defer_droplog:  # storage writes the drop row
+            self.crawler.signals.send_catch_log(
+                signal=dedup_signals.page_demoted, url=match.url, duplicate_of=signature.url,
+                reason=match.reason, distance=match.distance,
+                duplicate_simhash=signature.simhash,
+                duplicate_content_hash=signature.content_hash, rule=CANONICAL_RULE)
+        elif self.droplog is not None:
+            self.droplog.write_drop(DuplicatePage(
+                url=match.url, reason=match.reason, duplicate_of=signature.url,
+                distance=match.distance, simhash=match.simhash,
+                duplicate_simhash=signature.simhash, rule=CANONICAL_RULE), self._crawl_id())
 
     def _young_host_match(self, page: _Page) -> bool:
         """A near match on the page's own host while that host's template is unknown."""

@@ -57,6 +57,8 @@ class Batch:
     dropped: list[dict[str, Any]] = field(default_factory=list)
     fingerprints: list[str] = field(default_factory=list)
     leases: list[str] = field(default_factory=list)
+    # stored pages to move to ``dropped`` (Store._demote); each gets its drop ``row`` on write
+    demotions: list[dict[str, Any]] = field(default_factory=list)
 
     def add_page(self, page: ItemAdapter) -> None:
         """The request fingerprints and lease of a stored or dropped page."""
@@ -65,7 +67,12 @@ class Batch:
             self.leases.append(page["lease"])
 
     def __len__(self) -> int:
-        return len(self.documents) + len(self.dropped)
+        return len(self.documents) + len(self.dropped) + len(self.demotions)
+
+    def drop_rows(self) -> list[dict[str, Any]]:
+        """The batch's drop rows, demoted pages included (once written)."""
+        demoted = [d["row"] for d in self.demotions if d.get("row") is not None]
+        return [*self.dropped, *demoted]
 
 
 def document_row(item: Any, crawl_id: int | None) -> dict[str, Any]:
@@ -85,6 +92,7 @@ def document_row(item: Any, crawl_id: int | None) -> dict[str, Any]:
         "referer": page.get("referer"),
         "fetched_at": page.get("fetched_at") or utcnow(),
         "crawl_id": crawl_id,
+        "canonical_link": page.get("canonical_link") or None,
     }
 
 
@@ -165,6 +173,7 @@ class StoragePipeline:
         )
         pipe.crawler = crawler
         crawler.signals.connect(pipe.item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(pipe.page_demoted, signal=dedup_signals.page_demoted)
         crawler.signals.connect(pipe.spider_closed, signal=signals.spider_closed)
         return pipe
 
@@ -223,6 +232,19 @@ class StoragePipeline:
         self._pending.add_page(page)
         if len(self._pending) >= self.batch_size:
             self.flush()
+
+    def page_demoted(self, url: str, duplicate_of: str, reason: str, distance: int | None,
+                     duplicate_simhash: int | None = None,
+                     duplicate_content_hash: str | None = None, rule: str = "canonical",
+                     **_: Any) -> None:
+        """A stored (or queued) page is the copy of a page kept after it: move it to
+        ``dropped`` in the batch that stores the page kept instead (written after it)."""
+        self._pending.demotions.append({
+            "url": url, "duplicate_of": duplicate_of, "reason": reason, "distance": distance,
+            "duplicate_simhash": duplicate_simhash,
+            "duplicate_content_hash": duplicate_content_hash, "rule": rule,
+            "crawl_id": self.crawl_id, "max_chars": self.dropped_text_max_chars,
+        })  # fmt: skip
 
     async def close_spider(self) -> None:
         self._closing = True
@@ -306,7 +328,9 @@ class StoragePipeline:
 
     def _committed(self, batch: Batch) -> None:
         self._inc("storage/documents", len(batch.documents))
-        self._inc("storage/dropped", len(batch.dropped))
+        drops = batch.drop_rows()
+        self._inc("storage/dropped", len(drops))
+        self._inc("storage/demoted", len(drops) - len(batch.dropped))
         self._inc("storage/batches")
         if self.crawler is not None:
             self.crawler.signals.send_catch_log(
@@ -314,14 +338,15 @@ class StoragePipeline:
                 fingerprints=list(batch.fingerprints),
                 leases=list(batch.leases),
                 documents=[row["canonical_url"] for row in batch.documents],
-                dropped=list(batch.dropped),
+                dropped=drops,
             )
 
     async def _write(self, batch: Batch) -> bool:
         """Write one batch, retrying transient errors; False when the database stays down."""
         for attempt in range(self.retry_times + 1):
             try:
-                await run_in_thread(self.store.write_batch, batch.documents, batch.dropped)
+                await run_in_thread(self.store.write_batch, batch.documents, batch.dropped,
+                                    batch.demotions)
                 return True
             except StorageError as exc:
                 self._inc("storage/errors")
@@ -356,6 +381,14 @@ class StoragePipeline:
                     if exc.transient:
                         return False
                     refused.append((row["url"], exc))
+        for demotion in batch.demotions:  # after the pages kept instead, as in one batch
+            try:
+                await run_in_thread(self.store.write_batch, [], [], [demotion])
+            except StorageError as exc:
+                if exc.transient:
+                    return False
+                demotion["row"] = None
+                refused.append((demotion["url"], exc))
         if refused and not (kept[0] or kept[1]):
             return False
         for url, error in refused:

@@ -5,7 +5,8 @@ articles, a sitemap linking everything (relative links), about/contact/editor/do
 search page with two distinct queries. The duplicates: ~25 alias spellings of article links
 (tracking parameters, fragments, upper-case host and scheme, a port with a leading zero, dot
 segments, percent-escapes with lower-case hex, a reordered and an empty query); 15 mirrors that
-differ from their original only in the advert and 10 that differ only in the date line; 10
+differ from their original only in the advert (partner copies naming the original canonical)
+and 10 that differ only in the date line; 10
 byte-identical print copies plus ``/index.html`` (a copy of ``/``). The rest of the web: a PDF, a
 JSON file, a binary body labelled text/html, two broken links, two 301 redirects, a robots.txt
 ``Disallow``, ``mailto:``/``tel:``/``javascript:`` links, off-site links to ``example.invalid``,
@@ -86,11 +87,11 @@ class DemoBuilder:
         self.articles: list[Article] = []
 
     # -- page chrome ---------------------------------------------------------------------------
-    def chrome(self, title: str, main: str) -> str:
+    def chrome(self, title: str, main: str, head: str = "") -> str:
         nav = " ".join(f'<a href="/section/{t}/">{t.title()}</a>' for t in self.topics)
         return (
             '<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8">'
-            f"<title>{escape(title)} | {SITE_NAME}</title></head>\n<body>\n"
+            f"<title>{escape(title)} | {SITE_NAME}</title>{head}</head>\n<body>\n"
             f'<header><p class="masthead"><a href="/">{SITE_NAME}</a></p>\n'
             f'<nav><a href="/">Home</a> {nav} <a href="/sitemap.html">Sitemap</a></nav></header>\n'
             f"<main>\n{main}\n</main>\n"
@@ -140,7 +141,8 @@ class DemoBuilder:
             for other in self.rng.sample(others, 3):
                 art.related.append((other.path, other.title))
 
-    def article_html(self, art: Article, advert: str, date: tuple[int, int, int]) -> str:
+    def article_html(self, art: Article, advert: str, date: tuple[int, int, int],
+                     canonical: str | None = None) -> str:
         paras = [f"<p>{escape(p)}</p>" for p in art.paragraphs]
         paras.insert(2, f'<aside class="advert">{escape(advert)}</aside>')
         related = "".join(f'<li><a href="{h}">{escape(t)}</a></li>' for h, t in art.related)
@@ -151,7 +153,8 @@ class DemoBuilder:
             + f'\n<aside class="related"><h2>Related stories</h2><ul>{related}</ul></aside>\n'
             "</article>"
         )
-        return self.chrome(art.title, main)
+        head = f'<link rel="canonical" href="{canonical}">' if canonical else ""
+        return self.chrome(art.title, main, head)
 
     def article_text(self, art: Article, advert: str, date: tuple[int, int, int]) -> str:
         paras = list(art.paragraphs)
@@ -194,7 +197,8 @@ class DemoBuilder:
         picks = self.rng.sample(self.articles, 35)
         for art in picks[:15]:
             other = self.rng.choice([a for a in ADVERTS if a != art.advert])
-            self.mirror(f"/partners/{art.slug}", art, other, art.date)
+            # syndicated: the partner's copy names the original canonical
+            self.mirror(f"/partners/{art.slug}", art, other, art.date, canonical=art.path)
         for art in picks[15:25]:
             year, month, day = art.date
             self.mirror(f"/archive/{year}/{art.slug}", art, art.advert, (year, month, day % 28 + 1))
@@ -205,8 +209,9 @@ class DemoBuilder:
             self.site.exact_duplicates[copy] = art.path
             self.site.main_text[copy] = self.site.main_text[art.path]
 
-    def mirror(self, path: str, art: Article, advert: str, date: tuple[int, int, int]) -> None:
-        self.pages[path] = page(self.article_html(art, advert, date))
+    def mirror(self, path: str, art: Article, advert: str, date: tuple[int, int, int],
+               canonical: str | None = None) -> None:
+        self.pages[path] = page(self.article_html(art, advert, date, canonical))
         self.site.canonical_pages.add(path)
         self.site.near_duplicates[path] = art.path
         self.site.main_text[path] = self.article_text(art, advert, date)

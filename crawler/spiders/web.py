@@ -28,6 +28,15 @@ Behaviour:
 * Link verdicts (fingerprint, off-site, invalid) are memoized across pages by
   :class:`LinkMemo`, exactly: a link spelled as on an earlier page is not normalized again
   unless it becomes a request.
+* Canonical links: the page a response names canonical (a ``Link: <...>; rel="canonical"``
+  header, else the first ``<link rel="canonical" href>`` of the HTML) is resolved against the
+  base URL and normalized. Naming another page of the crawl, it goes to the item as
+  ``canonical_link`` (the dedup pipeline then stores that page rather than this one when both
+  are duplicates) and, with ``DEDUP_CANONICAL``, is requested (through the dupefilter, so at
+  most once). Ignored and counted: a page naming itself (``dedup/canonical/self``), a page
+  off the crawl's hosts (``dedup/canonical/offsite``), an unusable URL
+  (``dedup/canonical/invalid``); a named page that fails or answers with an error status is
+  counted as ``dedup/canonical/missing``. Pages naming another page: ``dedup/canonical/named``.
 * One :class:`~crawler.items.PageItem` per HTML response; other responses (and failures) send
   :data:`crawler.signals.request_finished` so the JOBDIR journal knows they are done.
 """
@@ -87,6 +96,7 @@ class WebSpider(Spider):
         self.allowed_domains = sorted(self.hosts)
         self.policy = UrlPolicy()
         self.early_skip = True
+        self.prefer_canonical = defaults.DEDUP_CANONICAL
         self.link_memo = LinkMemo()
         # fingerprint -> depth of the page requesting it, while that page's output is consumed
         self._requesting: dict[bytes, int] = {}
@@ -97,6 +107,9 @@ class WebSpider(Spider):
         spider.policy = UrlPolicy.from_settings(crawler.settings)
         spider.early_skip = config.get_bool(
             crawler.settings, "DEDUP_EARLY_SKIP", defaults.DEDUP_EARLY_SKIP
+        )
+        spider.prefer_canonical = config.get_bool(
+            crawler.settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL
         )
         return spider
 
@@ -113,16 +126,59 @@ class WebSpider(Spider):
             return
         binary = is_binary(response.body)
         root = None if binary else html_tree(response)
+        canonical = (canonical_url_of(response.request, self.policy) if response.request
+                     else None) or response.url  # fmt: skip
+        names = None
         if root is not None:
             yield from self._links(response, root)
-        yield self._item(response, binary, root)
+            named = self._canonical_link(response, root, canonical)
+            if named is not None:
+                names, request = named
+                if request is not None:
+                    yield request
+        yield self._item(response, binary, root, canonical, names)
 
     def on_error(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
         if request is not None:
+            if request.meta.get(CANONICAL_TARGET_META):
+                self._inc("dedup/canonical/missing")
             self._finished(request, getattr(failure.value, "response", None))
 
-    def _item(self, response: HtmlResponse, binary: bool, root: Any) -> PageItem:
+    def _inc(self, key: str) -> None:
+        crawler = getattr(self, "crawler", None)
+        if crawler is not None and crawler.stats is not None:
+            crawler.stats.inc_value(key)
+
+    def _canonical_link(
+        self, response: HtmlResponse, root: Any, own: str
+    ) -> tuple[str, Request | None] | None:
+        """``(the normalized page the response names canonical, a request for it or None)``
+        when it names another page of the crawl's hosts; None otherwise (counted)."""
+        href = canonical_href(response, root)
+        if href is None:
+            return None
+        base = get_base_url(response)
+        try:
+            target = normalize_url(href, base=base, policy=self.policy)
+        except InvalidUrl:
+            self._inc("dedup/canonical/invalid")
+            return None
+        if target == own:
+            self._inc("dedup/canonical/self")
+            return None
+        if canonical_host(target) not in self.hosts:
+            self._inc("dedup/canonical/offsite")
+            return None
+        self._inc("dedup/canonical/named")
+        request = None
+        if self.prefer_canonical:
+            request = self._request(fetch_url(urljoin(base, href), target), target)
+            request.meta[CANONICAL_TARGET_META] = True
+        return target, request
+
+    def _item(self, response: HtmlResponse, binary: bool, root: Any, canonical: str,
+              names: str | None = None) -> PageItem:
         html = "" if binary else response.text
         title = ""
         if root is not None and hasattr(root, "findtext"):
@@ -141,10 +197,8 @@ class WebSpider(Spider):
             depth=int(response.meta.get("depth", 0)),
             referer=referer.decode("latin-1") if referer else None,
             fetched_at=datetime.now(UTC).isoformat(timespec="microseconds"),
-            canonical_url=(
-                canonical_url_of(response.request, self.policy) if response.request else None
-            )
-            or response.url,
+            canonical_url=canonical,
+            canonical_link=names,
             fingerprints=self._chain_fingerprints(response),
             lease=response.meta.get(dedup_signals.LEASE_META),
             encoding=None if binary else response.encoding,
@@ -350,6 +404,32 @@ def _table_for(
         return rooted
     if href and href[0] > " " and href[0] not in "?#":
         return relative
+    return None
+
+
+_LINK_HEADER = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]*)*)")
+_REL_CANONICAL = re.compile(r"""(?:^|;)\s*rel\s*=\s*"?([^";]*)"?""", re.IGNORECASE)
+#: ``request.meta`` key of a request for a page another page names canonical.
+CANONICAL_TARGET_META = "dedup_canonical_target"
+
+
+def canonical_href(response: Response, root: Any) -> str | None:
+    """The href a response names canonical, as written: the ``Link`` header's
+    ``rel="canonical"`` target, else the first ``<link rel="canonical" href>`` in the HTML's
+    head (rel tokens compared case-insensitively); None when it names none."""
+    for raw in response.headers.getlist("Link"):
+        value = raw.decode("latin-1")
+        for target, params in _LINK_HEADER.findall(value):
+            rel = _REL_CANONICAL.search(params)
+            if rel and "canonical" in rel.group(1).lower().split() and target.strip():
+                return target.strip()
+    if not hasattr(root, "iter"):
+        return None
+    for link in root.iter("link"):
+        tokens = (link.get("rel") or "").lower().split()
+        href = (link.get("href") or "").strip()
+        if "canonical" in tokens and href:
+            return href
     return None
 
 
