@@ -918,30 +918,27 @@ class Store:
             stmt = stmt.where(Document.crawl_id == crawl_id)
         return int(self._scalar(stmt, "counting documents"))
 
-    def documents_of_host(
-        self, host: str, since: datetime, limit: int
+    def documents_of_origin(
+        self, origin: str, since: datetime, limit: int
     ) -> list[tuple[str, str, str | None, int | None, str]]:
         """The ``limit`` newest documents fetched since ``since`` whose canonical URL is on
-        ``host`` (any scheme and port), oldest first, as ``(url, canonical_url, content_hash,
-        simhash, text)``. Range scans of the ``canonical_url`` index in byte order: exact on
-        SQLite and on a PostgreSQL database with the C collation; under a linguistic collation
-        (``en_US``) some documents may be missed."""
+        ``origin`` (``scheme://host[:port]``, as normalized: lower case, no default port),
+        oldest first, as ``(url, canonical_url, content_hash, simhash, text)``. One range scan
+        of the ``canonical_url`` index in byte order: exact on SQLite and on a PostgreSQL
+        database with the C collation; under a linguistic collation (``en_US``) some documents
+        may be missed."""
         self.check()
-        rows: list[Any] = []
         cols = (Document.id, Document.url, Document.canonical_url, Document.content_hash,
                 Document.simhash, Document.text)  # fmt: skip
-        for scheme in ("http", "https"):
-            for sep, after in (("/", "0"), (":", ";")):  # the path or the port follows
-                low, high = f"{scheme}://{host}{sep}", f"{scheme}://{host}{after}"
-                stmt = (sa.select(*cols)
-                        .where(Document.canonical_url >= low, Document.canonical_url < high,
-                               Document.fetched_at >= since)
-                        .order_by(Document.id.desc()).limit(limit))  # fmt: skip
-                with self._errors("reading a host's documents"), self._session() as session:
-                    rows += session.execute(stmt).all()
+        low, high = f"{origin}/", f"{origin}0"  # "/" then the path; "0" sorts after "/"
+        stmt = (sa.select(*cols)
+                .where(Document.canonical_url >= low, Document.canonical_url < high,
+                       Document.fetched_at >= since)
+                .order_by(Document.id.desc()).limit(limit))  # fmt: skip
+        with self._errors("reading an origin's documents"), self._session() as session:
+            rows = session.execute(stmt).all()
         rows.sort(key=lambda r: r.id)
-        return [(r.url, r.canonical_url, r.content_hash, r.simhash, r.text or "")
-                for r in rows[-limit:]]  # fmt: skip
+        return [(r.url, r.canonical_url, r.content_hash, r.simhash, r.text or "") for r in rows]
 
     def document_by_url(self, url: str) -> Document | None:
         """The stored page fetched at ``url``, else the latest one with that canonical URL."""

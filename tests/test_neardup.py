@@ -614,3 +614,65 @@ def test_a_hosts_new_owner_learns_its_template_from_storage(
             asyncio.run(pipe.close_spider())
             pipe.spider_closed()
         clear_namespace(connect(redis_url), f"dedup:{name}")
+
+
+# --- template learning per origin ----------------------------------------------------------------
+def _site_page(chrome: list[str], text: list[str]) -> bytes:
+    lines = "".join(f"<div>{line}</div>" for line in chrome)
+    paras = "".join(f"<p>{p}</p>" for p in text)
+    return f"<html><body>{lines}<div class='post'>{paras}</div></body></html>".encode()
+
+
+def _short_sites() -> tuple[list[bytes], list[bytes]]:
+    """Two sites: A (long posts, its own chrome) and B (short notes in a large chrome)."""
+    from crawler.sitegen.text import TextMaker, load_words
+
+    rng = random.Random(5)
+    maker = TextMaker(rng)
+    topics = load_words().topics
+    chrome_a = [maker.sentence(topics[0]) for _ in range(6)]
+    chrome_b = [maker.sentence(topics[1]) for _ in range(200)]  # ~2,000 words of chrome
+    site_a = [_site_page(chrome_a, maker.paragraphs(topics[2 + i], 5, 4, 6)) for i in range(4)]
+    site_b = [_site_page(chrome_b, [maker.paragraph(topics[6 + i], 2)]) for i in range(3)]
+    return site_a, site_b
+
+
+def test_template_key_is_the_origin() -> None:
+    from crawler.pipelines.neardup import template_key
+
+    assert template_key("http://Host.test:8001/a?b") == "http://host.test:8001"
+    assert template_key("https://host.test/a") == "https://host.test"
+    assert template_key("http://host.test/a") != template_key("http://host.test:8002/a")
+
+
+def test_sites_on_other_ports_of_one_host_learn_their_own_template() -> None:
+    """Site B's short notes share a large chrome; B is young (its template unknown) even after
+    site A on another port of the same host name has taught its own template, so B's notes
+    are compared by the text they add (all kept). Keyed on the host name alone, B counted as
+    a known site whose chrome was not template yet, and its second note was dropped."""
+    site_a, site_b = _short_sites()
+    pipe = pipeline(templates=TemplateFilter())
+    for i, body in enumerate(site_a):
+        pipe.check(make_item(f"http://shared.test:8001/post/{i}", body))
+    for i, body in enumerate(site_b):  # every note is distinct: none is dropped
+        pipe.check(make_item(f"http://shared.test:8002/note/{i}", body))
+    assert pipe.stats["dedup/kept"] == len(site_a) + len(site_b)
+
+
+def test_documents_of_origin_reads_one_origin_only(tmp_path: Any) -> None:
+    from datetime import UTC, datetime
+
+    from crawler.storage import Store
+
+    urls = ["http://h.test/a", "http://h.test:8002/b", "https://h.test/c", "http://h.test/d",
+            "http://h.testx/e", "http://h.test:80021/f"]  # fmt: skip
+    with Store(f"sqlite:///{tmp_path / 'o.db'}") as store:
+        store.write_batch([{"url": u, "text": u, "fetched_at": "2026-12-03T00:00:00+00:00"}
+                           for u in urls], [])  # fmt: skip
+        since = datetime(2026, 1, 1, tzinfo=UTC)
+        assert [r[0] for r in store.documents_of_origin("http://h.test", since, 10)] == [
+            "http://h.test/a", "http://h.test/d"]
+        assert [r[0] for r in store.documents_of_origin("http://h.test:8002", since, 10)] == [
+            "http://h.test:8002/b"]
+        assert [r[0] for r in store.documents_of_origin("http://h.test", since, 1)] == [
+            "http://h.test/d"]  # the newest

@@ -7,8 +7,9 @@ For each :class:`~crawler.items.PageItem`, in this order:
 2. :func:`crawler.text.extract` gives the visible text and the fingerprint blocks (boilerplate
    regions left out; an item whose ``blocks`` the spider filled from its own parse is not
    parsed again: its ``text`` and ``blocks`` are used, and ``blocks`` emptied);
-   :class:`crawler.template.TemplateFilter` removes the host's learned template blocks; the
-   rest is tokenized.
+   :class:`crawler.template.TemplateFilter` removes the learned template blocks of the page's
+   origin (scheme, host and port: :func:`template_key`; in this module "host" means that
+   origin); the rest is tokenized.
 3. The content hash (:func:`crawler.simhash.content_hash`) is taken of the whole visible text,
    so exact copies match whatever the template learning knows. A page without any visible text
    (empty, script-only) is hashed by its whitespace-collapsed markup instead
@@ -136,6 +137,20 @@ class _Page:
     match: Match | None = None
     verify: bool = False  # young host, same-host match stored by an earlier crawl
     match_names: str | None = None  # what the match names canonical, once known
+
+
+def template_key(url: str) -> str:
+    """What template learning is keyed on: the origin (``scheme://host[:port]``) of a URL.
+
+    Sites on other ports of one host name are other sites with other templates (measured in
+    ``bench.quality``, set ``shared-host``). A URL without a usable port keys on its host."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.scheme.lower()}://{host}:{port}" if port else f"{parts.scheme.lower()}://{host}"
 
 
 def block_hashes(blocks: list[str]) -> list[int]:
@@ -356,7 +371,7 @@ class NearDuplicatePipeline:
             return None
         url = adapter["url"]
         canonical = adapter.get("canonical_url") or url
-        host = (urlsplit(canonical).hostname or "").lower()
+        host = template_key(canonical)
         html = adapter.get("html") or ""
         visible, blocks = self._text(adapter, html, url)
         hashes = block_hashes(blocks)
@@ -377,14 +392,15 @@ class NearDuplicatePipeline:
         had fingerprinted without the template (a duplicate group kept twice)."""
         adapter = ItemAdapter(item)
         canonical = adapter.get("canonical_url") or adapter.get("url") or ""
-        host = (urlsplit(canonical).hostname or "").lower()
+        host = template_key(canonical)
         if host in self._warmed or self.templates is None or self._store() is None:
             return
         self._warmed.add(host)
         if not self.templates.is_young(host):
             return
         since = datetime.fromtimestamp(self.warm_since or 0, UTC)
-        pages = await run_in_thread(self._store().documents_of_host, host, since, WARM_PAGES)
+        pages = await run_in_thread(self._store().documents_of_origin, host, since,
+                                   WARM_PAGES)
         for url, canonical_url, chash, simhash, text in pages:
             lines = [line for line in text.splitlines() if line.strip()]
             hashes = block_hashes(lines)
@@ -494,7 +510,7 @@ class NearDuplicatePipeline:
         match = page.match
         if self.templates is None or match is None or match.reason != NEAR_DUPLICATE:
             return False
-        same_host = (urlsplit(match.url).hostname or "").lower() == page.host
+        same_host = template_key(match.canonical_url or match.url) == page.host
         return same_host and self.templates.is_young(page.host)
 
     def _recent(self, host: str, url: str) -> KeptPage | None:
