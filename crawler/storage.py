@@ -937,8 +937,8 @@ class Store:
                 .order_by(Document.id.desc()).limit(limit))  # fmt: skip
         with self._errors("reading an origin's documents"), self._session() as session:
             rows = session.execute(stmt).all()
-        rows.sort(key=lambda r: r.id)
-        return [(r.url, r.canonical_url, r.content_hash, r.simhash, r.text or "") for r in rows]
+        return [(r.url, r.canonical_url, r.content_hash, r.simhash, r.text or "")
+                for r in sorted(rows, key=lambda r: r.id)]  # fmt: skip
 
     def document_by_url(self, url: str) -> Document | None:
         """The stored page fetched at ``url``, else the latest one with that canonical URL."""

@@ -624,7 +624,8 @@ def _site_page(chrome: list[str], text: list[str]) -> bytes:
 
 
 def _short_sites() -> tuple[list[bytes], list[bytes]]:
-    """Two sites: A (long posts, its own chrome) and B (short notes in a large chrome)."""
+    """Two sites: A (long posts, its own chrome) and B (two-sentence notes in a chrome of
+    about 2,000 words)."""
     from crawler.sitegen.text import TextMaker, load_words
 
     rng = random.Random(5)
