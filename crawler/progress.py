@@ -32,7 +32,8 @@ from scrapy import signals
 from scrapy.utils.asyncio import create_looping_call
 
 from crawler import config, defaults
-from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE
+from crawler import signals as dedup_signals
+from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE, DuplicatePage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,6 +65,7 @@ class DedupProgress:
         self.clock = clock
         self.drops: Counter[str] = Counter()
         self.distances: Counter[int] = Counter()
+        self.demoted = 0  # kept pages that became drops (the canonical copy came after them)
         self.started = self.clock()
         self._last = (self.started, 0)
         self.task: Any = None
@@ -74,6 +76,7 @@ class DedupProgress:
         ext = cls(crawler.stats, interval_setting(crawler.settings))
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(ext.page_demoted, signal=dedup_signals.page_demoted)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
 
@@ -94,6 +97,11 @@ class DedupProgress:
             distance = getattr(exception, "distance", None)
             if isinstance(distance, int):
                 self.distances[distance] += 1
+
+    def page_demoted(self, reason: str = "", distance: Any = None, **_: Any) -> None:
+        """A kept page became a drop (the page it names canonical was kept instead)."""
+        self.demoted += 1
+        self.item_dropped(None, None, DuplicatePage("", reason, "", distance))
 
     def spider_closed(self, spider: Any, reason: str) -> None:
         if self.task is not None and self.task.running:
@@ -129,7 +137,9 @@ class DedupProgress:
 
     def _stored(self) -> int:
         stored = self.stats.get_value("storage/documents")
-        return int(self._stat("item_scraped_count") if stored is None else stored)
+        if stored is None:
+            return int(self._stat("item_scraped_count")) - self.demoted
+        return int(stored) - int(self._stat("storage/demoted"))
 
     def log_progress(self, spider: Any = None) -> None:
         logger.info(
@@ -139,7 +149,7 @@ class DedupProgress:
 
     def summary(self) -> dict[str, Any]:
         """The final numbers (stored as ``dedup/summary/<name>``)."""
-        kept = int(self._stat("item_scraped_count"))
+        kept = int(self._stat("item_scraped_count")) - self.demoted
         exact, near = self.drops[EXACT_DUPLICATE], self.drops[NEAR_DUPLICATE]
         decided = kept + exact + near
         elapsed = max(self.clock() - self.started, 0.0)

@@ -170,6 +170,9 @@ def _check(run: Any, stored: set[str], dropped: dict[str, dict[str, Any]]) -> No
     assert stats["dedup/canonical/offsite"] == 1
     assert stats["dedup/canonical/missing"] == 1
     assert stats["dedup/canonical/confirmed"] == 1
+    # the summary counts a demoted page as a drop, not as a stored page
+    assert stats["dedup/summary/pages_stored"] == len(stored)
+    assert stats["dedup/summary/dropped"] == len(dropped)
     log = [json.loads(line) for line in run.dropped_log.read_text().splitlines()]
     rules = {r["url"].rsplit("/", 1)[-1]: r.get("rule") for r in log}
     assert rules["copy-a"] == rules["copy-b"] == "canonical"
