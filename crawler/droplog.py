@@ -6,9 +6,10 @@ Format (UTF-8, one object per line, ``\\n``-terminated, keys in this order)::
      "distance": 3, "simhash": "00ff...16 hex digits" | null,
      "duplicate_simhash": "..." | null, "time": "2026-12-02T13:20:54.123456Z", "crawl_id": 7}
 
-A page moved to the drop log after it was stored, because the page it names canonical was
-kept instead (:mod:`crawler.pipelines.neardup`), has one more key at the end:
-``"rule": "canonical"``.
+A page moved to the drop log after it was stored has one more key at the end, ``"rule"``:
+``"canonical"`` (the page it names canonical was kept instead) or ``"refreshed"`` (its
+fingerprint, recomputed once its site's template was learned, is within k of another kept
+page); see :mod:`crawler.pipelines.neardup`.
 
 The file is opened in append mode, so successive crawls accumulate (``crawl_id`` tells them
 apart). Each record is written with one ``write`` and flushed at once: a killed crawler loses at

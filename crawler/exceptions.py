@@ -10,6 +10,9 @@ NEAR_DUPLICATE = "near_duplicate"
 PENDING = "pending"
 #: ``dropped.rule`` of a stored page dropped once the page it names canonical was kept.
 CANONICAL_RULE = "canonical"
+#: ``dropped.rule`` of a stored page dropped once its host's template became known: its new
+#: fingerprint (template left out) is within k of another kept page.
+REFRESHED_RULE = "refreshed"
 
 
 class DuplicatePage(DropItem):

@@ -131,14 +131,16 @@ def test_short_keys_are_stretched(ns):
 )
 @given(case=page_sequences())
 def test_decisions_equal_local(ns, case):
-    """Decisions, and the canonical swap (keep a page instead of its match), as local."""
+    """Decisions, queries, the canonical swap (keep a page instead of its match) and
+    removals, as the local index makes them."""
     k, pages, swaps = case
     client = connect(ns["REDIS_URL"])
     base = f"dedup:{ns['DEDUP_NAMESPACE']}"
     clear_namespace(client, base)
     remote = RedisContentIndex(client, base, k=k)
     local = LocalContentIndex(k)
-    for p, swap in zip(pages, swaps, strict=True):
+    for i, (p, swap) in enumerate(zip(pages, swaps, strict=True)):
+        assert remote.check(p) == local.check(p)  # the same question, nothing recorded
         got, expected = remote.check_and_add(p), local.check_and_add(p)
         assert got == expected
         if got is not None:
@@ -146,6 +148,9 @@ def test_decisions_equal_local(ns, case):
             if swap:
                 remote.replace(got.canonical_url, p)
                 local.replace(expected.canonical_url, p)
+        elif swap and i % 3 == 0:  # a kept page forgotten (a late drop)
+            canonical = p.canonical_url or p.url
+            assert remote.remove(canonical) == local.remove(canonical) is True
     assert len(remote) == len(local)
     clear_namespace(client, base)
 

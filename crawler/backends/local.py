@@ -210,6 +210,24 @@ class LocalContentIndex:
         canonical = page.canonical_url or page.url
         self._keep(page, canonical, self._row_of(canonical))
 
+    def check(self, page: PageSignature) -> Match | None:
+        """The kept page ``page`` duplicates, as :meth:`check_and_add` decides, recording
+        nothing (a kept page whose fingerprint changed asks this before it is re-recorded)."""
+        old = self._row_of(page.canonical_url or page.url)
+        for _ in range(_MAX_GONE):
+            try:
+                return self._check(page, old)
+            except _Gone as gone:
+                self._remove_row(gone.row)
+        return None
+
+    def remove(self, canonical: str) -> bool:
+        """Forget the kept page whose canonical URL is ``canonical``; whether it was held."""
+        row = self._row_of(canonical)
+        if row is not None:
+            self._remove_row(row)
+        return row is not None
+
     def _check(self, page: PageSignature, old: int | None) -> Match | None:
         exact = self._exact.query(content_key(page.content_hash), exclude=old)
         if exact is not None:

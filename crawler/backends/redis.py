@@ -640,8 +640,9 @@ end
 """
 ).replace("POPCOUNT", _POPCOUNT).replace("SEQB", str(SEQ_BYTES)).replace("XREC", str(EXACT_REC))
 
-# ARGV after the specs: k, me, ck8, ck16, content8, fp8 or '', info (url \n canonical \n fp hex),
-# canonical, standalone ('1' or ''), old ('' unknown, 'n' none, or a version), shard bits.
+# ARGV after the specs: k, me, ck8, ck16, content8, fp8 or '', info (url \n canonical \n fp hex
+# \n names), canonical, standalone ('1' or ''), old ('' unknown, 'n' none, or a version), shard
+# bits, query only ('1': decide, record nothing).
 _CHECK_AND_ADD_LUA = (
     _CI_COMMON
     + """
@@ -651,6 +652,7 @@ local k, me, ck8, ck16, c8, fp = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], AR
   ARGV[a + 4], ARGV[a + 5]
 local info, canonical, standalone = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8] == '1'
 local old_arg, shard_bits = ARGV[a + 9], tonumber(ARGV[a + 10])
+local query_only = ARGV[a + 11] == '1'
 local ckmeta = C.base .. ':ck:bloom'
 local function answer(reason, id, d)
   local pv = redis.call('HGET', C.base .. ':p', id)
@@ -717,6 +719,7 @@ if fp ~= '' then  -- rule 3: the nearest kept fingerprint within k, ties to the 
     return answer('near_duplicate', 's' .. winner, best)
   end
 end
+if query_only then return false end
 if old then drop_version(C, old) end
 local enc = fp ~= '' and ('s' .. fp .. c8) or ('x' .. c8)
 add_version(C, enc)
@@ -836,6 +839,22 @@ bloom_check(C.base .. ':ck:bloom', ck16, 'add', true, shard_bits)
 if me ~= '' then mark(C, me, ck8, enc, info, canonical) end
 if standalone then remember(C, ck8, enc, info) end
 return replaced and 1 or 0
+"""
+)
+
+# ARGV after the specs: the canonical key (ck8) of a kept page to forget, its stored version
+# ('' unknown, 'n' none, or a version).
+_REMOVE_LUA = (
+    _CI_COMMON
+    + """
+local C = ctx(KEYS[1])
+local ck8, given = ARGV[C.next], ARGV[C.next + 1]
+local v = held_version(C, ck8)
+if not v and given ~= '' and given ~= 'n' then v = given end
+if v then drop_version(C, v) end
+redis.call('HDEL', C.base .. ':pc', ck8)
+redis.call('HDEL', C.base .. ':c', ck8)
+return v and 1 or 0
 """
 )
 
@@ -1034,6 +1053,7 @@ class RedisContentIndex(_RedisBacked):
         self._reclaim = client.register_script(_RECLAIM_LUA)
         self._forget = client.register_script(_FORGET_LUA)
         self._replace = client.register_script(_REPLACE_LUA)
+        self._remove = client.register_script(_REMOVE_LUA)
         self._append = client.register_script(_APPEND_LUA)
         self._create_or_check()
         # canonical keys kept so far: a page whose key is absent has no earlier version
@@ -1101,13 +1121,26 @@ class RedisContentIndex(_RedisBacked):
         """Same contract as :meth:`LocalContentIndex.check_and_add`, atomic across workers;
         a match whose page another worker has not committed yet is ``Match(PENDING, ...)``
         (nothing recorded: ask again)."""
+        return self._decide(page, query_only=False)
+
+    def check(self, page: PageSignature) -> Match | None:
+        """:meth:`check_and_add` recording nothing (:meth:`LocalContentIndex.check`)."""
+        return self._decide(page, query_only=True)
+
+    def remove(self, canonical: str) -> bool:
+        """Forget the kept page whose canonical URL is ``canonical``; whether it was held."""
+        ck8 = url_key(canonical).to_bytes(8, "big")
+        stored = b"" if self.standalone else self._stored_version(ck8)
+        return bool(self._run(self._remove, [self.base], [*self._head, ck8, stored]))
+
+    def _decide(self, page: PageSignature, query_only: bool) -> Match | None:
         canonical = page.canonical_url or page.url
         args = self._page_args(page.url, canonical, page.content_hash, page.simhash, page.names)
         old: bytes = b""
         for _ in range(_MAX_GONE + 2):
             found = self._run(self._check, [self.base], [
                 *self._head, self.k, self.owner, *args, "1" if self.standalone else "", old,
-                self._ck_filter.shard_bits])  # fmt: skip
+                self._ck_filter.shard_bits, "1" if query_only else ""])  # fmt: skip
             if not found:
                 return None
             reason = _text(found[0])

@@ -77,7 +77,13 @@ from crawler.backends import backend_name, make_content_index
 from crawler.backends.local import Match, PageSignature
 from crawler.droplog import DropLog, row_record
 from crawler.dupefilter import REDIS_ERROR, redis_errors, stop_on_redis_error
-from crawler.exceptions import CANONICAL_RULE, NEAR_DUPLICATE, PENDING, DuplicatePage
+from crawler.exceptions import (
+    CANONICAL_RULE,
+    NEAR_DUPLICATE,
+    PENDING,
+    REFRESHED_RULE,
+    DuplicatePage,
+)
 from crawler.simhash import content_hash, features, fingerprint
 from crawler.template import KeptPage, TemplateFilter, block_hash, young_distinct
 from crawler.text import block_tokens, extract, main_tokens, normalize
@@ -441,7 +447,11 @@ class NearDuplicatePipeline:
         self._inc("dedup/kept")
         kept = KeptPage(signature.url, signature.canonical_url, signature.content_hash,
                         page.content, signature.simhash)  # fmt: skip
-        self._learn(page.host, page.hashes, kept)
+        late = self._learn(page.host, page.hashes, kept)
+        if late is not None:  # its host's template became known with it: a duplicate after all
+            self._inc("dedup/kept", -1)
+            self._drop(PageSignature(signature.url, signature.canonical_url,
+                                     signature.content_hash, kept.simhash), late)
         return page.item
 
     # --- the canonical copy ---------------------------------------------------------------------
@@ -489,21 +499,27 @@ class NearDuplicatePipeline:
             except redis_errors() as exc:
                 self._redis_failed(exc)
         self._inc("dedup/canonical/swapped")
-        self._inc(f"dedup/{match.reason}")
-        self._inc(f"dedup/distance/{match.distance}")
         logger.debug("canonical copy kept: %s replaces %s (%s, distance %d)", signature.url,
                      match.url, match.reason, match.distance)  # fmt: skip
+        self._demoted(match.url, match.simhash, Match(match.reason, signature.url,
+                      signature.simhash, match.distance), CANONICAL_RULE,
+                      signature.content_hash)  # fmt: skip
+
+    def _demoted(self, url: str, simhash: int | None, kept: Match, rule: str,
+                 kept_content_hash: str | None = None) -> None:
+        """``url``, stored (or queued for storage), is a duplicate of ``kept``: storage moves
+        it to ``dropped`` (``rule``), or the drop log hears of it when nothing stores pages."""
+        self._inc(f"dedup/{kept.reason}")
+        self._inc(f"dedup/distance/{kept.distance}")
         if self.crawler is not None and self.defer_droplog:  # storage writes the drop row
             self.crawler.signals.send_catch_log(
-                signal=dedup_signals.page_demoted, url=match.url, duplicate_of=signature.url,
-                reason=match.reason, distance=match.distance,
-                duplicate_simhash=signature.simhash,
-                duplicate_content_hash=signature.content_hash, rule=CANONICAL_RULE)
+                signal=dedup_signals.page_demoted, url=url, duplicate_of=kept.url,
+                reason=kept.reason, distance=kept.distance, duplicate_simhash=kept.simhash,
+                duplicate_content_hash=kept_content_hash, rule=rule)
         elif self.droplog is not None:
             self.droplog.write_drop(DuplicatePage(
-                url=match.url, reason=match.reason, duplicate_of=signature.url,
-                distance=match.distance, simhash=match.simhash,
-                duplicate_simhash=signature.simhash, rule=CANONICAL_RULE), self._crawl_id())
+                url=url, reason=kept.reason, duplicate_of=kept.url, distance=kept.distance,
+                simhash=simhash, duplicate_simhash=kept.simhash, rule=rule), self._crawl_id())
 
     def _young_host_match(self, page: _Page) -> bool:
         """A near match on the page's own host while that host's template is unknown."""
@@ -569,17 +585,47 @@ class NearDuplicatePipeline:
             self.droplog.write_drop(exc, self._crawl_id())
         raise exc
 
-    def _learn(self, host: str, hashes: list[int], kept: KeptPage) -> None:
+    def _learn(self, host: str, hashes: list[int], kept: KeptPage) -> Match | None:
+        """Teach the template filter a kept page; re-fingerprint the host's recent pages whose
+        blocks became template. A re-fingerprinted page that now duplicates another kept page
+        leaves the index and is moved to ``dropped`` (rule ``refreshed``); when that page is
+        ``kept`` itself, its match is returned (the caller drops it)."""
         if self.templates is None:
-            return
-        stale = self.templates.learn(host, kept, hashes)
-        for page in stale:
+            return None
+        late = None
+        for page in self.templates.learn(host, kept, hashes):
             simhash = self._simhash(page.blocks)
-            if simhash != page.simhash:
-                page.simhash = simhash
-                record = (page.url, page.canonical_url, page.content_hash, simhash)
-                self._load([record])
-                self._inc("dedup/template/refreshed")
+            if simhash == page.simhash:
+                continue
+            page.simhash = simhash
+            self._inc("dedup/template/refreshed")
+            match = self._refreshed(page)
+            if match is None:
+                continue
+            self._inc("dedup/template/refreshed_duplicate")
+            if page is kept:
+                late = match
+            else:
+                self._demoted(page.url, simhash, match, REFRESHED_RULE)
+        return late
+
+    def _refreshed(self, page: KeptPage) -> Match | None:
+        """Check a kept page's new fingerprint: None when it is re-recorded (distinct, or its
+        match is pending), else its match (the page is then out of the index)."""
+        record = (page.url, page.canonical_url, page.content_hash, page.simhash)
+        if self.redis_down:
+            return None
+        signature = PageSignature(*record)
+        try:
+            match = self.index.check(signature)
+            if match is None or match.reason == PENDING:
+                self.index.load([record])  # type: ignore[attr-defined]
+                return None
+            self.index.remove(page.canonical_url or page.url)
+        except redis_errors() as exc:
+            self._redis_failed(exc)
+            return None
+        return match
 
     # --- Redis outage -------------------------------------------------------------------------
     def _check_and_add(self, signature: PageSignature) -> Match | None:

@@ -5,7 +5,9 @@ or a ``Link: rel="canonical"`` header, resolved and normalized) when it names an
 the crawl; NULL when it names none, names itself, or names a page off the crawl. When a stored
 page turns out to be the copy of the page it names, the copy is moved to ``dropped`` with
 ``rule = 'canonical'``, and drop rows that named it as their kept page name the page kept
-instead, with ``rule = 'repointed'`` (NULL: the usual rule, the first fetched page stays).
+instead, with ``rule = 'repointed'``. A stored page whose fingerprint, recomputed once its
+site's template is learned, duplicates another kept page is moved the same way with
+``rule = 'refreshed'`` (NULL: the usual rule, the first fetched page stays).
 
 Revision ID: 0004
 Revises: 0003
