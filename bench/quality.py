@@ -1,45 +1,55 @@
-"""Near-duplicate quality: precision and recall per k and feature choice on a labelled corpus.
+"""Near-duplicate quality: fingerprint pairs on a labelled corpus, and the real pipeline per set.
 
-``.venv/bin/python -m bench.quality [--quick]`` from the project root.
+``.venv/bin/python -m bench.quality [--quick] [--sets pairs,english,...]`` from the project
+root (default: every part; ``--quick`` halves the sets: under a minute).
 
-Corpus (ground truth from the generators, hosts kept apart for template learning):
-
-* ``demo.test``: :func:`crawler.sitegen.demo_site` — articles in a nav/aside/footer template,
-  mirrors differing only in the advert or the date line, byte copies, section/search pages;
-* ``journal.test``: :func:`crawler.sitegen.template_site` — 50-120-word posts inside a
-  ~1,500-word ``<div>`` template, advert and date mirrors;
-* ``wire.test``: *syndicated copies*: the main text of some demo articles and journal posts
-  re-published inside a third, different template (with a per-page "headlines" widget), half
-  of them also as a *revised* copy (one word changed, a correction line appended).
-
-A pair of pages is a true duplicate when both belong to the same duplicate group (an original,
-its mirrors and its syndicated copies). Byte copies are left out: the content hash catches them
-at any k. A pair is predicted a duplicate when both pages have a fingerprint (at least
+**pairs**: precision and recall over page pairs per k and feature choice. Corpus:
+:func:`bench.syndicated.corpus` (generated ``demo.test``, ``journal.test`` and ``wire.test``:
+advert/date mirrors, syndicated and revised copies, short posts in a huge template). A pair of
+pages is a true duplicate when both belong to the same duplicate group (an original, its
+mirrors and its syndicated copies). Byte copies are left out: the content hash catches them at
+any k. A pair is predicted a duplicate when both pages have a fingerprint (at least
 ``--min-tokens`` tokens) within k bits. Precision and recall are over all pairs of the corpus.
-
 Variants: features = words, word 2-shingles, 3-shingles; boilerplate removal = ``none`` (the
 whole visible text), ``regions`` (nav/header/footer/aside and ARIA roles out), ``template``
 (regions + the host's learned template blocks out; learned from every page of the host: the
 steady state of a crawl) and ``pipeline`` (template + short blocks out when long blocks
 dominate: what NearDuplicatePipeline fingerprints). k = 1..8.
 
-Prints a table, writes ``bench/results/quality.json`` and ``bench/results/quality.svg``
-(F1 against k per variant).
+**Sets** (:mod:`bench.corpora`: ``english``, ``japanese``, ``chinese``, ``short``,
+``syndicated``, ``shared-host``; real Debian manual pages with planted mirrors): each fed
+through a real NearDuplicatePipeline in a seeded shuffled order (:mod:`bench.pipeline_eval`),
+scored by :mod:`bench.scores` (mirrors caught, precision, group and pair recall, wrong drops,
+kept-twice groups, why each missed mirror was missed). A set whose Debian package is absent is
+skipped with one line naming it. Adverts come from a pool of eight per language, so each soon
+becomes template on the mirror host; ``--unique-adverts`` gives every advert a campaign number
+of its own (a large ad inventory: the advert always counts), results under
+``sets_unique_adverts``.
+
+Prints the tables and writes ``bench/results/quality.json``: ``{"pairs": {...}, "sets": {name:
+{...}}, "sets_unique_adverts": {name: {...}}}``; a run of some parts replaces those and keeps
+the others from the previous file. Each part records the ``settings`` it ran with (``code``:
+digests of the deciding modules, so two results compare at a glance).
+``bench/results/quality.svg``: F1 against k per pairs variant (when ``pairs`` ran).
 """
 
 from __future__ import annotations
 
 import argparse
-import html as htmllib
+import hashlib
 import json
-import random
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.corpora import SETS, build
+from bench.debian_docs import MissingSource
+from bench.pipeline_eval import evaluate
+from bench.scores import diagnosis, table
+from bench.syndicated import Doc, corpus
 from crawler import defaults
 from crawler.simhash import features, fingerprint
 from crawler.template import KeptPage, TemplateFilter, block_hash
@@ -49,63 +59,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 REMOVALS = ("none", "regions", "template", "pipeline")
 SHINGLES = (1, 2, 3)
 KS = tuple(range(1, 9))
-
-
-@dataclass
-class Doc:
-    host: str
-    path: str
-    html: str
-    group: str | None  # duplicate group id (the original's key); None: distinct
-
-
-def _wire_page(title: str, text: str, i: int, rng: random.Random) -> str:
-    """A syndication template: different markup and boilerplate from both source sites."""
-    menu = "".join(f'<div class="m"><a href="/s{j}">Section {j} news wire</a></div>'
-                   for j in range(25))  # fmt: skip
-    heads = "".join(f"<div class='h'>Wire headline number {rng.randint(1, 10**6)}</div>"
-                    for _ in range(8))  # fmt: skip
-    paras = "".join(f"<p>{htmllib.escape(line)}</p>" for line in text.split("\n"))
-    return (
-        f"<html><head><title>{htmllib.escape(title)} | Wire</title></head><body>"
-        f'<div class="top">{menu}</div><div class="story"><div class="kicker">Syndicated '
-        f"story {i} from our partners</div>{paras}</div><div class='more'>{heads}</div>"
-        "<div class='bottom'>Wire Services Ltd. All rights reserved. Reproduction of this "
-        "material without the written permission of the agency is prohibited. Contact the "
-        "syndication desk for licensing terms and bulk subscriptions.</div></body></html>"
-    )
-
-
-def corpus(quick: bool) -> list[Doc]:
-    from crawler.sitegen import demo_site, template_site
-
-    docs: list[Doc] = []
-    syndicate: list[tuple[str, str, str]] = []
-    for host, site in (("demo.test", demo_site()), ("journal.test", template_site())):
-        groups = site.duplicate_groups()
-        group_of = {m: f"{host}{orig}" for orig, members in groups.items() for m in members}
-        for path, page in sorted(site.pages.items()):
-            if not page.content_type.startswith("text/html") or path in site.exact_duplicates:
-                continue
-            html = site.render(page, f"http://{host}").decode("utf-8", "replace")
-            docs.append(Doc(host, path, html, group_of.get(path)))
-        originals = sorted(p for p in site.main_text if p in site.distinct_pages)
-        for path in originals[:: 3 if quick else 2]:
-            syndicate.append((group_of.get(path, f"{host}{path}"), path, site.main_text[path]))
-    rng = random.Random(7)
-    for i, (group, _path, text) in enumerate(syndicate):
-        title = text.split("\n", 1)[0]
-        docs.append(Doc("wire.test", f"/story/{i}", _wire_page(title, text, i, rng), group))
-        if i % 2 == 0:  # a revised copy: one word changed, a correction note appended
-            words = text.split(" ")
-            words[len(words) // 2] = "reportedly"
-            revised = " ".join(words) + "\nCorrection: an earlier version misspelled a name."
-            html = _wire_page(title, revised, 1000 + i, rng)
-            docs.append(Doc("wire.test", f"/story/{i}/updated", html, group))
-        for doc in docs:  # the original joins the group
-            if doc.group is None and f"{doc.host}{doc.path}" == group:
-                doc.group = group
-    return docs
+PARTS = ("pairs", *SETS)
+SEED = 20240611
 
 
 def block_lists(docs: list[Doc], removal: str) -> list[list[str]]:
@@ -197,7 +152,7 @@ def write_svg(results: dict[str, dict[int, Any]], path: Path) -> None:
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
 
 
-def run(quick: bool, min_tokens: int) -> dict[str, Any]:
+def run_pairs(quick: bool, min_tokens: int) -> dict[str, Any]:
     docs = corpus(quick)
     results: dict[str, dict[int, Any]] = {}
     for removal in REMOVALS:
@@ -230,17 +185,114 @@ def print_table(out: dict[str, Any]) -> None:
               f"(tp {s['tp']}, fp {s['fp']}, fn {s['fn']})")  # fmt: skip
 
 
+def run_sets(
+    names: list[str], quick: bool, seed: int, unique_ads: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Each set built and evaluated; a set whose Debian package is absent: ``{"skipped": why}``."""
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        try:
+            page_set = build(name, quick, seed, unique_ads=unique_ads)
+        except MissingSource as exc:
+            print(f"set {name} skipped: {exc}", flush=True)
+            results[name] = {"skipped": str(exc)}
+            continue
+        results[name] = evaluate(page_set, seed)
+        print(f"set {name}: {results[name]['pages']} pages, {results[name]['seconds']:.1f} s",
+              flush=True)  # fmt: skip
+    return results
+
+
+def print_sets(results: dict[str, dict[str, Any]]) -> None:
+    k, min_tokens = defaults.SIMHASH_MAX_DISTANCE, defaults.SIMHASH_MIN_TOKENS
+    print(f"\nNearDuplicatePipeline per set (k={k}, min_tokens={min_tokens}, "
+          f"shingle={defaults.SIMHASH_SHINGLE}; seeded shuffled fetch order):")  # fmt: skip
+    print("\n".join(table(results)))
+    print()
+    for name, result in results.items():
+        if "skipped" not in result:
+            print("\n".join(diagnosis(name, result)))
+
+
+def parse_parts(text: str | None) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()] if text else list(PARTS)
+    unknown = [n for n in names if n not in PARTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown set {', '.join(unknown)}: choose from {', '.join(PARTS)}"
+        )
+    return names
+
+
+def code_digests() -> dict[str, str]:
+    """Short SHA-1 of the modules that decide (results are comparable at equal digests)."""
+    root = Path(__file__).resolve().parent.parent / "crawler"
+    names = ("text.py", "template.py", "simhash.py", "pipelines/neardup.py", "backends/local.py")
+    return {n: hashlib.sha1((root / n).read_bytes()).hexdigest()[:12] for n in names}
+
+
+def write_json(out: dict[str, Any]) -> Path:
+    """Merge ``out`` into the previous results file (parts not run this time are kept)."""
+    path = RESULTS / "quality.json"
+    old: dict[str, Any] = {}
+    if path.exists():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            old = {}
+    merged = old if "sets" in old or "sets_unique_adverts" in old else {}
+    merged.pop("settings", None)  # an older layout's: each part holds its own now
+    merged.update({k: v for k, v in out.items() if not k.startswith("sets")})
+    for key in ("sets", "sets_unique_adverts"):
+        if key in out or key in merged:
+            merged[key] = {**merged.get(key, {}), **out.get(key, {})}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(merged, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.quality")
-    parser.add_argument("--quick", action="store_true", help="fewer syndicated copies")
-    parser.add_argument("--min-tokens", type=int, default=defaults.SIMHASH_MIN_TOKENS)
+    parser.add_argument("--quick", action="store_true", help="smaller sets and fewer copies")
+    parser.add_argument(
+        "--sets",
+        type=parse_parts,
+        default=list(PARTS),
+        help=f"comma-separated parts, default all: {','.join(PARTS)}",
+    )
+    parser.add_argument(
+        "--min-tokens",
+        type=int,
+        default=defaults.SIMHASH_MIN_TOKENS,
+        help="SIMHASH_MIN_TOKENS of the pairs table (the sets use the default)",
+    )
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--unique-adverts", action="store_true",
+                        help="each advert a block of its own (never template on the mirror "
+                        "host); results under sets_unique_adverts")  # fmt: skip
     args = parser.parse_args(argv)
-    out = run(args.quick, args.min_tokens)
-    print_table(out)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "quality.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
-    write_svg(out["results"], RESULTS / "quality.svg")
-    print(f"\nwrote {RESULTS / 'quality.json'} and {RESULTS / 'quality.svg'}")
+    started = time.perf_counter()
+    settings = {"k": defaults.SIMHASH_MAX_DISTANCE, "min_tokens": defaults.SIMHASH_MIN_TOKENS,
+                "shingle": defaults.SIMHASH_SHINGLE, "seed": args.seed, "quick": args.quick,
+                "unique_adverts": args.unique_adverts,
+                "code": code_digests()}  # fmt: skip
+    out: dict[str, Any] = {}
+    if "pairs" in args.sets:
+        out["pairs"] = {**run_pairs(args.quick, args.min_tokens), "settings": settings}
+        print_table(out["pairs"])
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        write_svg(out["pairs"]["results"], RESULTS / "quality.svg")
+    names = [n for n in args.sets if n != "pairs"]
+    if names:
+        key = "sets_unique_adverts" if args.unique_adverts else "sets"
+        out[key] = run_sets(names, args.quick, args.seed, args.unique_adverts)
+        print_sets(out[key])
+        for result in out[key].values():
+            result["settings"] = settings
+    path = write_json(out)
+    print(f"\nwrote {path} in {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":
