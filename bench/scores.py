@@ -126,7 +126,26 @@ def score(outcomes: list[Outcome], k: int = K) -> dict[str, Any]:
         "caught_tokens_median": _median(o.tokens for o in correct),
         "caught_every_block": sum(bool(o.every_block) for o in correct),
         "distances": _distances(outcomes, correct, k),
+        "by_tokens": _by_tokens(groups, set(collapsed)),
     }  # fmt: skip
+
+
+#: Upper bounds (main tokens of a group's shortest member) of the page-length buckets.
+TOKEN_BUCKETS = (50, 100, 200, 400, 800, 10**9)
+
+
+def _by_tokens(groups: dict[str, list[Outcome]], collapsed: set[str]) -> dict[str, list[int]]:
+    """Groups collapsed / groups, by the main tokens of their shortest member: how short a
+    page k can still judge."""
+    out: dict[str, list[int]] = {}
+    low = 0
+    for high in TOKEN_BUCKETS:
+        label = f"{low}-{high - 1}" if high < 10**9 else f"{low}+"
+        members = [g for g, ms in groups.items()
+                   if low <= min((m.tokens or 0) for m in ms) < high]  # fmt: skip
+        out[label] = [sum(g in collapsed for g in members), len(members)]
+        low = high
+    return out
 
 
 def _missed(outcomes: list[Outcome], groups: dict[str, list[Outcome]], k: int) -> dict[str, Any]:
@@ -208,6 +227,8 @@ def diagnosis(name: str, r: dict[str, Any]) -> list[str]:
     lines.append(f"  correct near drops by bits {_bits(d['correct_near'])}, exact "
                  f"{d['correct_exact']}; closest other page min {d['closest_other_min']} bits, "
                  f"{d['closest_other_within_k']} within k")  # fmt: skip
+    buckets = " ".join(f"{b}: {c}/{n}" for b, (c, n) in r.get("by_tokens", {}).items() if n)
+    lines.append(f"  groups collapsed by main tokens of their shortest page: {buckets or '-'}")
     lines += [f"  wrong: {w['url']} as {w['reason']} of {w['duplicate_of']} ({w['distance']} bits)"
               for w in r["wrong"]]  # fmt: skip
     return lines
