@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import xxhash
 
-from crawler.text import normalize, tokens
+from crawler.text import block_tokens, normalize
 
 __all__ = ["YOUNG_MAX_OVERLAP", "YOUNG_OWN_TOKENS", "KeptPage", "TemplateFilter", "block_hash",
            "young_distinct"]  # fmt: skip
@@ -159,13 +159,17 @@ def young_distinct(content: list[tuple[int, str]], kept: KeptPage) -> bool:
     Blocks both pages hold are set aside (they may be template). The page is distinct when
     its remaining blocks hold at least :data:`YOUNG_OWN_TOKENS` tokens and those tokens are not
     mostly the kept page's remaining tokens (multiset Jaccard below :data:`YOUNG_MAX_OVERLAP`:
-    an edited paragraph is the same paragraph, a different post is not).
+    an edited paragraph is the same paragraph, a different post is not). Each page is
+    tokenized as a whole (:func:`~crawler.text.block_tokens`), so whether its stop words go is
+    decided on all its blocks, not on each remaining one.
     """
     ours = kept.hashes()
     mine = {h for h, _ in content}
-    own = Counter(t for h, b in content if h not in ours for t in tokens(b))
+    page = zip(content, block_tokens([b for _, b in content]), strict=True)
+    own = Counter(t for (h, _), toks in page if h not in ours for t in toks)
     if sum(own.values()) < YOUNG_OWN_TOKENS:
         return False
-    theirs = Counter(t for h, b in kept.blocks if h not in mine for t in tokens(b))
+    other = zip(kept.blocks, block_tokens([b for _, b in kept.blocks]), strict=True)
+    theirs = Counter(t for (h, _), toks in other if h not in mine for t in toks)
     union = sum((own | theirs).values())
     return sum((own & theirs).values()) < YOUNG_MAX_OVERLAP * union

@@ -4,14 +4,34 @@ from __future__ import annotations
 
 import glob
 import random
+import re
+import unicodedata
+from collections import Counter
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from crawler.text import STOP_WORDS, extract, is_binary, normalize, tokens, visible_text
+from crawler.template import KeptPage, block_hash, young_distinct
+from crawler.text import (
+    ENGLISH_MARKERS,
+    ENGLISH_MIN_MARKERS,
+    ENGLISH_MIN_SHARE,
+    STOP_WORDS,
+    block_tokens,
+    extract,
+    is_binary,
+    is_english,
+    normalize,
+    tokens,
+    visible_text,
+)
 
 DOCS = sorted(glob.glob("/usr/share/doc/python3.11/html/**/*.html", recursive=True))
+PG_DOCS = sorted(glob.glob("/usr/share/doc/postgresql-doc-15/html/*.html"))
+DEBIAN_REFERENCE = Path("/usr/share/debian-reference")
 
 
 def test_drops_invisible_elements() -> None:
@@ -58,7 +78,8 @@ def test_extract_keeps_boilerplate_regions_out_of_fingerprint_text() -> None:
         assert word not in page.fingerprint_text
     # header/footer inside an article belong to the article.
     assert page.blocks == ["Article title", "Body text here.", "article footnote"]
-    assert page.tokens == ["article", "title", "body", "text", "article", "footnote"]
+    # Seven words, one stop word: not known to be English, so "here" stays.
+    assert page.tokens == ["article", "title", "body", "text", "here", "article", "footnote"]
 
 
 def test_tokens_nfkc_casefold_stopwords_and_stemming() -> None:
@@ -120,3 +141,266 @@ def test_huge_pages_are_read_up_to_the_cap() -> None:
     html = "<html><body>" + head + "<p>" + "x" * text_module.MAX_HTML_CHARS + "</p><p>tail</p>"
     result = visible_text(html)
     assert result.startswith("word word") and not result.endswith("tail")
+
+
+# --- language-aware tokens ---------------------------------------------------------------------
+
+
+def _old_words(text: str) -> list[str]:
+    """The tokenizer before language-aware tokens, stop words kept: ``\\w+`` of NFKC casefold."""
+    return re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _old_tokens(text: str) -> list[str]:
+    return [w for w in _old_words(text) if w not in STOP_WORDS]
+
+
+def _html_blocks(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as handle:
+        return extract(handle.read(), tokenize=False).blocks
+
+
+def test_japanese_runs_become_bigrams() -> None:
+    bigrams = ["東京", "京都", "都に", "に住", "住ん", "んで", "でい", "いま", "ます"]
+    assert tokens("東京都に住んでいます。") == bigrams
+    # The prolonged sound mark belongs to the run; half-width katakana become full-width.
+    assert tokens("ｺｰﾋｰを飲む") == ["コー", "ーヒ", "ヒー", "ーを", "を飲", "飲む"]
+    # The middle dot and punctuation end a run; a run of one character is one token.
+    assert tokens("猫・犬、鳥。") == ["猫", "犬", "鳥"]
+    assert tokens("人々") == ["人々"]
+
+
+def test_chinese_runs_become_bigrams() -> None:
+    bigrams = ["我们", "们喜", "喜欢", "欢北", "北京", "京的", "的秋", "秋天"]
+    assert tokens("我们喜欢北京的秋天。") == bigrams
+    # Full-width comma and colon separate; extension A is Han.
+    assert tokens("中文\uff0cCJK 扩展 A\uff1a㐀㐁") == ["中文", "cjk", "扩展", "a", "㐀㐁"]
+    # A compatibility ideograph that NFKC keeps (U+FA11) and extension B are Han too.
+    assert tokens("\ufa11\ufa11") == ["\ufa11\ufa11"]
+    ext_b = "\U0002000b\U00020089\U000200a2"
+    assert tokens(ext_b) == [ext_b[:2], ext_b[1:]]
+
+
+def test_latin_words_and_digits_inside_japanese_stay_whole() -> None:
+    assert tokens("Debian 12 をインストール") == ["debian", "12", "をイ", "イン", "ンス", "スト",
+                                                  "トー", "ール"]  # fmt: skip
+    assert tokens("２０２４年３月にＰｙｔｈｏｎ") == ["2024", "年", "3", "月に", "python"]
+    # The old rule made the whole sentence one word.
+    assert _old_words("Debian12をインストール") == ["debian12をインストール"]
+    assert tokens("Debian12をインストール")[0] == "debian12"
+
+
+def test_thai_lao_khmer_myanmar_runs_become_bigrams() -> None:
+    # Code-point bigrams: the vowel sign U+0E32 and the tone mark U+0E48 are characters.
+    assert tokens("ภาษาไทย") == ["ภา", "าษ", "ษา", "าไ", "ไท", "ทย"]
+    assert tokens("ไม่") == ["ไม", "ม่"]
+    assert tokens("ปี ๒๕๖๗") == ["ปี", "๒๕๖๗"]  # Thai digits are a word
+    assert tokens("ພາສາ") == ["ພາ", "າສ", "ສາ"]
+    assert tokens("ភាសា") == ["ភា", "ាស", "សា"]
+    assert tokens("မြန်") == ["မြ", "ြန", "န်"]
+
+
+def test_combining_marks_keep_words_whole() -> None:
+    hindi = "हिन्दी भारत की भाषा है"
+    assert tokens(hindi) == ["हिन्दी", "भारत", "की", "भाषा", "है"]
+    assert len(_old_words(hindi)) > 5  # \\w+ cut the words at the vowel signs
+    assert tokens("বাংলা ভাষা") == ["বাংলা", "ভাষা"]
+    assert tokens("தமிழ் மொழி") == ["தமிழ்", "மொழி"]
+    assert tokens("كَتَبَ الوَلَدُ") == ["كَتَبَ", "الوَلَدُ"]
+    chakma = "\U0001110c\U0001110b\U00011134\U0001111f\U00011133\U00011126"  # marks beyond the BMP
+    assert tokens(f"{chakma} {chakma}") == [chakma, chakma]
+    # Case folding makes "İ" an "i" with a combining dot: the word stays whole.
+    assert tokens("İstanbul") == ["i\u0307stanbul"]
+    # Hangul is word-based; Tibetan splits at the tsheg.
+    assert tokens("한국어 문장입니다") == ["한국어", "문장입니다"]
+    assert tokens("བོད་ཡིག") == ["བོད", "ཡིག"]
+
+
+def test_marks_that_are_not_word_parts() -> None:
+    # Emoji, keycaps and variation selectors separate words as before...
+    emoji = "1\ufe0f\u20e3 \u2764\ufe0f emoji"
+    assert tokens(emoji) == _old_words(emoji) == ["1", "emoji"]
+    assert tokens("\u0301alone") == ["alone"]  # a mark cannot start a word
+    # ... and an ideographic variation sequence does not split a Han run.
+    assert tokens("葛\U000e0100飾区") == ["葛飾", "飾区"]
+
+
+def _no_mark_once_folded(char: str) -> bool:
+    # Folding can make a mark ("ǰ" -> "j" + U+030C, "¨" -> " " + U+0308).
+    folded = unicodedata.normalize("NFKC", char).casefold()
+    return not any(unicodedata.category(c).startswith("M") for c in folded)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(max_codepoint=0x2FF).filter(_no_mark_once_folded), max_size=200))
+def test_text_without_special_scripts_tokenizes_as_before(text: str) -> None:
+    english = is_english(text)
+    assert tokens(text) == [w for w in _old_words(text) if not (english and w in STOP_WORDS)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=60), max_size=6))
+def test_block_tokens_never_raise_and_agree_with_tokens(blocks: list[str]) -> None:
+    per_block = block_tokens(blocks)
+    assert len(per_block) == len(blocks)
+    assert all(t and not any(c.isspace() for c in t) for toks in per_block for t in toks)
+    if is_english("\n".join(blocks)):  # the page's one decision
+        assert not any(t in STOP_WORDS for toks in per_block for t in toks)
+    if len(blocks) == 1 and "\n" not in blocks[0]:
+        assert per_block == [tokens(blocks[0])]
+
+
+# Sentences written for these tests: everyday function words that are also English stop words.
+NON_ENGLISH = {
+    "de": "Der Bericht wurde im Sommer in Berlin geschrieben, und die Ergebnisse waren so gut, "
+    "dass man sie also sofort veröffentlichen will.",
+    "fr": "Le comité a voté pour la nouvelle loi, mais on ne sait pas encore si elle sera "
+    "appliquée dans toutes les régions.",
+    "es": "No me gusta la lluvia, pero a veces he salido a caminar por el parque durante una "
+    "hora entera.",
+    "nl": "Het is in de winter vaak koud, maar over het algemeen was het weer dit jaar beter "
+    "dan verwacht.",
+    "it": "Per il momento i lavori sono fermi, ma a settembre riprenderanno in tutta la città.",
+    "pt": "O governo do estado anunciou que as obras no porto serão concluídas até o fim do ano.",
+}
+ENGLISH = (
+    "The committee voted for the new law, but nobody knows yet whether it will be applied in "
+    "all of the regions."
+)
+
+
+@pytest.mark.parametrize("lang", sorted(NON_ENGLISH))
+def test_non_english_latin_text_keeps_its_function_words(lang: str) -> None:
+    text = NON_ENGLISH[lang]
+    assert not is_english(text)
+    assert not is_english(" ".join([text] * 20))  # length is no evidence
+    toks = tokens(text)
+    assert toks == _old_words(text)
+    assert set(toks) & STOP_WORDS  # "in", "a", "no", "is", ... were removed before
+
+
+def test_english_text_loses_its_stop_words() -> None:
+    assert is_english(ENGLISH)
+    assert tokens(ENGLISH) == ["committee", "voted", "new", "law", "nobody", "knows", "yet",
+                               "whether", "applied", "regions"]  # fmt: skip
+    assert not is_english("Body text here")  # a few words are no evidence
+    assert not is_english("東京の天気 the weather in Tokyo")  # mostly Japanese
+
+
+def test_english_threshold_is_exact() -> None:
+    filler = [f"w{i}" for i in range(100)]
+
+    def text(markers: int, others: int) -> str:
+        return " ".join(["the"] * markers + filler[:others])
+
+    assert ENGLISH_MIN_MARKERS == 2 and ENGLISH_MIN_SHARE == 0.05
+    assert not is_english(text(1, 0))
+    assert is_english(text(2, 0))
+    assert is_english(text(2, 38))  # 2 of 40 tokens: 5%
+    assert not is_english(text(2, 39))
+    assert is_english(text(5, 95))
+    assert not is_english(text(4, 96))
+    # Stop words shared with other languages are no evidence.
+    assert "the" in ENGLISH_MARKERS and not {"a", "in", "is", "of", "no"} & ENGLISH_MARKERS
+    assert not is_english("in a is of no in a is of no")
+
+
+def test_block_tokens_decide_once_per_page() -> None:
+    german = "Kaffee und Kuchen in der Stadt"
+    assert "in" in tokens(german)
+    page = block_tokens([ENGLISH, german, "Read the whole story in the paper."])
+    assert page[1] == ["kaffee", "und", "kuchen", "der", "stadt"]
+    assert page[2] == ["read", "whole", "story", "paper"]
+    # And the other way: an English line on a Japanese page keeps its stop words.
+    line = "see the manual of the package"
+    assert tokens(line) == ["see", "manual", "package"]
+    japanese = ["東京都に住んでいます。" * 3, line, "コーヒーを飲みながら新聞を読みます。" * 3]
+    assert block_tokens(japanese)[1] == _old_words(line)
+    assert is_english("\n".join(japanese)) is False
+
+
+def test_young_distinct_tokenizes_each_page_as_a_whole() -> None:
+    shared = [ENGLISH, "Nobody knows yet whether the committee will meet again in the spring.",
+              "The regions wait for the decision of the court and the ministry."]  # fmt: skip
+    # Each caption alone is not known to be English (one marker): with a decision per block the
+    # five captions would hold 20 tokens, with the page's decision 10 (too few to be distinct).
+    captions = [f"Photos of the {place}" for place in ("lake", "hills", "river", "bridge", "fort")]
+    assert not is_english(captions[0]) and tokens(captions[0]) == ["photos", "of", "the", "lake"]
+    page = [(block_hash(b), b) for b in [*shared, *captions]]
+    kept = KeptPage("u", "u", "h", [(block_hash(b), b) for b in [*shared, "Another post"]])
+    assert young_distinct(page, kept) is False
+    # Captions with enough own words are distinct.
+    long_captions = [f"Photos of the frozen lake at dawn near village {n}" for n in "abcdef"]
+    page = [(block_hash(b), b) for b in [*shared, *long_captions]]
+    assert young_distinct(page, kept) is True
+
+
+def test_english_pages_tokenize_as_before() -> None:
+    """Real English pages: exactly the old ``\\w+``-minus-stop-words tokens."""
+    paths = random.Random(11).sample(DOCS, min(60, len(DOCS)))
+    paths += random.Random(11).sample(PG_DOCS, min(40, len(PG_DOCS)))
+    if not paths:
+        pytest.skip("python3.11-doc and postgresql-doc-15 are not installed")
+    compared = []
+    for path in paths:
+        blocks = _html_blocks(path)
+        folded = unicodedata.normalize("NFKC", "\n".join(blocks)).casefold()
+        # Combining marks now join words (a folded "İ"): such pages are not comparable.
+        if any(unicodedata.category(c).startswith("M") for c in set(folded)):
+            continue
+        if is_english("\n".join(blocks)):
+            assert block_tokens(blocks) == [_old_tokens(b) for b in blocks], path
+            compared.append(path)
+    assert len(compared) >= 0.8 * len(paths)
+
+
+def test_english_prose_is_english_on_real_pages() -> None:
+    """Prose pages (not indexes or tables of contents) of both manuals are English."""
+    prose = [p for p in DOCS if "/library/" in p or "/tutorial/" in p or "/howto/" in p]
+    prose += [p for p in PG_DOCS if p.endswith(("/sql-select.html", "/mvcc-intro.html"))]
+    if not prose:
+        pytest.skip("python3.11-doc and postgresql-doc-15 are not installed")
+    sample = random.Random(5).sample(prose, min(80, len(prose)))
+    missed = [p for p in sample if not is_english("\n".join(_html_blocks(p)))]
+    # A few library pages are only lists of module names ("Internet Protocols and Support").
+    assert len(missed) <= 0.1 * len(sample), missed
+    for name in ("tutorial/classes.html", "howto/sockets.html", "library/re.html"):
+        path = f"/usr/share/doc/python3.11/html/{name}"
+        if Path(path).exists():
+            assert is_english("\n".join(_html_blocks(path))), name
+
+
+def test_every_generated_demo_page_is_english() -> None:
+    from crawler.sitegen import demo_site
+
+    checked = 0
+    for url, page in demo_site().pages.items():
+        if not page.content_type.startswith("text/html") or is_binary(page.body):
+            continue
+        blocks = extract(page.body.decode("utf-8", "replace"), tokenize=False).blocks
+        text = "\n".join(blocks)
+        # Pages without a single stop word ("Moved", "Staff login") tokenize the same anyway.
+        assert is_english(text) or not set(_old_words(text)) & STOP_WORDS, url
+        assert block_tokens(blocks) == [_old_tokens(b) for b in blocks], url
+        checked += is_english(text)
+    assert checked >= 150
+
+
+@pytest.mark.parametrize(("name", "ratio"), [("ch01.ja.html", 5), ("ch01.zh-cn.html", 4)])
+def test_real_japanese_and_chinese_sections(name: str, ratio: int) -> None:
+    path = DEBIAN_REFERENCE / name
+    if not path.exists():
+        pytest.skip("debian-reference-ja / -zh-cn are not installed")
+    page = extract(path.read_text(encoding="utf-8"))
+    prose = [b for b in page.blocks if b.count("。") >= 2][:6]
+    assert prose and not is_english(page.fingerprint_text)
+    clauses = _old_words("\n".join(prose))  # the old rule: one token per clause
+    toks = [t for block in block_tokens(prose) for t in block]
+    assert len(toks) >= ratio * len(clauses)
+    assert all(len(t) <= 2 for t in toks if not t.isascii())
+    # The whole page: many more tokens than before, and every Latin word of before is there
+    # (a stop word too: the page is not English), more where the old rule glued it to kana.
+    assert len(page.tokens) >= 2 * len(_old_words(page.fingerprint_text))
+    latin = Counter(t for t in page.tokens if t.isascii())
+    assert Counter(w for w in _old_words(page.fingerprint_text) if w.isascii()) <= latin
+    assert latin["the"] > 0
