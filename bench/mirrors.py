@@ -7,10 +7,12 @@ A mirror (:func:`mirror_html`) is the original page's HTML with
    it gets `` | <mirror name>`` appended),
 2. an advert block inserted after a random paragraph of the main content: a label and one
    10-30-word sentence drawn from a pool of eight per language (adverts rotate: each mirror
-   draws its own). With so small a pool an advert soon sits on ``TemplateFilter.min_pages``
+   draws its own), in a ``<div class="sponsored">`` as ad slots are marked up. With so small
+   a pool an advert soon sits on ``TemplateFilter.min_pages``
    kept mirrors and becomes template on the mirror host (then it no longer counts);
-   ``MirrorStyle.unique_ads`` appends a campaign number (``#123456``) to each, so no advert
-   block repeats (a large ad inventory),
+   ``MirrorStyle.unique_ads`` makes each a plain paragraph (no ad class, no link) with a
+   campaign number (``#123456``) of its own, so no advert block repeats and nothing marks
+   it (a large ad inventory served as plain text),
 3. a "Last updated <date time>" line (localized) at the start or the end of the main content.
 
 The main content is found by markers: it starts after the first match of
@@ -122,9 +124,12 @@ def _title(html: str) -> str:
 
 
 def advert_html(lang: str, rng: random.Random, unique: bool = False) -> str:
+    """An advert as ad slots are marked up (a ``sponsored`` block, a link); ``unique``: a
+    plain paragraph with a campaign number of its own, that no markup rule and no template
+    learning can find (the hardest case)."""
     text = rng.choice(ADVERTS[lang])
-    if unique:  # a block of its own: never template, whatever the pool
-        text += f" #{rng.randrange(10**5, 10**6)}"
+    if unique:  # a block of its own: never template, whatever the pool; nothing marks it
+        return f"<p>{AD_LABEL[lang]}: {text} #{rng.randrange(10**5, 10**6)}</p>"
     link = f"https://ads.example/c/{rng.randrange(10**6)}"
     label = f'<div class="label">{AD_LABEL[lang]}</div>'
     return f'<div class="sponsored">{label}<p><a href="{link}">{text}</a></p></div>'

@@ -21,10 +21,11 @@ dominate: what NearDuplicatePipeline fingerprints). k = 1..8.
 through a real NearDuplicatePipeline in a seeded shuffled order (:mod:`bench.pipeline_eval`),
 scored by :mod:`bench.scores` (mirrors caught, precision, group and pair recall, wrong drops,
 kept-twice groups, why each missed mirror was missed). A set whose Debian package is absent is
-skipped with one line naming it. Adverts come from a pool of eight per language, so each soon
-becomes template on the mirror host; ``--unique-adverts`` gives every advert a campaign number
-of its own (a large ad inventory: the advert always counts), results under
-``sets_unique_adverts``.
+skipped with one line naming it. Adverts come from a pool of eight per language, in a
+``sponsored`` block (each soon becomes template on the mirror host, and the pipeline leaves ad
+slots out anyway); ``--unique-adverts`` makes every advert a plain paragraph with a campaign
+number of its own (a large ad inventory that nothing marks: the advert always counts), results
+under ``sets_unique_adverts``.
 
 Prints the tables and writes ``bench/results/quality.json``: ``{"pairs": {...}, "sets": {name:
 {...}}, "sets_unique_adverts": {name: {...}}}``; a run of some parts replaces those and keeps

@@ -10,8 +10,11 @@ Behaviour (HTML parsed by selectolax/lexbor, about 1 ms for a Python-docs page):
   text is one block per line, blank lines removed. Lines are the unit of template learning
   (:class:`TemplateFilter`).
 * The *fingerprint text* also leaves out boilerplate regions: ``nav``, ``aside``, a ``header``
-  or ``footer`` that is not inside ``article``/``main``/``section``, and elements with ARIA
-  roles navigation, banner, contentinfo, complementary or search.
+  or ``footer`` that is not inside ``article``/``main``/``section``, elements with ARIA
+  roles navigation, banner, contentinfo, complementary or search, and advert slots: elements
+  whose ``class`` or ``id`` holds a word of :data:`AD_SLOT_WORDS` (``ad``, ``ads``,
+  ``advert``, ``sponsored``, ``promo``...; as ad blockers' element rules find them). A text
+  advert in plain markup stays (a short block is still left out by :func:`main_tokens`).
 
 Only the first :data:`MAX_HTML_CHARS` characters of the HTML are read (text beyond is
 neither returned nor fingerprinted).
@@ -290,6 +293,31 @@ def _remove_boilerplate(tree: LexborHTMLParser) -> None:
             node.decompose()
     for node in body.css(_BOILERPLATE_CSS):
         node.decompose()
+    for node in body.css(_AD_CANDIDATES_CSS):
+        if _is_ad_slot(node):
+            node.decompose()
+
+
+#: Words that name an advert slot in a ``class`` or ``id`` (as ad blockers' element rules and
+#: Readability's "unlikely candidates" do): ``ad``, ``ads``, ``advert``, ``sponsored``...
+AD_SLOT_WORDS = frozenset(_wordlist(
+    "ad ads adv advert adverts advertisement advertisements advertising adsbygoogle adslot "
+    "adunit sponsor sponsored sponsors sponsorship promo promoted promotion promotions"))
+_AD_CANDIDATES_CSS = ", ".join(f"[{attr}*={stem}]" for attr in ("class", "id")
+                               for stem in ("ad", "Ad", "AD", "sponsor", "Sponsor", "promo",
+                                            "Promo"))  # fmt: skip
+_ATTR_WORDS = re.compile(r"[a-z0-9]+")
+
+
+def _is_ad_slot(node: object) -> bool:
+    """Whether an element's class or id holds a word of :data:`AD_SLOT_WORDS` (words split at
+    anything but letters and digits: ``ad-slot``, ``sidebar_ad``, ``adsbygoogle``)."""
+    attrs = getattr(node, "attributes", None) or {}
+    for name in ("class", "id"):
+        value = attrs.get(name)
+        if value and not AD_SLOT_WORDS.isdisjoint(_ATTR_WORDS.findall(value.lower())):
+            return True
+    return False
 
 
 def extract(html: str, url: str = "", *, stem: bool = False, tokenize: bool = True) -> PageText:
@@ -307,18 +335,40 @@ def extract(html: str, url: str = "", *, stem: bool = False, tokenize: bool = Tr
 
 
 def main_tokens(per_block: list[list[str]], min_tokens: int) -> list[str]:
-    """Tokens of the long blocks when they hold most of the text, else of every block.
+    """Tokens of the blocks that carry the page (the blocks a mirror's changes miss).
 
-    Blocks of fewer than :data:`SHORT_BLOCK_TOKENS` tokens (datelines, bylines, text adverts,
-    captions, per-page "latest headlines" widgets) are left out when the long blocks hold at
-    least ``min_tokens`` tokens and at least a third of all tokens, so a changed date or advert
-    does not move a short page's fingerprint while list-like pages keep every block.
+    1. *Numeric* blocks, at least half of whose tokens are numbers (a timestamp, a view
+       counter, a price line: ``Last updated 2024-12-04 08:11:28``), are left out when the
+       other blocks hold at least ``min_tokens`` tokens.
+    2. Blocks of fewer than :data:`SHORT_BLOCK_TOKENS` words (datelines, bylines, text
+       adverts, captions, per-page "latest headlines" widgets; a bigram of Chinese or Japanese
+       counts half a word) are left out when the long blocks hold at least ``min_tokens``
+       tokens and at least a third of the tokens, so a changed date or advert does not move a
+       short page's fingerprint while list-like pages keep every block.
     """
-    long_blocks = [toks for toks in per_block if len(toks) >= SHORT_BLOCK_TOKENS]
+    wordy = [toks for toks in per_block if not _numeric(toks)]
+    if len(wordy) < len(per_block) and sum(map(len, wordy)) >= min_tokens:
+        per_block = wordy
+    long_blocks = [toks for toks in per_block if _block_words(toks) >= SHORT_BLOCK_TOKENS]
     long_count = sum(map(len, long_blocks))
     total = sum(map(len, per_block))
     chosen = long_blocks if long_count >= min_tokens and 3 * long_count >= total else per_block
     return [t for toks in chosen for t in toks]
+
+
+def _numeric(toks: list[str]) -> bool:
+    """At least half of the tokens are numbers (ASCII digits after NFKC)."""
+    return bool(toks) and 2 * sum(t.isdigit() for t in toks) >= len(toks)
+
+
+def _block_words(toks: list[str]) -> float:
+    """A block's length in words: a character bigram (or single character) of a script
+    without spaces counts half a word (a Chinese or Japanese word is about two characters,
+    and a run of n characters gives n - 1 bigrams)."""
+    if len(toks) < SHORT_BLOCK_TOKENS or toks[0].isascii() and toks[-1].isascii():
+        return len(toks)  # the common case, decided without looking at every token
+    chars = sum(1 for t in toks if len(t) <= 2 and _BIGRAM_RUN_RE.fullmatch(t))
+    return len(toks) - chars / 2
 
 
 def normalize(text: str) -> str:

@@ -97,28 +97,38 @@ def check_mirrors(pages: list[SetPage], lang: str, old_name: str, new_name: str)
     return distances
 
 
-def test_demo_mirrors_really_differ() -> None:
-    pages = plant(demo_originals(), DEMO_STYLE, random.Random(1), "http://mirror.test:8001",
-                  fraction=1.0, copies=0)  # fmt: skip
-    distances = check_mirrors(pages, "en", "The Riverside Chronicle", "Chronicle Mirror")
+def both_styles(originals: list[SetPage], style: MirrorStyle, seed: int, lang: str, old: str,
+                new: str) -> None:
+    """Mirrors really differ from their originals (advert and timestamp in the text). Marked
+    up as ad slots, with a timestamp line, most fingerprint within k of their original (ad slots
+    and numeric blocks are left out; the renamed site name remains); a plain unique advert
+    moves most by 1 bit or more."""
+    marked = plant(originals, style, random.Random(seed), corpora.MIRROR, fraction=1.0,
+                   copies=0)  # fmt: skip
+    distances = check_mirrors(marked, lang, old, new)
+    assert sum(d <= defaults.SIMHASH_MAX_DISTANCE for d in distances) > len(distances) // 2, (
+        distances)
+    plain = plant(originals, replace(style, unique_ads=True), random.Random(seed),
+                  corpora.MIRROR, fraction=1.0, copies=0)  # fmt: skip
+    distances = check_mirrors(plain, lang, old, new)
     assert sum(d > 0 for d in distances) > len(distances) // 2, distances
+
+
+def test_demo_mirrors_really_differ() -> None:
+    both_styles(demo_originals(), DEMO_STYLE, 1, "en", "The Riverside Chronicle",
+                "Chronicle Mirror")
 
 
 def test_short_mirrors_really_differ() -> None:
     _, originals = corpora.short_pages(short_source(), random.Random(2), 24)
     style = MirrorStyle("en", corpora.SHORT_SITE[1], corpora.SHORT_SITE[2])
-    pages = plant(originals, style, random.Random(3), corpora.MIRROR, fraction=1.0, copies=0)
-    distances = check_mirrors(pages, "en", corpora.SHORT_SITE[1], corpora.SHORT_SITE[2])
-    assert sum(d > 0 for d in distances) > len(distances) // 2, distances
+    both_styles(originals, style, 3, "en", corpora.SHORT_SITE[1], corpora.SHORT_SITE[2])
 
 
 @pytest.mark.skipif(not installed("ja"), reason="apt-get install debian-reference-ja")
 def test_japanese_mirrors_really_differ() -> None:
     style = MirrorStyle("ja", "Debian 活用ノート", "ミラー")
-    pages = plant(cjk_originals(20), style, random.Random(4), corpora.MIRROR, fraction=1.0,
-                  copies=0)  # fmt: skip
-    distances = check_mirrors(pages, "ja", "Debian 活用ノート", "ミラー")
-    assert sum(d > 0 for d in distances) > len(distances) // 2, distances
+    both_styles(cjk_originals(20), style, 4, "ja", "Debian 活用ノート", "ミラー")
 
 
 def test_plant_is_seeded_and_sized() -> None:
@@ -240,8 +250,8 @@ def test_shared_host_keeps_the_english_order() -> None:
 def test_unique_adverts_never_repeat() -> None:
     style = replace(DEMO_STYLE, unique_ads=True)
     pages = plant(demo_originals(20), style, random.Random(9), "http://m.test", fraction=1.0)
-    ads = [re.search(r'class="sponsored">.*?</div></div>|class="sponsored">.*?</p></div>', p.html)
+    ads = [re.search(r"<p>Advertisement: [^<]*#\d{6}</p>", p.html)
            for p in pages if p.kind == "mirror"]  # fmt: skip
     texts = [m.group(0) for m in ads if m]
-    assert len(texts) == 20 and len(set(texts)) == 20
-    assert all(re.search(r"#\d{6}</a>", t) for t in texts)
+    assert len(texts) == 20 and len(set(texts)) == 20  # plain paragraphs, each its own
+    assert not any('class="sponsored"' in p.html for p in pages)  # nothing marks them

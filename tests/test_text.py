@@ -24,6 +24,7 @@ from crawler.text import (
     extract,
     is_binary,
     is_english,
+    main_tokens,
     normalize,
     tokens,
     visible_text,
@@ -404,3 +405,38 @@ def test_real_japanese_and_chinese_sections(name: str, ratio: int) -> None:
     latin = Counter(t for t in page.tokens if t.isascii())
     assert Counter(w for w in _old_words(page.fingerprint_text) if w.isascii()) <= latin
     assert latin["the"] > 0
+
+
+# --- what the fingerprint leaves out: ad slots, numeric blocks, short CJK lines ------------------
+def test_ad_slots_are_left_out_of_the_fingerprint_text_only() -> None:
+    html = ("<html><body><p>The article text stays in.</p>"
+            '<div class="ad-slot"><p>Buy the thing now</p></div>'
+            '<div id="sidebar_Ad"><p>Another offer</p></div>'
+            '<div class="sponsored"><a href="/x">Sponsored offer</a></div>'
+            '<div class="adsbygoogle">g</div><section class="Promo-box">p</section>'
+            '<div class="shadow download badge header-bar">Not an advert</div>'
+            "</body></html>")  # fmt: skip
+    page = extract(html, tokenize=False)
+    assert page.blocks == ["The article text stays in.", "Not an advert"]
+    assert "Buy the thing now" in page.text and "Sponsored offer" in page.text  # visible
+
+
+def test_numeric_blocks_are_left_out_while_the_rest_carries_the_page() -> None:
+    prose = ["the river ferry crossed slowly under grey clouds while gulls circled the old "
+             "harbour wall and the pier"] * 2  # fmt: skip
+    blocks = [*prose, "Last updated 2024-12-04 08:11:28", "最終更新日時: 2024年11月30日 14:06"]
+    per_block = block_tokens(blocks)
+    kept = main_tokens(per_block, 10)
+    assert "2024" not in kept and "updated" not in kept and "最終" not in kept
+    assert kept == per_block[0] + per_block[1]
+    # the numbers are the page when nothing else holds min_tokens: kept then
+    assert "2024" in main_tokens(per_block[2:], 5)
+
+
+def test_a_cjk_line_is_short_by_its_words_not_its_bigrams() -> None:
+    paragraph = ("この章ではシステムの設定ファイルを編集する方法と、変更を安全に反映させる"
+                 "ための手順を詳しく説明します。")  # fmt: skip
+    dateline = "公開日 令和六年十一月三十日 編集部"  # 13 bigram tokens, a short line
+    per_block = block_tokens([paragraph, paragraph, dateline])
+    assert len(per_block[2]) >= 12  # long by tokens...
+    assert main_tokens(per_block, 20) == per_block[0] + per_block[1]  # ...short by words
