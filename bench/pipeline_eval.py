@@ -18,8 +18,8 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 

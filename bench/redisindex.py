@@ -87,14 +87,14 @@ class Corpus:
         return f"http://stored.test/{i}"
 
     # --- crawler.backends.redis.KeptPages -----------------------------------------------------
-    def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None] | None:
+    def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None, str] | None:
         if (kind, key) in self.added:
-            return self.added[(kind, key)]
+            return (*self.added[(kind, key)], "")
         if kind == "s":
             at = int(np.searchsorted(self.fps, np.uint64(key), sorter=self._by_fp))
             if at < self.n and int(self.fps[self._by_fp[at]]) == key:
                 i = int(self._by_fp[at])
-                return self.url(i), self.url(i), key
+                return self.url(i), self.url(i), key, ""
         return None
 
     def latest_version(self, canonical_key: int) -> tuple[int | None, int | None] | None:

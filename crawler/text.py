@@ -365,7 +365,7 @@ def _block_words(toks: list[str]) -> float:
     """A block's length in words: a character bigram (or single character) of a script
     without spaces counts half a word (a Chinese or Japanese word is about two characters,
     and a run of n characters gives n - 1 bigrams)."""
-    if len(toks) < SHORT_BLOCK_TOKENS or toks[0].isascii() and toks[-1].isascii():
+    if len(toks) < SHORT_BLOCK_TOKENS or all(map(str.isascii, toks)):
         return len(toks)  # the common case, decided without looking at every token
     chars = sum(1 for t in toks if len(t) <= 2 and _BIGRAM_RUN_RE.fullmatch(t))
     return len(toks) - chars / 2
