@@ -1181,7 +1181,9 @@ class RedisContentIndex(_RedisBacked):
     def replace(self, kept_canonical: str, page: PageSignature) -> None:
         """Keep ``page`` instead of the kept page whose canonical URL is ``kept_canonical``
         (it names ``page`` canonical), atomically: that page's entry is removed and ``page``
-        recorded as :meth:`check_and_add` records a kept page (pending until committed)."""
+        recorded as :meth:`check_and_add` records a kept page (pending until committed).
+        Kept pages are told apart by their SimHash: ``page`` must not hold another kept
+        page's (it does not: that page would have been its match, at distance 0)."""
         canonical = page.canonical_url or page.url
         args = self._page_args(page.url, canonical, page.content_hash, page.simhash, page.names)
         kept_ck8 = url_key(kept_canonical).to_bytes(8, "big")
