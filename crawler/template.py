@@ -1,4 +1,8 @@
-"""Per-host template learning: text blocks repeated across a host's kept pages are boilerplate.
+"""Per-site template learning: text blocks repeated across a site's kept pages are boilerplate.
+
+A *host* here is the key the caller gives: the pipeline keys on the page's origin (scheme,
+host and port, :func:`crawler.pipelines.neardup.template_key`), since sites on other ports of
+one host name have templates of their own.
 
 A *block* is one line of :attr:`crawler.text.PageText.blocks`, compared after
 :func:`crawler.text.normalize`. For each host the filter counts on how many *kept* pages each
@@ -15,8 +19,9 @@ Order matters, and the filter is built for it:
   it is distinct, whatever the SimHash says.
 * **Refresh**: when a block becomes template, the fingerprints of the host's recent kept pages
   (the last ``recent_pages``) that contain it are stale; :meth:`learn` returns those pages with
-  their blocks updated, and the pipeline recomputes and re-records their fingerprints, so early
-  pages are not left fingerprinted on template text.
+  their blocks updated, and the pipeline recomputes their fingerprints, so early pages are not
+  left fingerprinted on template text: a page whose new fingerprint is within k of another
+  kept page is a *late drop* (moved from storage to ``dropped``), the others are re-recorded.
 
 Limits: the state is per process (each crawler process learns on its own) and in memory only,
 so a new crawl starts young again on every host. At most ``max_hosts`` hosts are tracked (least

@@ -11,6 +11,8 @@ from __future__ import annotations
 import html as htmllib
 import json
 import random
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -25,7 +27,7 @@ from crawler.sitegen.site import Page, Site
 from crawler.sitegen.text import TextMaker, load_words
 from crawler.siteserver import SiteServer
 from crawler.template import TemplateFilter
-from tests.conftest import run_crawl
+from tests.conftest import ROOT, run_crawl
 
 ARTICLES = 4
 
@@ -139,3 +141,9 @@ def test_a_crawl_moves_late_duplicates_from_documents_to_dropped(tmp_path: Any) 
     assert sorted(r["url"] for r in log) == sorted(url for url, _, _ in rows)
     assert run.stats["dedup/summary/pages_stored"] == ARTICLES
     assert run.stats["dedup/template/refreshed_duplicate"] >= 1
+    late = next(url for url, _, rule in rows if rule == "refreshed")
+    explained = subprocess.run([sys.executable, "-m", "scrapy", "dropped", "--db",
+                                str(run.db_path), "--explain", late],
+                               capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert explained.returncode == 0, explained.stderr
+    assert "late drop: stored while its site's template was unknown" in explained.stdout

@@ -303,6 +303,8 @@ _RULES = {
                   "page names canonical, came later and replaced it"),
     "repointed": ("canonical copy: dropped against a copy stored first, which the page it",
                   "names canonical (the kept page) later replaced"),
+    "refreshed": ("late drop: stored while its site's template was unknown; fingerprinted",
+                  "again once it was learned, it fell within k of the kept page"),
 }
 
 

@@ -37,8 +37,19 @@ For each :class:`~crawler.items.PageItem`, in this order:
    committed its drop row (``batch_committed``; at once when no storage pipeline runs). Kept
    pages of a shared index are committed there at the same moment. A kept page gets
    ``content_hash`` and ``simhash``, and teaches the template filter; fingerprints of earlier
-   pages whose blocks became template are recomputed and re-recorded in the index
-   (``dedup/template/refreshed``).
+   pages whose blocks became template are recomputed (``dedup/template/refreshed``) and
+   checked again (:meth:`ContentIndex.check`, recording nothing): a page now within k of
+   another kept page is a *late drop* (``dedup/template/refreshed_duplicate``): it leaves the
+   index and storage moves it to ``dropped`` with ``rule = 'refreshed'`` (the page being
+   decided is dropped at once instead); the others are re-recorded.
+7. **The canonical copy** (``DEDUP_CANONICAL``): when the kept page a new page duplicates
+   names the new page canonical (``canonical_link``, from ``<link rel="canonical">`` or a
+   ``Link`` header), the new page is kept instead: the index swaps them
+   (:meth:`ContentIndex.replace`) and storage moves the other to ``dropped`` with
+   ``rule = 'canonical'`` in the batch that stores the new page (signal ``page_demoted``;
+   drops that named it follow, ``rule = 'repointed'``). Two pages naming each other are
+   ignored (``dedup/canonical/loop``); a copy naming a kept original is dropped as usual
+   (``dedup/canonical/confirmed``). Without a hint the first fetched page stays.
 
 Redis outage (``DEDUP_BACKEND=redis``): a failed index call closes the spider with finish reason
 ``redis_error`` and one error line (:func:`crawler.dupefilter.stop_on_redis_error`). A page
