@@ -33,34 +33,11 @@ from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawler.tokens import (
-    ENGLISH_MARKERS,
-    ENGLISH_MIN_MARKERS,
-    ENGLISH_MIN_SHARE,
-    SHORT_BLOCK_TOKENS,
-    STOP_WORDS,
-    block_tokens,
-    is_english,
-    main_tokens,
-    tokens,
-)
+from crawler import tokens as _tokens
+from crawler.tokens import *  # noqa: F403  (re-exported: the tokenizer's public names)
+from crawler.tokens import block_tokens
 
-__all__ = [
-    "ENGLISH_MARKERS",
-    "ENGLISH_MIN_MARKERS",
-    "ENGLISH_MIN_SHARE",
-    "SHORT_BLOCK_TOKENS",
-    "STOP_WORDS",
-    "PageText",
-    "block_tokens",
-    "extract",
-    "is_binary",
-    "is_english",
-    "main_tokens",
-    "normalize",
-    "tokens",
-    "visible_text",
-]
+__all__ = [*_tokens.__all__, "PageText", "extract", "is_binary", "normalize", "visible_text"]
 
 _DROP_TAGS = [
     "script", "style", "noscript", "template", "svg", "head", "iframe", "object", "embed",
