@@ -317,3 +317,40 @@ def test_demo_keeps_the_originals_its_partner_copies_name(demo_crawl, demo_serve
     swapped = [u for u, (_, rule) in drops.items() if rule == "canonical"]
     assert set(swapped) <= set(partners)
     assert len(swapped) == demo_crawl.stats.get("dedup/canonical/swapped", 0)
+
+
+def test_a_copy_stored_by_an_earlier_crawl_gives_way_to_the_page_it_names(tmp_path):
+    """Crawl 1 stored a copy naming its original; crawl 2 meets the original: the index
+    (loaded from storage, without canonical links) asks storage what the copy names, and
+    keeps the original instead."""
+    from scrapy.utils.test import get_crawler
+
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    body = _html("T", _article(random.Random(8), load_words().topics[2]))
+    copy = PageItem(url="http://s.test/copy", status=200, content_type="text/html",
+                    title="", text="", html=body.decode(), depth=0, referer=None,
+                    fetched_at="", canonical_url="http://s.test/copy",
+                    canonical_link="http://s.test/orig")  # fmt: skip
+    first = NearDuplicatePipeline(LocalContentIndex(3), templates=TemplateFilter())
+    first.check(copy)
+    from crawler.pipelines.storage import document_row
+
+    with Store(url) as store:
+        store.write_batch([document_row(copy, None)], [])
+    log = tmp_path / "d.jsonl"
+    crawler = get_crawler(settings_dict={"STORAGE_URL": url, "DROPPED_LOG": str(log)})
+    pipe = NearDuplicatePipeline.from_crawler(crawler)
+    pipe.defer_droplog = False  # no storage pipeline runs here: the drop log hears at once
+    asyncio.run(pipe.open_spider())
+    original = PageItem(url="http://s.test/orig", status=200, content_type="text/html",
+                        title="", text="", html=body.decode(), depth=0, referer=None,
+                        fetched_at="", canonical_url="http://s.test/orig")  # fmt: skip
+    kept = asyncio.run(pipe.process_item(original))
+    assert kept.url == "http://s.test/orig"
+    assert crawler.stats.get_value("dedup/canonical/swapped") == 1
+    asyncio.run(pipe.close_spider())
+    pipe.spider_closed()
+    from crawler.droplog import read_drop_log
+
+    assert [(r["url"], r["duplicate_of"], r.get("rule")) for r in read_drop_log(log)] == [
+        ("http://s.test/copy", "http://s.test/orig", "canonical")]
