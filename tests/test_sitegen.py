@@ -27,6 +27,7 @@ BASE = "http://localhost:8000"
 MIRROR_BLOCKS = re.compile(
     rb'<aside class="advert">.*?</aside>|<p class="dateline">.*?</p>'
     rb'|<div class="sponsor">.*?</div>|<div class="post-meta">.*?</div>'
+    rb'|<link rel="canonical" href="[^"]*">'
 )
 
 
@@ -152,12 +153,17 @@ def test_aliases_served_200_over_http(demo):
             assert served == demo.render(demo.lookup(path)[1], server.base_url), href
 
 
-def test_mirrors_differ_only_in_advert_or_date(demo, tmpl):
+def test_mirrors_differ_only_in_advert_date_or_canonical_link(demo, tmpl):
     for site in (demo, tmpl):
         for mirror, original in site.near_duplicates.items():
             a, b = site.pages[mirror].body, site.pages[original].body
             assert a != b
             assert MIRROR_BLOCKS.sub(b"", a) == MIRROR_BLOCKS.sub(b"", b), mirror
+    partners = [m for m in demo.near_duplicates if m.startswith("/partners/")]
+    assert partners  # syndicated copies name their original canonical
+    for mirror in partners:
+        link = f'<link rel="canonical" href="{demo.near_duplicates[mirror]}">'.encode()
+        assert link in demo.pages[mirror].body
         for copy, original in site.exact_duplicates.items():
             assert site.pages[copy].body == site.pages[original].body
 
