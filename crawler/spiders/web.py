@@ -159,16 +159,15 @@ class WebSpider(Spider):
         if href is None:
             return None
         base = get_base_url(response)
-        try:
-            target = normalize_url(href, base=base, policy=self.policy)
-        except InvalidUrl:
+        verdict, target = self._verdict(href, base)  # as for a link: scope and normal form
+        if verdict == _INVALID or target is None:
             self._inc("dedup/canonical/invalid")
+            return None
+        if verdict == _OFFSITE:
+            self._inc("dedup/canonical/offsite")
             return None
         if target == own:
             self._inc("dedup/canonical/self")
-            return None
-        if canonical_host(target) not in self.hosts:
-            self._inc("dedup/canonical/offsite")
             return None
         self._inc("dedup/canonical/named")
         request = None
