@@ -621,6 +621,16 @@ local function remember(C, ck8, enc, info)
   redis.call('HSET', C.base .. ':c', ck8, enc)
   for _, id in ipairs(ids(enc)) do redis.call('HSET', C.base .. ':u', id, info) end
 end
+-- forget the version held for a canonical key (else ``given``, its stored version: '' unknown,
+-- 'n' none): its records and its pending and remembered entries; returns that version
+local function forget(C, ck8, given)
+  local v = held_version(C, ck8)
+  if not v and given ~= '' and given ~= 'n' then v = given end
+  if v then drop_version(C, v) end
+  redis.call('HDEL', C.base .. ':pc', ck8)
+  redis.call('HDEL', C.base .. ':c', ck8)
+  return v
+end
 local function commit(C, w, c)
   local pw = C.base .. ':pw:' .. w
   local ck8 = redis.call('HGET', pw, c)
@@ -822,17 +832,8 @@ local me, kck8, kold = ARGV[a], ARGV[a + 1], ARGV[a + 2]
 local ck8, ck16, c8, fp, info, canonical = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6],
   ARGV[a + 7], ARGV[a + 8]
 local standalone, pold, shard_bits = ARGV[a + 9] == '1', ARGV[a + 10], tonumber(ARGV[a + 11])
-local function version(ck, given)
-  local v = held_version(C, ck)
-  if not v and given ~= '' and given ~= 'n' then v = given end
-  return v
-end
-local replaced = version(kck8, kold)
-if replaced then drop_version(C, replaced) end
-redis.call('HDEL', C.base .. ':pc', kck8)
-redis.call('HDEL', C.base .. ':c', kck8)
-local mine = version(ck8, pold)
-if mine then drop_version(C, mine) end
+local replaced = forget(C, kck8, kold)
+forget(C, ck8, pold)  -- the page's own earlier version, as check-and-add replaces it
 local enc = fp ~= '' and ('s' .. fp .. c8) or ('x' .. c8)
 add_version(C, enc)
 bloom_check(C.base .. ':ck:bloom', ck16, 'add', true, shard_bits)
@@ -848,13 +849,7 @@ _REMOVE_LUA = (
     _CI_COMMON
     + """
 local C = ctx(KEYS[1])
-local ck8, given = ARGV[C.next], ARGV[C.next + 1]
-local v = held_version(C, ck8)
-if not v and given ~= '' and given ~= 'n' then v = given end
-if v then drop_version(C, v) end
-redis.call('HDEL', C.base .. ':pc', ck8)
-redis.call('HDEL', C.base .. ':c', ck8)
-return v and 1 or 0
+return forget(C, ARGV[C.next], ARGV[C.next + 1]) and 1 or 0
 """
 )
 
