@@ -33,7 +33,7 @@ from scrapy.utils.asyncio import create_looping_call
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
-from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE, DuplicatePage
+from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,17 +91,19 @@ class DedupProgress:
 
     def item_dropped(self, item: Any, response: Any, exception: BaseException,
                      spider: Any = None) -> None:
-        reason = getattr(exception, "reason", None)
-        if reason in (EXACT_DUPLICATE, NEAR_DUPLICATE):
-            self.drops[reason] += 1
-            distance = getattr(exception, "distance", None)
-            if isinstance(distance, int):
-                self.distances[distance] += 1
+        self._count_drop(getattr(exception, "reason", None), getattr(exception, "distance", None))
 
     def page_demoted(self, reason: str = "", distance: Any = None, **_: Any) -> None:
-        """A kept page became a drop (the page it names canonical was kept instead)."""
+        """A kept page became a drop (the page it names canonical, or a refreshed fingerprint,
+        found it a duplicate after all)."""
         self.demoted += 1
-        self.item_dropped(None, None, DuplicatePage("", reason, "", distance))
+        self._count_drop(reason, distance)
+
+    def _count_drop(self, reason: Any, distance: Any) -> None:
+        if reason in (EXACT_DUPLICATE, NEAR_DUPLICATE):
+            self.drops[reason] += 1
+            if isinstance(distance, int):
+                self.distances[distance] += 1
 
     def spider_closed(self, spider: Any, reason: str) -> None:
         if self.task is not None and self.task.running:
