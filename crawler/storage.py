@@ -219,7 +219,8 @@ class Dropped(Base):
     crawl_id: Mapped[int | None] = mapped_column(
         sa.ForeignKey("crawls.id", ondelete="SET NULL"), index=True
     )
-    # "canonical": a stored page moved here because the page it names canonical came (0004)
+    # a page stored first, moved here later (0004): "canonical" (the page it names came),
+    # "refreshed" (its fingerprint recomputed once the template was known), "repointed"
     rule: Mapped[str | None] = mapped_column(sa.String(32))
 
 
@@ -690,17 +691,17 @@ class Store:
             return done
 
     def _demote(self, conn: sa.Connection, demotions: Sequence[dict[str, Any]]) -> None:
-        """Move stored pages to ``dropped``: each was kept first, then the page it names
-        canonical came and was kept instead (:class:`crawler.pipelines.neardup`).
+        """Move stored pages to ``dropped``: each was kept first and turned out a duplicate
+        later (the page it names canonical came, or its refreshed fingerprint matched;
+        :mod:`crawler.pipelines.neardup`).
 
-        A demotion names the stored page (``url``), the page kept instead (``duplicate_of``,
+        A demotion names the stored page (``url``), the page it duplicates (``duplicate_of``,
         ``duplicate_simhash``, ``duplicate_content_hash``), ``reason``, ``distance``,
         ``crawl_id``, ``rule`` and ``max_chars`` (text kept). Its ``documents`` row is deleted
         and a ``dropped`` row written from it; drop rows that named it as their kept page now
-        name the page kept instead (their distance recomputed from the two SimHashes, ``rule``
-        ``"repointed"``). Each
-        demotion gets ``row``: the drop row written, or None when the page was not stored (a
-        later batch of its own deleted or renamed it)."""
+        name ``duplicate_of`` instead (distance recomputed from the two SimHashes, ``rule``
+        ``"repointed"``). Each demotion gets ``row``: the drop row written, or None when the
+        page was not stored (a later batch of its own deleted or renamed it)."""
         t, d = self.documents, self.dropped_table
         now = utcnow()
         for demotion in demotions:
@@ -741,9 +742,8 @@ class Store:
             else:
                 reason, distance = "near_duplicate", None
             updates.append({"row_id": row_id, "new_of": new["duplicate_of"], "new_reason": reason,
-                            "new_rule": "repointed",
-                            "new_distance": distance,
-                            "new_simhash": simhash})
+                            "new_rule": "repointed", "new_distance": distance,
+                            "new_simhash": simhash})  # fmt: skip
         if updates:
             conn.execute(sa.update(d).where(d.c.id == sa.bindparam("row_id")).values(
                 duplicate_of=sa.bindparam("new_of"), reason=sa.bindparam("new_reason"),

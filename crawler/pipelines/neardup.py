@@ -153,7 +153,7 @@ class _Page:
     signature: PageSignature
     match: Match | None = None
     verify: bool = False  # young host, same-host match stored by an earlier crawl
-    match_names: str | None = None  # what the match names canonical, once known
+    match_names: str | None = None  # what the match names canonical, read from storage
 
 
 def template_key(url: str) -> str:
@@ -167,7 +167,8 @@ def template_key(url: str) -> str:
         port = parts.port
     except ValueError:
         port = None
-    return f"{parts.scheme.lower()}://{host}:{port}" if port else f"{parts.scheme.lower()}://{host}"
+    origin = f"{parts.scheme.lower()}://{host}"
+    return f"{origin}:{port}" if port else origin
 
 
 def block_hashes(blocks: list[str]) -> list[int]:
@@ -469,12 +470,8 @@ class NearDuplicatePipeline:
     def _names_unknown(self, page: _Page) -> bool:
         """The match is a page the index knows no canonical link of (loaded from storage)."""
         match = page.match
-        if match is None or not self.prefer_canonical:
-            return False
-        if match.names is not None:
-            page.match_names = match.names
-            return False
-        return self.store_factory is not None
+        return (self.prefer_canonical and match is not None and match.names is None
+                and self.store_factory is not None)  # fmt: skip
 
     def _stored_names(self, page: _Page) -> str:
         """What the matched page names canonical, from storage (blocking)."""
@@ -486,7 +483,7 @@ class NearDuplicatePipeline:
         match = page.match
         if not self.prefer_canonical or match is None:
             return False
-        names = page.match_names if page.match_names is not None else match.names
+        names = match.names if match.names is not None else page.match_names
         own = page.signature.canonical_url or page.signature.url
         kept = match.canonical_url or match.url
         if names and names == own:

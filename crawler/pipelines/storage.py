@@ -39,7 +39,7 @@ from twisted.internet.defer import Deferred
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
-from crawler.exceptions import DuplicatePage
+from crawler.exceptions import CANONICAL_RULE, DuplicatePage
 from crawler.storage import StorageError, Store, dedup_settings, utcnow
 
 if TYPE_CHECKING:
@@ -235,10 +235,10 @@ class StoragePipeline:
 
     def page_demoted(self, url: str, duplicate_of: str, reason: str, distance: int | None,
                      duplicate_simhash: int | None = None,
-                     duplicate_content_hash: str | None = None, rule: str = "canonical",
+                     duplicate_content_hash: str | None = None, rule: str = CANONICAL_RULE,
                      **_: Any) -> None:
-        """A stored (or queued) page is the copy of a page kept after it: move it to
-        ``dropped`` in the batch that stores the page kept instead (written after it)."""
+        """A stored (or queued) page turned out a duplicate: move it to ``dropped`` in the
+        current batch, which holds or follows its own row (written after it)."""
         self._pending.demotions.append({
             "url": url, "duplicate_of": duplicate_of, "reason": reason, "distance": distance,
             "duplicate_simhash": duplicate_simhash,
