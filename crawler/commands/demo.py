@@ -257,8 +257,10 @@ def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
     """The text printed after the crawl: what happened next to what the site contains."""
     db = out / "crawl.db"
     in_db = count_documents(db)
+    from crawler.progress import SUMMARY_PREFIX
+
     # the progress summary's count: storage's rows less pages moved to dropped later
-    stored = stats.get("dedup/summary/pages_stored", stats.get("storage/documents", in_db))
+    stored = stats.get(SUMMARY_PREFIX + "pages_stored", stats.get("storage/documents", in_db))
     swapped = _stat(stats, "dedup/canonical/swapped")
     drops = drops_by_reason(out / "dropped.jsonl", stats.get("dedup/crawl_id")) or {
         r: _stat(stats, f"dedup/{r}") for r in ("exact_duplicate", "near_duplicate")
