@@ -1,7 +1,5 @@
-"""Embedded profile (the default): SQLite storage, Bloom filter and SimHash index in process.
+"""Checkout shim: the embedded profile lives in :mod:`crawler.settings` (installed with the
+package); this top-level package only keeps ``SCRAPY_SETTINGS_MODULE=settings...`` working from
+the project root. It is not part of the wheel."""
 
-Nothing here needs a server. ``scrapy crawl web -s STORAGE_URL=...`` or the
-``SCRAPY_SETTINGS_MODULE=settings.distributed`` profile change that.
-"""
-
-from settings.base import *  # noqa: F403
+from crawler.settings import *  # noqa: F403

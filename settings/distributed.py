@@ -1,58 +1,6 @@
-"""Scale-out profile: N crawler processes share one Redis and one PostgreSQL database.
+"""Checkout shim of :mod:`crawler.settings.distributed` (the scale-out profile).
 
-Use it with ``SCRAPY_SETTINGS_MODULE=settings.distributed scrapy crawl web -a seeds=FILE`` on
-every worker. What is shared, and what each piece guarantees (README, "Scale out"):
-
-* the frontier: ``crawler.backends.scheduler.SharedScheduler`` (scrapy-redis's scheduler on
-  :mod:`crawler.backends.frontier`): host-partitioned queues in Redis, each host owned by one
-  worker at a time (so per-host delay, concurrency, AutoThrottle and template learning act as
-  in one process), popped requests *leased* until their outcome is committed, requests stored
-  as JSON (:mod:`crawler.backends.serializer`; a pickle from a shared server runs code);
-* membership: :class:`crawler.backends.cluster.ClusterWorker` renews each worker's lease
-  (``DISTRIBUTED_LEASE_SECONDS``), reclaims dead workers' requests, hosts and pending index
-  entries, and closes a worker as soon as the shared crawl has nothing queued or leased;
-* the seen set: our ``BloomDupeFilter`` on the Redis Bloom filter (``DEDUP_BACKEND="redis"``),
-  updated in the same Lua call that queues a request;
-* the content index: block tables in Redis, each check-and-add one Lua script; a kept page's
-  entry is pending until its worker's storage commits it (:mod:`crawler.backends.redis`);
-* robots.txt: fetched once per host per crawl, shared in Redis
-  (:mod:`crawler.politeness`);
-* storage: PostgreSQL (``STORAGE_URL``).
-
-Environment variables (read when this module is imported): ``DEDUP_REDIS_URL``,
-``DEDUP_STORAGE_URL``, ``DEDUP_NAMESPACE`` (the per-crawl key namespace, default ``BOT_NAME``;
-every worker of one crawl must use the same one). ``-s`` overrides work for the settings our
-components read, but the queue key is computed here, so change the namespace by the
-environment variable. The Lua scripts need a single Redis server (not Redis Cluster).
+Environment variables are read when :mod:`crawler.settings.distributed` is first imported.
 """
 
-import os
-
-from settings.base import *  # noqa: F403
-from settings.base import BOT_NAME, EXTENSIONS, REDIS_KEY_PREFIX
-
-# --- shared frontier (scrapy-redis scheduler, our leased queue) --------------------------------
-SCHEDULER = "crawler.backends.scheduler.SharedScheduler"  # leased, host-partitioned frontier
-SCHEDULER_SERIALIZER = "crawler.backends.serializer"  # JSON, never pickle
-SCHEDULER_PERSIST = True  # keep queue and seen set when a worker stops (others still use them)
-SCHEDULER_FLUSH_ON_START = False  # never wipe what other workers are doing
-DEDUP_NAMESPACE = os.environ.get("DEDUP_NAMESPACE", BOT_NAME)  # per-crawl key namespace
-SCHEDULER_QUEUE_KEY = f"{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE}:%(spider)s:requests"
-
-# --- shared dedup state -----------------------------------------------------------------------
-DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # ours, on the Redis Bloom filter
-DEDUP_BACKEND = "redis"  # seen set and content index in Redis
-REDIS_URL = os.environ.get("DEDUP_REDIS_URL", "redis://127.0.0.1:6379/0")  # shared server
-EXTENSIONS = {
-    **EXTENSIONS,
-    "crawler.backends.cluster.ClusterWorker": 600,  # leases, reclaim of dead workers, close
-}
-DOWNLOADER_MIDDLEWARES = {
-    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "crawler.politeness.SharedRobotsTxtMiddleware": 100,  # one fetch per host per crawl
-}
-
-# --- shared storage ---------------------------------------------------------------------------
-STORAGE_URL = os.environ.get(
-    "DEDUP_STORAGE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)  # one PostgreSQL database for every worker
+from crawler.settings.distributed import *  # noqa: F403

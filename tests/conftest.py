@@ -162,3 +162,18 @@ def crawl(tmp_path):
         return run_crawl(**kwargs)
 
     return _run
+
+
+@pytest.fixture(autouse=True)
+def _scrapy_env_restored():
+    """``scrapy.cmdline.execute`` run in-process (command tests) sets ``SCRAPY_SETTINGS_MODULE``
+    and friends in ``os.environ`` for good; every later subprocess would inherit this project's
+    settings (a ``startproject`` project then ran with the ``web`` spider's settings)."""
+    names = ("SCRAPY_SETTINGS_MODULE", "SCRAPY_PROJECT", "SCRAPY_PYTHON_SHELL")
+    saved = {name: os.environ.get(name) for name in names}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scrapy.settings import Settings
 
 from crawler.backends import make_content_index, make_seen_set
+from crawler.backends.common import mask_url
 from crawler.backends.local import LocalContentIndex, Match, PageSignature
 from crawler.backends.redis import (
     RedisBackendError,
@@ -22,7 +23,6 @@ from crawler.backends.redis import (
     check_redis,
     clear_namespace,
     connect,
-    mask_url,
 )
 from crawler.config import SettingError
 from crawler.storage import Store

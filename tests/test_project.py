@@ -8,7 +8,7 @@ from crawler import defaults
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-BASE = (ROOT / "settings" / "base.py").read_text(encoding="utf-8")
+BASE = (ROOT / "crawler" / "settings" / "base.py").read_text(encoding="utf-8")
 NOT_SETTINGS = {"SEED_DEFAULT_SCHEME", "SIMHASH_MAX_DISTANCE_RANGE"}
 
 
@@ -26,7 +26,7 @@ def base_settings() -> set[str]:
 
 def test_every_default_is_a_setting_in_base_with_a_comment():
     missing = project_defaults() - base_settings()
-    assert not missing, f"settings/base.py lacks {sorted(missing)}"
+    assert not missing, f"crawler/settings/base.py lacks {sorted(missing)}"
     lines = BASE.splitlines()
     for previous, line in zip(["", *lines], lines, strict=False):
         if re.match(r"^[A-Z][A-Z0-9_]+ = ", line) and not line.rstrip().endswith(("{", "[")):

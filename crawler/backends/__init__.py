@@ -6,13 +6,18 @@
 
 Both kinds satisfy the same two protocols, documented on :class:`SeenSet` and
 :class:`ContentIndex`; the dupefilter and the near-duplicate pipeline only see those.
+
+``redis`` needs the ``redis`` extra, imported only when chosen: :func:`check_extras` (run with
+the other settings checks before a crawl) stops a crawl whose settings need a missing extra
+with one line. What the Redis components share and their error type live in
+:mod:`crawler.backends.common`, importable without that extra.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from crawler import config, defaults
+from crawler import config, defaults, extras
 
 if TYPE_CHECKING:
     from crawler.config import SettingsLike
@@ -72,4 +77,22 @@ def make_content_index(settings: SettingsLike, **kwargs: Any) -> ContentIndex:
     return LocalContentIndex.from_settings(settings, **kwargs)
 
 
+def check_extras(settings: SettingsLike) -> None:
+    """The extras these settings need are installed: ``redis`` for ``DEDUP_BACKEND=redis`` and
+    a scrapy-redis ``SCHEDULER`` (the distributed profile), ``postgres`` for a PostgreSQL
+    ``STORAGE_URL``. Raises :class:`crawler.extras.MissingExtraError` (one line)."""
+    needs: dict[str, str] = {}
+    if backend_name(settings) == "redis":
+        needs["DEDUP_BACKEND=redis"] = "redis"
+    scheduler = settings.get("SCHEDULER")
+    name = scheduler if isinstance(scheduler, str) else getattr(scheduler, "__module__", "")
+    if name.startswith(("crawler.backends.", "scrapy_redis.")):
+        needs[f"SCHEDULER={name}"] = "redis"
+    url = str(settings.get("STORAGE_URL") or defaults.STORAGE_URL)
+    if url.split(":", 1)[0].split("+", 1)[0].lower() in ("postgresql", "postgres"):
+        needs[f"STORAGE_URL={url.split(':', 1)[0]}://..."] = "postgres"
+    extras.require(needs)
+
+
 config.register(backend_name)
+config.register(check_extras)

@@ -48,6 +48,7 @@ import gc
 import logging
 import os
 import socket
+import sys
 import time
 import uuid
 import weakref
@@ -63,7 +64,7 @@ from scrapy.utils.reactor import CallLaterOnce
 from crawler import config, defaults
 from crawler import signals as dedup_signals
 from crawler.backends import backend_name
-from crawler.backends.redis import RedisBackendError, _RedisBacked, connect, namespace
+from crawler.backends.common import RedisBackendError, _RedisBacked, namespace
 
 if TYPE_CHECKING:
     import redis
@@ -137,6 +138,8 @@ _members: weakref.WeakKeyDictionary[Any, Member] = weakref.WeakKeyDictionary()
 def member(crawler: Crawler) -> Member:
     """This crawler's membership (one per crawler, shared by the scheduler, the pipeline and
     the extension), registered on first use."""
+    from crawler.backends.redis import connect
+
     found = _members.get(crawler)
     if found is None:
         settings = crawler.settings
@@ -172,16 +175,19 @@ config.register(validate)
 
 
 def shared_scheduler(settings: Any) -> bool:
-    """Whether ``SCHEDULER`` is scrapy-redis's (or a subclass, such as ours)."""
-    from scrapy_redis.scheduler import Scheduler
+    """Whether ``SCHEDULER`` is scrapy-redis's (or a subclass, such as ours).
 
+    scrapy-redis (the ``redis`` extra) is not imported for the question: a scheduler class
+    that subclasses it has imported it already."""
     scheduler = settings["SCHEDULER"]
     if isinstance(scheduler, str):
         try:
             scheduler = load_object(scheduler)
         except (ImportError, NameError, ValueError):
             return False
-    return isinstance(scheduler, type) and issubclass(scheduler, Scheduler)
+    module = sys.modules.get("scrapy_redis.scheduler")
+    base = getattr(module, "Scheduler", None)
+    return isinstance(scheduler, type) and base is not None and issubclass(scheduler, base)
 
 
 class ClusterWorker:

@@ -38,12 +38,12 @@ import math
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import redis
 
 from crawler import bloom, config, defaults
+from crawler.backends.common import RedisBackendError, _RedisBacked, namespace
 from crawler.backends.local import Match, PageSignature, Record
 from crawler.simindex import block_layout, content_key, settings_params, url_key
 
@@ -52,32 +52,6 @@ logger = logging.getLogger(__name__)
 SHARD_BITS = 2**31
 MAX_LAYERS = 8  # 2**7 x BLOOM_CAPACITY keys; keeps every m far below the 2**48 index limit
 LOAD_BATCH = 500
-
-
-class RedisBackendError(ConnectionError):
-    """Redis cannot be reached or failed a command; names the (masked) URL and what to check."""
-
-    def __init__(self, url: str, error: Exception) -> None:
-        self.url = mask_url(url)
-        super().__init__(
-            f"Redis at {self.url} is unavailable ({type(error).__name__}: {error}); check that "
-            "redis-server is running and reachable from this host, and the REDIS_URL setting "
-            "(or the DEDUP_REDIS_URL environment variable of settings.distributed)"
-        )
-
-
-def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = parts.username or ""
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
-    except ValueError:
-        return "<unparsable REDIS_URL>"
 
 
 def connect(url: str) -> redis.Redis:
@@ -106,17 +80,6 @@ def _namespace_mismatch(name: str, value: object, stored: object, base: str) -> 
     )
 
 
-def namespace(settings: config.SettingsLike) -> str:
-    """``{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE or BOT_NAME}``."""
-    prefix = str(settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
-    ns = (
-        settings.get("DEDUP_NAMESPACE", defaults.DEDUP_NAMESPACE)
-        or settings.get("BOT_NAME")
-        or defaults.BOT_NAME
-    )
-    return f"{prefix}:{ns}"
-
-
 def clear_namespace(client: redis.Redis, base: str) -> int:
     """Delete every key under ``base`` (SCAN, never KEYS); returns how many."""
     deleted = 0
@@ -133,30 +96,6 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
     it = iter(items)
     while chunk := list(islice(it, size)):
         yield chunk
-
-
-class _RedisBacked:
-    """Shared plumbing: the client, its URL for errors, and wrapped script calls."""
-
-    def __init__(self, client: redis.Redis, base: str, url: str) -> None:
-        self.client = client
-        self.base = base
-        self.url = url
-
-    def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        try:
-            return script(keys=keys, args=args)
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            raise RedisBackendError(self.url, exc) from None
-
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return getattr(self.client, name)(*args, **kwargs)
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            raise RedisBackendError(self.url, exc) from None
-
-    def close(self) -> None:
-        self.client.close()
 
 
 # --- the seen set -------------------------------------------------------------------------------

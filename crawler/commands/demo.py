@@ -10,6 +10,9 @@ plus any ``-s NAME=VALUE`` given to ``scrapy demo``, and writes into ``--out`` (
 * ``stats.json`` — the final Scrapy stats (``STATS_FILE``);
 * ``crawl.log`` — the crawl's log (``LOG_FILE``).
 
+It runs from a checkout only: the site generator (``crawler/sitegen``) is not in the wheel, and
+without it the command prints one line and exits 2.
+
 Those four files are deleted first unless ``--keep`` is given (then the crawl adds to them and
 the Bloom/SimHash state of earlier runs applies as ``SIMHASH_PERSIST`` says). Then it prints the
 summary (pages fetched, stored, duplicate URLs filtered, pages dropped by reason, next to what the
@@ -39,6 +42,8 @@ OUTPUTS = (
 )  # fmt: skip
 LOCAL_SITE_SETTINGS = {"DOWNLOAD_DELAY": "0", "AUTOTHROTTLE_ENABLED": "False"}
 CRAWL_TIMEOUT = 600  # seconds; the demo crawl takes a few
+NO_SITEGEN = ("scrapy demo needs a checkout of dedup-crawler: its demo site generator "
+              "(crawler/sitegen) is not part of the installed package")
 
 
 class Command(ScrapyCommand):
@@ -66,7 +71,14 @@ class Command(ScrapyCommand):
         if args:
             raise UsageError(f"scrapy demo takes no arguments, got {' '.join(args)!r}")
         # Imported here: Scrapy imports every project command for every `scrapy` invocation.
-        from crawler.sitegen import demo_site
+        try:
+            from crawler.sitegen import demo_site
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith("crawler.sitegen"):
+                raise
+            print(f"error: {NO_SITEGEN}", file=sys.stderr)
+            self.exitcode = 2
+            return
 
         out = Path(opts.out).resolve()
         try:

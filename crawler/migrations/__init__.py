@@ -1,8 +1,12 @@
 """Schema migrations of the crawl database (alembic), shipped inside the package.
 
 :func:`upgrade` is called by :meth:`crawler.storage.Store.check` on a connection inside a
-transaction; no ``alembic.ini`` is needed. The alembic ``script_location`` is
-``crawler:migrations`` (this package); the version is kept in the ``alembic_version`` table.
+transaction; no ``alembic.ini`` is needed. The version is kept in the ``alembic_version`` table.
+
+The scripts are read from this package's resources, wherever it is installed
+(:func:`script_location`): a checkout or a wheel is a real directory and is used in place; a
+zipped egg (scrapyd) or any other importer is copied out once per process into a private
+temporary directory (removed at exit), because alembic reads its scripts from files.
 
 For developers: ``python -m crawler.migrations revision -m "why" [--autogenerate]
 [--url URL]`` writes a new revision under ``crawler/migrations/versions/``.
@@ -10,9 +14,15 @@ For developers: ``python -m crawler.migrations revision -m "why" [--autogenerate
 
 from __future__ import annotations
 
+import atexit
 import logging
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
+from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 # Importing alembic registers its autogenerate plugins, each with an INFO line ("setup plugin
@@ -30,10 +40,40 @@ finally:
     _ALEMBIC_LOGGER.setLevel(_ALEMBIC_LEVEL)
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from sqlalchemy import Connection
 
-SCRIPT_LOCATION = "crawler:migrations"
 logger = logging.getLogger(__name__)
+_SKIPPED = ("__pycache__",)  # compiled files: alembic runs the .py sources
+
+
+@cache
+def script_location() -> str:
+    """The directory alembic reads the scripts from (see the module docstring).
+
+    A zipped egg has no real directory: the tree is copied once per process into a
+    ``dedup-crawler-migrations-*`` temporary directory that is removed when the process exits.
+    """
+    root = resources.files(__name__)
+    if isinstance(root, Path) and (root / "env.py").is_file():
+        return str(root)
+    target = Path(tempfile.mkdtemp(prefix="dedup-crawler-migrations-"))
+    atexit.register(shutil.rmtree, target, ignore_errors=True)
+    _copy_tree(root, target)
+    logger.debug("Migration scripts copied out of %s into %s", root, target)
+    return str(target)
+
+
+def _copy_tree(source: Traversable, target: Path) -> None:
+    for entry in source.iterdir():
+        if entry.name in _SKIPPED or entry.name.endswith((".pyc", ".pyo")):
+            continue
+        if entry.is_dir():
+            (target / entry.name).mkdir()
+            _copy_tree(entry, target / entry.name)
+        else:
+            (target / entry.name).write_bytes(entry.read_bytes())
 
 
 class SchemaTooNewError(Exception):
@@ -48,7 +88,7 @@ class SchemaTooNewError(Exception):
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
     """An alembic Config built in code; ``connection`` is used by env.py when given."""
     cfg = Config()
-    cfg.set_main_option("script_location", SCRIPT_LOCATION)
+    cfg.set_main_option("script_location", script_location().replace("%", "%%"))
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     cfg.attributes["connection"] = connection

@@ -1,0 +1,91 @@
+"""Use the dedup components in an existing Scrapy project: :func:`page_item` for its spiders.
+
+The project adds the settings of README "Install extras and profiles" (the dupefilter, the
+request fingerprinter, the two pipelines, the link middleware, the extensions) and its spiders
+yield ``page_item(response)`` for every HTML page they want deduplicated and stored::
+
+    from crawler.embed import page_item
+
+    class NewsSpider(scrapy.Spider):
+        name = "news"
+
+        def parse(self, response):
+            yield page_item(response, self.crawler)
+            yield from response.follow_all(css="a")
+
+The item is the :class:`~crawler.items.PageItem` the ``web`` spider yields, less what only that
+spider knows: ``canonical_link`` stays None (``<link rel="canonical">`` hints need the crawl's
+scope), and its ``blocks`` are filled so the pipeline does not parse the page twice. Its
+``fingerprints`` (what the ``JOBDIR`` journal marks finished) are the request's and those of
+the URLs it was redirected from. May change: new ``PageItem`` fields get their defaults here.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from crawler.fingerprint import canonical_url_of, fingerprint_url
+from crawler.items import PageItem
+from crawler.text import extract, is_binary
+from crawler.urlnorm import InvalidUrl, normalize_url
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+
+def page_item(response: Response, crawler: Crawler | None = None) -> PageItem:
+    """The :class:`~crawler.items.PageItem` of ``response`` for the dedup and storage pipelines.
+
+    ``crawler`` (the spider's ``self.crawler``) gives the project's request fingerprinter for
+    ``fingerprints``; without it they are computed as :mod:`crawler.fingerprint` does. A body
+    that is not text (:func:`crawler.text.is_binary`) gives an item with ``binary`` set and no
+    text, stored but never fingerprinted. Non-HTML responses are the caller's to skip.
+    """
+    request = response.request
+    canonical = (canonical_url_of(request) if request is not None else None) or _canonical(
+        response.url)
+    binary = is_binary(response.body)
+    html = "" if binary else getattr(response, "text", "")
+    page = None if binary else extract(html, response.url, tokenize=False)
+    referer = request.headers.get("Referer") if request is not None else None
+    content_type = (response.headers.get("Content-Type") or b"").decode("latin-1")
+    return PageItem(
+        url=response.url,
+        status=response.status,
+        content_type=content_type.split(";", 1)[0].strip().lower(),
+        title="" if page is None else page.title,
+        text="" if page is None else page.text,
+        html=html,
+        depth=int(response.meta.get("depth", 0)) if request is not None else 0,
+        referer=referer.decode("latin-1") if referer else None,
+        fetched_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+        canonical_url=canonical,
+        fingerprints=_fingerprints(response, crawler),
+        encoding=None if binary else getattr(response, "encoding", None),
+        binary=binary,
+        blocks=None if page is None else page.blocks,
+    )
+
+
+def _fingerprints(response: Response, crawler: Crawler | None) -> list[str]:
+    request = response.request
+    prints: list[str] = []
+    if request is not None:
+        fingerprinter = getattr(crawler, "request_fingerprinter", None)
+        if fingerprinter is not None:
+            prints.append(fingerprinter.fingerprint(request).hex())
+        else:
+            prints.append(fingerprint_url(_canonical(request.url), request.method,
+                                          request.body).hex())  # fmt: skip
+        prints += [fingerprint_url(_canonical(url)).hex()
+                   for url in response.meta.get("redirect_urls", ())]  # fmt: skip
+    return prints
+
+
+def _canonical(url: str) -> str:
+    try:
+        return normalize_url(url)
+    except InvalidUrl:
+        return url

@@ -1,0 +1,128 @@
+"""The dedup components in someone else's Scrapy project (README, "Install extras and profiles").
+
+``scrapy startproject`` makes a new project in a temporary directory; its settings.py gets
+exactly the block the README gives, its spider yields :func:`crawler.embed.page_item` for each
+page and follows every link, and it crawls the demo site on 127.0.0.1: duplicates are dropped
+into the ``dropped`` table, the rest stored in ``documents``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+
+from scrapy.http import HtmlResponse, Request
+
+from crawler.embed import page_item
+from crawler.fingerprint import fingerprint_url
+from crawler.sitegen import demo_site
+from crawler.siteserver import SiteServer
+
+#: The settings block of README "Install extras and profiles", appended to a new project.
+PROJECT_SETTINGS = textwrap.dedent("""
+    # --- dedup-crawler (pip install dedup-crawler) ---
+    DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"
+    REQUEST_FINGERPRINTER_CLASS = "crawler.fingerprint.CanonicalRequestFingerprinter"
+    SPIDER_MIDDLEWARES = {
+        "crawler.middlewares.links.UrlNormalizationMiddleware": 550,
+        "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
+    }
+    ITEM_PIPELINES = {
+        "crawler.pipelines.neardup.NearDuplicatePipeline": 300,
+        "crawler.pipelines.storage.StoragePipeline": 800,
+    }
+    EXTENSIONS = {
+        "crawler.progress.DedupProgress": 500,
+        "crawler.statsfile.StatsFile": 900,
+    }
+    LOG_FORMATTER = "crawler.logformatter.DedupLogFormatter"
+    COMMANDS_MODULE = "crawler.commands"  # checked crawl, dropped, dedupreport
+    STORAGE_URL = "sqlite:///crawl.db"
+""")
+
+SPIDER = textwrap.dedent("""
+    import scrapy
+
+    from crawler.embed import page_item
+
+
+    class NewsSpider(scrapy.Spider):
+        name = "news"
+        allowed_domains = ["localhost"]
+
+        def __init__(self, url=None, **kwargs):
+            super().__init__(**kwargs)
+            self.seed = url
+
+        async def start(self):
+            yield scrapy.Request(self.seed)  # through the dupefilter (start_urls skip it)
+
+        def parse(self, response):
+            if not isinstance(response, scrapy.http.HtmlResponse):
+                return
+            yield page_item(response, self.crawler)
+            yield from response.follow_all(css="a::attr(href)")
+""")
+
+
+def test_an_existing_project_gets_dedup_and_storage(tmp_path):
+    env = {**os.environ, "PYTHONPATH": ""}
+    subprocess.run([sys.executable, "-m", "scrapy", "startproject", "news"], cwd=tmp_path,
+                   check=True, capture_output=True, timeout=120, env=env)  # fmt: skip
+    project = tmp_path / "news"
+    settings = project / "news" / "settings.py"
+    settings.write_text(settings.read_text() + PROJECT_SETTINGS)
+    (project / "news" / "spiders" / "news.py").write_text(SPIDER)
+    site = demo_site()
+    with SiteServer(site) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "scrapy", "crawl", "news", "-a", f"url={server.base_url}/",
+             "-s", "DOWNLOAD_DELAY=0", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=8",
+             "-s", f"DROPPED_LOG={tmp_path / 'dropped.jsonl'}"],
+            cwd=project, capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        hits = Counter(server.hits)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Dedup summary" in proc.stderr
+    with sqlite3.connect(project / "crawl.db") as conn:
+        reasons = dict(conn.execute("SELECT reason, count(*) FROM dropped GROUP BY reason"))
+        stored = {row[0] for row in conn.execute("SELECT canonical_url FROM documents")}
+        crawls = conn.execute("SELECT count(*) FROM crawls").fetchone()[0]
+    assert reasons == {"exact_duplicate": len(site.exact_duplicates),
+                       "near_duplicate": len(site.near_duplicates)}  # fmt: skip
+    assert crawls == 1
+    base = server.base_url
+    groups = site.duplicate_groups()
+    for members in groups.values():  # one page of each duplicate group, whichever came first
+        assert len({base + path for path in members} & stored) == 1, members
+    grouped = set().union(*groups.values())
+    unique = {base + path for path in site.distinct_pages - grouped}
+    assert unique <= stored, sorted(unique - stored)[:5]
+    # the URL dedup: the many link spellings of a page reached the server once
+    fetched = Counter(site.canonical_of(target) for target in hits.elements())
+    fetched.pop(None, None)  # 404s
+    assert fetched and max(fetched.values()) == 1, fetched.most_common(3)
+    assert len(site.aliases) > 10
+
+
+def test_page_item_fills_what_the_pipelines_read():
+    html = ("<html><head><title> Nest  boxes </title></head><body><nav>Home</nav>"
+            "<p>Blue tits nest early.</p></body></html>")  # fmt: skip
+    request = Request("http://Example.com:80/a/../b?utm_source=x#top",
+                      headers={"Referer": "http://example.com/"})  # fmt: skip
+    response = HtmlResponse(request.url, body=html.encode(), request=request,
+                            headers={"Content-Type": "text/html; charset=utf-8"})  # fmt: skip
+    item = page_item(response)
+    assert item.canonical_url == "http://example.com/b"
+    assert item.title == "Nest boxes"
+    assert "Blue tits nest early." in item.text and item.blocks
+    assert item.content_type == "text/html" and item.referer == "http://example.com/"
+    assert item.fingerprints == [fingerprint_url("http://example.com/b").hex()]
+    assert not item.binary and item.simhash is None
+    binary = page_item(HtmlResponse("http://example.com/x", body=b"%PDF-1.4\x00\x01",
+                                    request=Request("http://example.com/x")))  # fmt: skip
+    assert binary.binary and binary.text == "" and binary.blocks is None
