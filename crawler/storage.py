@@ -15,7 +15,14 @@ on open; a database at a newer revision than this code is refused):
     decision can be explained after the crawl.
 ``crawls``
     One row per crawl: start, finish, finish reason, spider, seeds, the settings that shape
-    dedup (JSON) and the final stats (JSON).
+    dedup (JSON) and the final stats (JSON); and the order-free fingerprints of what it stored
+    (:mod:`crawler.setfp`: ``url_fingerprint``/``url_count``, ``content_fingerprint``/
+    ``content_count``, ``page_fingerprint``, 32 hex digits each), updated in every batch's
+    transaction, so two crawls compare in O(1).
+``crawl_documents``
+    One row per page a crawl stored: ``(crawl_id, canonical_url)``, ``content_hash``; the
+    fingerprints are its sums. A re-crawl moves ``documents`` rows to the new crawl; these rows
+    keep what each crawl stored (only the crawl's own batches change them).
 
 Fingerprints are unsigned 64-bit ints in Python and a *signed* BIGINT in the database (SQLite
 refuses integers >= 2**63); :class:`Fingerprint64` converts both ways, so callers never see the
@@ -66,6 +73,7 @@ from sqlalchemy.pool import StaticPool
 
 from crawler import config, defaults
 from crawler.config import SettingsLike
+from crawler.setfp import ZERO_HEX, CrawlSets, SetFingerprint
 from crawler.simindex import content_key, url_key
 
 logger = logging.getLogger(__name__)
@@ -162,6 +170,37 @@ class Crawl(Base):
     seeds: Mapped[list[str] | None] = mapped_column(sa.JSON)
     settings: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     stats: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    # order-free fingerprints of what the crawl stored (crawler.setfp; revision 0005), kept
+    # up to date in each batch's transaction from ``crawl_documents``
+    url_fingerprint: Mapped[str] = mapped_column(sa.String(32), default=ZERO_HEX,
+                                                 server_default=ZERO_HEX)
+    url_count: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
+    content_fingerprint: Mapped[str] = mapped_column(sa.String(32), default=ZERO_HEX,
+                                                     server_default=ZERO_HEX)
+    content_count: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
+    page_fingerprint: Mapped[str] = mapped_column(sa.String(32), default=ZERO_HEX,
+                                                  server_default=ZERO_HEX)
+
+    def sets(self) -> CrawlSets:
+        """The recorded fingerprints (:class:`crawler.setfp.CrawlSets`)."""
+        return _crawl_sets(self.url_fingerprint, self.url_count, self.content_fingerprint,
+                           self.content_count, self.page_fingerprint)
+
+
+class CrawlDocument(Base):
+    """One page a crawl stored (revision 0005): what its set fingerprints are sums of.
+
+    Keyed on ``(crawl_id, canonical_url)``; ``content_hash`` as stored (NULL: none). A crawl's
+    rows change only in that crawl's own batches: a later crawl that stores the page again,
+    or demotes or replaces it, leaves them alone, so a finished crawl keeps what it stored.
+    """
+
+    __tablename__ = "crawl_documents"
+
+    crawl_id: Mapped[int] = mapped_column(
+        sa.BigInteger, sa.ForeignKey("crawls.id", ondelete="CASCADE"), primary_key=True)
+    canonical_url: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    content_hash: Mapped[str | None] = mapped_column(sa.String(128))
 
 
 class Document(Base):
@@ -276,6 +315,21 @@ class KeyArrays:
         )
 
 
+def _crawl_sets(url_fp: str, url_count: int, content_fp: str, content_count: int,
+                page_fp: str) -> CrawlSets:
+    """:class:`CrawlSets` from the five ``crawls`` columns."""
+    return CrawlSets(SetFingerprint.from_hex(url_fp, url_count),
+                     SetFingerprint.from_hex(content_fp, content_count),
+                     SetFingerprint.from_hex(page_fp, url_count))
+
+
+def _sets_columns(sets: CrawlSets) -> dict[str, Any]:
+    """The five ``crawls`` columns of :class:`CrawlSets`."""
+    return {"url_fingerprint": sets.urls.hex(), "url_count": sets.urls.count,
+            "content_fingerprint": sets.contents.hex(), "content_count": sets.contents.count,
+            "page_fingerprint": sets.pages.hex()}
+
+
 class StorageError(Exception):
     """The crawl database failed; the message is one line naming the URL and what to check.
 
@@ -380,8 +434,16 @@ def _create_engine(url: URL) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2,
-                            connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
+    try:
+        return sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2,
+                                connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
+    except ModuleNotFoundError as exc:  # the driver is an extra, not installed by default
+        if not (exc.name or "").startswith("psycopg"):
+            raise
+        from crawler.extras import install_command
+
+        raise StorageError(f"STORAGE_URL {mask_url(url)}: PostgreSQL needs the postgres extra: "
+                           f"{install_command(['postgres'])}", mask_url(url)) from None
 
 
 def acquire_engine(url: URL) -> Engine:
@@ -500,6 +562,8 @@ class Store:
 
     documents: ClassVar[sa.Table] = Document.__table__  # type: ignore[assignment]
     dropped_table: ClassVar[sa.Table] = Dropped.__table__  # type: ignore[assignment]
+    crawls_table: ClassVar[sa.Table] = Crawl.__table__  # type: ignore[assignment]
+    crawl_documents: ClassVar[sa.Table] = CrawlDocument.__table__  # type: ignore[assignment]
 
     def __init__(self, url: str | URL, *, create: bool = True) -> None:
         self.sa_url = parse_url(url)
@@ -580,7 +644,9 @@ class Store:
         update = {c: stmt.excluded[c] for c in DOCUMENT_COLUMNS if c != "url"}
         return stmt.on_conflict_do_update(index_elements=["url"], set_=update)
 
-    def _upsert(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
+    def _upsert(self, conn: sa.Connection,
+                rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Upsert ``rows`` (the batch's last version of each page); returns the rows written."""
         now = utcnow()
         by_url: dict[str, dict[str, Any]] = {}
         url_of: dict[str, str] = {}  # canonical URL -> the batch's URL for it
@@ -602,7 +668,7 @@ class Store:
         if by_url:  # in crawl order (ids follow it); a deadlock between workers is retried
             self._replace_spellings(conn, url_of)
             conn.execute(self._upsert_stmt(), list(by_url.values()))
-        return len(by_url)
+        return list(by_url.values())
 
     def _replace_spellings(self, conn: sa.Connection, url_of: Mapping[str, str]) -> None:
         """Make each batch URL the one row of its canonical page (a re-crawl updates it).
@@ -682,15 +748,19 @@ class Store:
         self, documents: Sequence[Mapping[str, Any]], dropped: Sequence[Mapping[str, Any]],
         demotions: Sequence[dict[str, Any]] = (),
     ) -> tuple[int, int]:
-        """Upsert ``documents``, append ``dropped`` and apply ``demotions`` (:meth:`_demote`)
-        in ONE transaction: all or nothing. Returns documents and drop rows written."""
+        """Upsert ``documents``, append ``dropped``, apply ``demotions`` (:meth:`_demote`) and
+        update the crawls' set fingerprints (:meth:`_track_sets`) in ONE transaction: all or
+        nothing. Returns documents and drop rows written."""
         self.check()
         with self._errors("writing a batch"), self.engine.begin() as conn:
-            done = self._upsert(conn, documents), self._insert_dropped(conn, dropped)
-            self._demote(conn, demotions)
+            stored = self._upsert(conn, documents)
+            done = len(stored), self._insert_dropped(conn, dropped)
+            removed = self._demote(conn, demotions)
+            self._track_sets(conn, stored, removed)
             return done
 
-    def _demote(self, conn: sa.Connection, demotions: Sequence[dict[str, Any]]) -> None:
+    def _demote(self, conn: sa.Connection,
+                demotions: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
         """Move stored pages to ``dropped``: each was kept first and turned out a duplicate
         later (the page it names canonical came, or its refreshed fingerprint matched;
         :mod:`crawler.pipelines.neardup`).
@@ -701,9 +771,11 @@ class Store:
         and a ``dropped`` row written from it; drop rows that named it as their kept page now
         name ``duplicate_of`` instead (distance recomputed from the two SimHashes, ``rule``
         ``"repointed"``). Each demotion gets ``row``: the drop row written, or None when the
-        page was not stored (a later batch of its own deleted or renamed it)."""
+        page was not stored (a later batch of its own deleted or renamed it). Returns
+        ``(crawl_id, canonical_url)`` of each page removed, for the demoting crawl's sets."""
         t, d = self.documents, self.dropped_table
         now = utcnow()
+        removed: list[tuple[int, str]] = []
         for demotion in demotions:
             demotion["row"] = None
             found = conn.execute(sa.select(t).where(t.c.url == demotion["url"])).mappings().first()
@@ -724,6 +796,10 @@ class Store:
             self._insert_dropped(conn, [row])
             demotion["row"] = row
             self._repoint(conn, d, found["url"], demotion)
+            if demotion.get("crawl_id") is not None:
+                removed.append((int(demotion["crawl_id"]),
+                                found["canonical_url"] or found["url"]))
+        return removed
 
     @staticmethod
     def _repoint(conn: sa.Connection, d: sa.Table, old: str, new: Mapping[str, Any]) -> None:
@@ -749,6 +825,115 @@ class Store:
                 duplicate_of=sa.bindparam("new_of"), reason=sa.bindparam("new_reason"),
                 distance=sa.bindparam("new_distance"), rule=sa.bindparam("new_rule"),
                 duplicate_simhash=sa.bindparam("new_simhash", type_=Fingerprint64())), updates)
+
+    # --- set fingerprints (crawler.setfp; revision 0005) ---------------------------------------
+
+    def _track_sets(self, conn: sa.Connection, stored: Sequence[Mapping[str, Any]],
+                    removed: Sequence[tuple[int, str]]) -> None:
+        """Keep ``crawl_documents`` and the crawls' set fingerprints in step with a batch.
+
+        A stored page joins its crawl's rows; one the crawl had stored before is updated (its
+        old content hash leaves the sums, the new one joins). A demoted page leaves the rows of
+        the crawl that demoted it. Then each crawl's change is added to its ``crawls`` row,
+        read under a row lock at the end of the transaction (``FOR NO KEY UPDATE`` on
+        PostgreSQL, which does not wait for the key-share locks other workers' foreign keys
+        hold on the row; SQLite's writer already holds the database), so workers writing
+        batches of one crawl at once wait only for each other's last statement. A crawl's rows
+        are read only by statements that lock them (insert, ``FOR UPDATE``, delete returning),
+        so two transactions never both count one page.
+        """
+        pages: dict[int, dict[str, str | None]] = {}
+        for row in stored:
+            if row.get("crawl_id") is not None:
+                pages.setdefault(int(row["crawl_id"]), {})[row["canonical_url"]] = \
+                    row["content_hash"]
+        changes = {crawl_id: self._join_crawl(conn, crawl_id, members)
+                   for crawl_id, members in pages.items()}
+        m = self.crawl_documents
+        for crawl_id, canonical in removed:
+            gone = conn.execute(
+                sa.delete(m).where(m.c.crawl_id == crawl_id, m.c.canonical_url == canonical)
+                .returning(m.c.content_hash)).first()
+            if gone is not None:
+                changes[crawl_id] = changes.get(crawl_id, CrawlSets()).removed(canonical, gone[0])
+        for crawl_id in sorted(changes):  # one lock order for every writer
+            if changes[crawl_id]:
+                self._add_to_crawl(conn, crawl_id, changes[crawl_id])
+
+    def _join_crawl(self, conn: sa.Connection, crawl_id: int,
+                    members: Mapping[str, str | None]) -> CrawlSets:
+        """Write ``canonical_url -> content_hash`` into the crawl's rows; returns the change."""
+        m = self.crawl_documents
+        insert = (postgresql.insert if self.backend == "postgresql" else sqlite.insert)(m)
+        insert_new = insert.on_conflict_do_nothing(
+            index_elements=["crawl_id", "canonical_url"]).returning(m.c.canonical_url)
+        change = CrawlSets()
+        todo = sorted(members)  # rows are locked in this order by every writer
+        while todo:
+            params = [{"crawl_id": crawl_id, "canonical_url": url, "content_hash": members[url]}
+                      for url in todo]
+            new = set(conn.execute(insert_new, params).scalars())
+            for url in new:
+                change = change.stored(url, members[url])
+            old: dict[str, str | None] = {}
+            for chunk in self._chunks([url for url in todo if url not in new]):
+                stmt = (sa.select(m.c.canonical_url, m.c.content_hash)
+                        .where(m.c.crawl_id == crawl_id, self._one_of(m.c.canonical_url, chunk))
+                        .order_by(m.c.canonical_url).with_for_update())
+                old.update((url, chash) for url, chash in conn.execute(stmt))
+            changed = [url for url in sorted(old) if old[url] != members[url]]
+            for url in changed:
+                change = change.removed(url, old[url]).stored(url, members[url])
+            updates = [{"k": url, "h": members[url]} for url in changed]
+            if updates:
+                conn.execute(sa.update(m).where(m.c.crawl_id == crawl_id,
+                                                m.c.canonical_url == sa.bindparam("k"))
+                             .values(content_hash=sa.bindparam("h")), updates)
+            # a row that was there when inserting and gone when locked was removed meanwhile
+            # by another transaction (which counted it out): insert it again
+            todo = [url for url in todo if url not in new and url not in old]
+        return change
+
+    def _add_to_crawl(self, conn: sa.Connection, crawl_id: int, change: CrawlSets) -> None:
+        c = self.crawls_table
+        stmt = (sa.select(c.c.url_fingerprint, c.c.url_count, c.c.content_fingerprint,
+                          c.c.content_count, c.c.page_fingerprint)
+                .where(c.c.id == crawl_id).with_for_update(key_share=True))
+        row = conn.execute(stmt).first()
+        if row is None:  # no such crawl: the rows' foreign key has refused the batch already
+            return
+        sets = _crawl_sets(*row) + change
+        conn.execute(sa.update(c).where(c.c.id == crawl_id).values(_sets_columns(sets)))
+
+    def crawl_sets(self, crawl_id: int) -> CrawlSets | None:
+        """The set fingerprints recorded for a crawl (one row read), None for an unknown id."""
+        c = self.crawls_table
+        stmt = sa.select(c.c.url_fingerprint, c.c.url_count, c.c.content_fingerprint,
+                         c.c.content_count, c.c.page_fingerprint).where(c.c.id == crawl_id)
+        self.check()
+        with self._errors("reading a crawl's fingerprints"), self.engine.connect() as conn:
+            row = conn.execute(stmt).first()
+        return None if row is None else _crawl_sets(*row)
+
+    def iter_crawl_pages(self, crawl_id: int, batch_size: int = 50_000,
+                         ) -> Iterator[list[tuple[str, str | None]]]:
+        """Lists of ``(canonical_url, content_hash)`` of the pages a crawl stored (its
+        ``crawl_documents`` rows: what its set fingerprints sum), in no particular order."""
+        m = self.crawl_documents
+        stmt = sa.select(m.c.canonical_url, m.c.content_hash).where(m.c.crawl_id == crawl_id)
+        self.check()
+        with self._errors("reading a crawl's pages"), self.engine.connect() as conn:
+            cursor = self._raw_cursor(conn, stmt)
+            try:
+                while part := cursor.fetchmany(batch_size):
+                    yield [(url, chash) for url, chash in part]
+            finally:
+                cursor.close()
+
+    def recount_sets(self, crawl_id: int) -> CrawlSets:
+        """A crawl's set fingerprints computed from scratch from its rows (a full read; what
+        :meth:`crawl_sets` must equal)."""
+        return sum((CrawlSets.of(part) for part in self.iter_crawl_pages(crawl_id)), CrawlSets())
 
     def start_crawl(
         self, spider: str, seeds: list[str] | None = None,
