@@ -80,3 +80,12 @@ DEDUP_EARLY_SKIP = True  # skip already-seen links before a Request is built
 #: Of two duplicates, store the one the other names canonical (<link rel="canonical">, Link
 #: header), whatever the fetch order; off: the first fetched stays.
 DEDUP_CANONICAL = True
+
+# --- WARC output (crawler.warc) ------------------------------------------------------------------
+WARC_OUTPUT = ""  # a directory (ends with "/" or exists) or a path prefix; empty: no WARC files
+WARC_MAX_SIZE = 1_000_000_000  # bytes after which a WARC file is closed and the next one opened
+WARC_NEAR_DUPLICATES = "metadata"  # "metadata" | "response": what a near duplicate leaves
+WARC_NEAR_DUPLICATES_CHOICES = ("metadata", "response")
+
+# --- Feed exports (crawler.feeds, crawler.items) ------------------------------------------------
+FEED_EXPORT_HTML = False  # feeds carry the raw html too (off: the schema of crawler.items)

@@ -1,0 +1,88 @@
+"""WARC output: every page whose fate is known, archived as received (``WARC_OUTPUT``).
+
+Three pieces, wired by ``settings/base.py``:
+
+* :class:`crawler.warc.capture.RawCaptureMiddleware` (downloader middleware, order 950: its
+  ``process_response`` runs before ``HttpCompressionMiddleware``'s, 590) keeps the status,
+  headers and body of a 2xx response as the download handler returned them;
+* :class:`crawler.warc.extension.WarcWriter` (extension) holds each capture until storage has
+  committed the page's fate (``batch_committed``), then writes its records;
+* :mod:`crawler.warc.records` builds the records with warcio and :mod:`crawler.warc.files`
+  writes them, one gzip member per record, into rotating files.
+
+This module reads the settings: :func:`warc_options` (no I/O, registered with
+:mod:`crawler.config`) and :func:`check_warc` (creates the directory and writes a probe file:
+call it before the crawl starts, as ``check_storage``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from crawler import config, defaults
+
+__all__ = ["WarcOptions", "check_warc", "warc_options"]
+
+
+@dataclass(frozen=True)
+class WarcOptions:
+    """``directory`` and ``prefix`` of the files, ``max_size`` in bytes, ``near_duplicates``
+    (``"metadata"`` or ``"response"``). ``enabled`` is False when ``WARC_OUTPUT`` is empty."""
+
+    output: str
+    directory: Path
+    prefix: str
+    max_size: int
+    near_duplicates: str
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.output)
+
+
+def split_output(output: str, default_prefix: str) -> tuple[Path, str]:
+    """``(directory, prefix)`` of ``WARC_OUTPUT``: a value ending with ``/`` or naming an
+    existing directory is the directory (files prefixed ``default_prefix``); anything else is a
+    path prefix (``warcs/run1`` writes ``warcs/run1-<timestamp>-...``)."""
+    path = Path(os.path.expanduser(output))
+    if output.endswith(("/", os.sep)) or path.is_dir():
+        return path, default_prefix
+    return path.parent, path.name
+
+
+def warc_options(settings: config.SettingsLike) -> WarcOptions:
+    """The WARC settings, checked without touching the disk (:class:`config.SettingError`)."""
+    output = str(settings.get("WARC_OUTPUT") or defaults.WARC_OUTPUT).strip()
+    max_size = config.get_int(settings, "WARC_MAX_SIZE", defaults.WARC_MAX_SIZE, lo=1)
+    near = config.get_choice(settings, "WARC_NEAR_DUPLICATES", defaults.WARC_NEAR_DUPLICATES,
+                             defaults.WARC_NEAR_DUPLICATES_CHOICES)  # fmt: skip
+    bot = str(settings.get("BOT_NAME") or defaults.BOT_NAME)
+    directory, prefix = split_output(output, bot) if output else (Path(), bot)
+    if output and (not prefix or prefix in (".", "..")):
+        raise config.SettingError("WARC_OUTPUT", output, "a directory or a file path prefix")
+    return WarcOptions(output, directory, prefix, max_size, near)
+
+
+def check_warc(settings: config.SettingsLike) -> None:
+    """Before the crawl starts: the WARC directory exists (created if missing) and accepts a
+    new file. Raises :class:`config.SettingError` with the OS error in one line; does nothing
+    when ``WARC_OUTPUT`` is empty."""
+    options = warc_options(settings)
+    if not options.enabled:
+        return
+    try:
+        options.directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=options.directory, prefix=".warc-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        where = exc.filename or options.directory
+        raise config.SettingError(
+            "WARC_OUTPUT", options.output,
+            f"a writable directory or path prefix ({reason}: {where})") from None
+
+
+config.register(warc_options)

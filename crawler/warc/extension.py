@@ -1,0 +1,343 @@
+"""``WarcWriter`` (extension): the records of each page once storage has committed its fate.
+
+Captures come from :class:`crawler.warc.capture.RawCaptureMiddleware` and wait here, keyed by
+request fingerprint, from ``response_received`` until the storage batch holding the page
+commits (``batch_committed``, :mod:`crawler.signals`): the archive then holds what the crawl
+database holds. Waiting is short (``STORAGE_BATCH_SECONDS``) and bounded by the pages in flight
+and in storage batches. A capture is let go without a record when its request ends without a
+page (``request_finished``: non-HTML, error status; ``spider_error``) or when the batch that
+names its fingerprint stored no row for it (refused by the database, or dropped unchecked).
+
+What each fate writes (WARC/1.1, stats ``warc/<kind>``):
+
+* **stored page**: ``response`` (headers and body as received) and ``request``
+  (``WARC-Concurrent-To`` the response). Its URL, payload digest, date and record id are
+  remembered (the last :data:`DIGEST_MEMORY` stored pages of this process).
+* **exact duplicate whose payload is byte-identical** to a remembered page (the kept page
+  first, else any remembered page with that digest): ``revisit``, profile
+  ``http://netpreserve.org/warc/1.1/revisit/identical-payload-digest``, with
+  ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and ``WARC-Refers-To`` of that
+  page's response, HTTP head only; and its ``request``.
+* **near duplicate**, and an exact duplicate whose bytes differ (same visible text) or whose
+  kept page this process did not archive (another worker, an earlier crawl, forgotten):
+  with ``WARC_NEAR_DUPLICATES = "metadata"`` (default) a ``metadata`` record for the dropped
+  URL (``application/warc-fields``: ``duplicate-of``, ``reason``, ``distance``, both
+  SimHashes, ``payload-digest``, ``note``); with ``"response"`` its ``response`` and
+  ``request`` too, the metadata ``WARC-Concurrent-To`` the response. The kept URL is in the
+  content, not in ``WARC-Refers-To-Target-URI``: WARC 1.1 keeps that field for revisits.
+* **late drop** of a stored page (``page_demoted``: the page it names canonical came, rule
+  ``canonical``; or its fingerprint refreshed, ``refreshed``): its response is already in the
+  archive; a ``metadata`` record with ``duplicate-of``, ``reason``, ``distance``, ``rule``
+  (``WARC-Refers-To`` its response when this process wrote it) says it is no longer kept, and
+  it is forgotten as a revisit target. Drops later repointed to the new page
+  (``dropped.rule = 'repointed'``) keep naming the demoted page in the archive: follow its
+  metadata record.
+
+Without a storage pipeline the records are written when the item pipelines finish with the
+page (``item_scraped`` / ``item_dropped``). Files: :mod:`crawler.warc.files`. Writes run on the
+reactor thread: 0.27 ms for a 5.5 kB page, 1.4 ms for 65 kB (SHA-1 digests and gzip).
+
+Stats: ``warc/response``, ``warc/revisit``, ``warc/metadata/duplicate``,
+``warc/metadata/demoted`` (records written by fate), ``warc/bytes``, ``warc/files`` (closed at
+the end), ``warc/not_stored`` (a capture whose batch stored no row for it),
+``warc/uncommitted`` (captures still waiting when the spider closed: their batch never
+committed); ``warc/captured`` comes from the middleware.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import scrapy
+import warcio
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from warcio.timeutils import datetime_to_iso_date
+
+from crawler import __version__ as VERSION
+from crawler import signals as dedup_signals
+from crawler.exceptions import CANONICAL_RULE, EXACT_DUPLICATE, REFRESHED_RULE, DuplicatePage
+from crawler.storage import dedup_settings, utcnow
+from crawler.warc import WarcOptions, check_warc, warc_options
+from crawler.warc.capture import CAPTURE_META
+from crawler.warc.files import WarcFiles
+from crawler.warc.records import record_id
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from warcio.recordloader import ArcWarcRecord
+
+    from crawler.warc.records import Capture
+
+logger = logging.getLogger(__name__)
+
+#: Stored pages remembered as revisit targets (about 0.5 kB each); older ones are forgotten.
+DIGEST_MEMORY = 100_000
+LATE_RULES = (CANONICAL_RULE, REFRESHED_RULE)
+
+
+class Archived(NamedTuple):
+    """A stored page's response record: what a revisit refers to."""
+
+    url: str
+    digest: str
+    date: str
+    record_id: str
+
+
+class WarcWriter:
+    """Extension writing WARC records of decided pages (module docstring)."""
+
+    def __init__(self, files: WarcFiles, near_duplicates: str = "metadata",
+                 memory: int = DIGEST_MEMORY) -> None:
+        self.files = files
+        self.builder = files.builder
+        self.near_duplicates = near_duplicates
+        self.memory = memory
+        self.crawler: Crawler | None = None
+        self._pending: dict[str, Capture] = {}
+        self._by_url: dict[str, Archived] = {}
+        self._by_digest: dict[str, str] = {}  # payload digest -> url in _by_url
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> WarcWriter:
+        options = warc_options(crawler.settings)
+        if not options.enabled:
+            raise NotConfigured
+        check_warc(crawler.settings)  # the crawl command checked already; other runners may not
+        ext = cls(WarcFiles(options.directory, options.prefix, options.max_size,
+                            info=lambda: warcinfo_fields(crawler, options)),
+                  options.near_duplicates)  # fmt: skip
+        ext.crawler = crawler
+        connect = crawler.signals.connect
+        connect(ext.response_received, signal=signals.response_received)
+        connect(ext.request_finished, signal=dedup_signals.request_finished)
+        connect(ext.spider_error, signal=signals.spider_error)
+        connect(ext.spider_closed, signal=signals.spider_closed)
+        from crawler.pipelines.neardup import storage_enabled
+
+        if storage_enabled(crawler.settings):
+            connect(ext.batch_committed, signal=dedup_signals.batch_committed)
+        else:
+            connect(ext.item_scraped, signal=signals.item_scraped)
+            connect(ext.item_dropped, signal=signals.item_dropped)
+            connect(ext.page_demoted, signal=dedup_signals.page_demoted)
+        logger.info("Writing WARC files to %s (prefix %s, %d bytes each at most)",
+                    options.directory, options.prefix, options.max_size)
+        return ext
+
+    # --- captures in and out ----------------------------------------------------------------
+
+    def _fingerprint(self, request: Request) -> str | None:
+        if self.crawler is None or self.crawler.request_fingerprinter is None:
+            return request.url
+        return self.crawler.request_fingerprinter.fingerprint(request).hex()
+
+    def response_received(self, response: Response, request: Request, spider: Any = None,
+                          **_: Any) -> None:
+        capture = request.meta.pop(CAPTURE_META, None)
+        if capture is not None:
+            self._pending[self._fingerprint(request) or request.url] = capture
+
+    def request_finished(self, fingerprints: Sequence[str] = (), **_: Any) -> None:
+        for fp in fingerprints:
+            self._pending.pop(fp, None)
+
+    def spider_error(self, failure: Any, response: Response, spider: Any = None,
+                     **_: Any) -> None:
+        if response is not None and response.request is not None:
+            self._pending.pop(self._fingerprint(response.request) or "", None)
+
+    # --- fates --------------------------------------------------------------------------------
+
+    def batch_committed(self, fingerprints: Sequence[str] = (), documents: Sequence[str] = (),
+                        dropped: Sequence[Mapping[str, Any]] = (), **_: Any) -> None:
+        """Write the records of every page the committed batch decided (stored first, then
+        duplicates, then late drops: a revisit follows the response it refers to)."""
+        captures = [c for c in (self._pending.pop(fp, None) for fp in fingerprints) if c]
+        stored = set(documents)
+        drops = {row["url"]: row for row in dropped if row.get("rule") not in LATE_RULES}
+        for capture in captures:
+            if capture.canonical_url in stored:
+                self.stored(capture)
+        for capture in captures:
+            if capture.canonical_url in stored:
+                continue
+            row = drops.get(capture.url)
+            if row is not None:
+                self.dropped(capture, row)
+            else:
+                self._inc("warc/not_stored")
+        for row in dropped:
+            if row.get("rule") in LATE_RULES:
+                self.demoted(row)
+
+    def item_scraped(self, item: Any, response: Response, spider: Any = None) -> None:
+        capture = self._pop_response(response)
+        if capture is not None:
+            self.stored(capture)
+
+    def item_dropped(self, item: Any, response: Response, exception: BaseException,
+                     spider: Any = None) -> None:
+        capture = self._pop_response(response)
+        if capture is not None and isinstance(exception, DuplicatePage):
+            self.dropped(capture, {"url": exception.url, "reason": exception.reason,
+                                   "duplicate_of": exception.duplicate_of,
+                                   "distance": exception.distance, "simhash": exception.simhash,
+                                   "duplicate_simhash": exception.duplicate_simhash})
+
+    def page_demoted(self, url: str, duplicate_of: str, reason: str, distance: int | None,
+                     rule: str = CANONICAL_RULE, **_: Any) -> None:
+        self.demoted({"url": url, "duplicate_of": duplicate_of, "reason": reason,
+                      "distance": distance, "rule": rule})
+
+    def _pop_response(self, response: Response | None) -> Capture | None:
+        if response is None or response.request is None:
+            return None
+        return self._pending.pop(self._fingerprint(response.request) or "", None)
+
+    # --- records ------------------------------------------------------------------------------
+
+    def stored(self, capture: Capture) -> None:
+        response, request = self.builder.exchange(capture)
+        self._write([response, request], "warc/response")
+        self._remember(Archived(capture.url, capture.payload_digest, capture.date,
+                                record_id(response)))  # fmt: skip
+
+    def dropped(self, capture: Capture, row: Mapping[str, Any]) -> None:
+        if row.get("reason") == EXACT_DUPLICATE:
+            target = self.identical(capture, str(row.get("duplicate_of") or ""))
+            if target is not None:
+                revisit, request = self.builder.revisit(capture, target.url, target.date,
+                                                        target.record_id)  # fmt: skip
+                self._write([revisit, request], "warc/revisit")
+                return
+            known = self._by_url.get(str(row.get("duplicate_of") or ""))
+            note = ("same text, payload differs from the kept page's" if known is not None
+                    else "kept page not archived by this process: payload not compared")
+            self._near(capture, row, note)
+        else:
+            self._near(capture, row, None)
+
+    def identical(self, capture: Capture, kept_url: str) -> Archived | None:
+        """The archived page a byte-identical copy refers to: the kept page when its payload
+        digest is the copy's, else any remembered page with that digest; None otherwise."""
+        kept = self._by_url.get(kept_url)
+        if kept is not None and kept.digest == capture.payload_digest:
+            return kept
+        other = self._by_digest.get(capture.payload_digest)
+        return self._by_url.get(other) if other is not None else None
+
+    def _near(self, capture: Capture, row: Mapping[str, Any], note: str | None) -> None:
+        records: list[ArcWarcRecord] = []
+        concurrent = None
+        if self.near_duplicates == "response":
+            records = list(self.builder.exchange(capture))
+            concurrent = record_id(records[0])
+        fields = [*duplicate_fields(row), ("payload-digest", capture.payload_digest),
+                  ("note", note)]  # fmt: skip
+        records.append(self.builder.metadata(capture.url, capture.date, fields,
+                                             concurrent_to=concurrent))  # fmt: skip
+        self._write(records, "warc/metadata/duplicate")
+
+    def demoted(self, row: Mapping[str, Any]) -> None:
+        url = str(row["url"])
+        archived = self._forget(url)
+        note = "stored earlier, no longer kept: a duplicate of duplicate-of"
+        fields = [*duplicate_fields(row), ("note", note)]
+        date = datetime_to_iso_date(utcnow().replace(tzinfo=None), use_micros=True)
+        record = self.builder.metadata(url, date, fields,
+                                       refers_to=archived.record_id if archived else None)
+        self._write([record], "warc/metadata/demoted")
+
+    # --- memory of archived pages -----------------------------------------------------------
+
+    def _remember(self, archived: Archived) -> None:
+        self._forget(archived.url)
+        self._by_url[archived.url] = archived
+        self._by_digest.setdefault(archived.digest, archived.url)
+        while len(self._by_url) > self.memory:
+            self._forget(next(iter(self._by_url)))
+
+    def _forget(self, url: str) -> Archived | None:
+        archived = self._by_url.pop(url, None)
+        if archived is not None and self._by_digest.get(archived.digest) == url:
+            del self._by_digest[archived.digest]
+        return archived
+
+    # --- output -------------------------------------------------------------------------------
+
+    def _write(self, records: list[ArcWarcRecord], stat: str) -> None:
+        written = self.files.write(records)
+        self._inc(stat)
+        self._inc("warc/bytes", written)
+
+    def spider_closed(self, spider: Any = None, reason: str = "") -> None:
+        if self._pending:
+            self._inc("warc/uncommitted", len(self._pending))
+            self._pending.clear()
+        self.files.close()
+        self._inc("warc/files", len(self.files.closed_files))
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.crawler is not None and self.crawler.stats is not None and count:
+            self.crawler.stats.inc_value(key, count)
+
+
+def duplicate_fields(row: Mapping[str, Any]) -> list[tuple[str, object]]:
+    """The warc-fields of a drop row: kept page, reason, distance, rule, fingerprints."""
+    return [
+        ("duplicate-of", row.get("duplicate_of")),
+        ("reason", row.get("reason")),
+        ("distance", row.get("distance")),
+        ("rule", row.get("rule")),
+        ("simhash", _hex64(row.get("simhash"))),
+        ("duplicate-simhash", _hex64(row.get("duplicate_simhash"))),
+    ]
+
+
+def _hex64(value: Any) -> str | None:
+    return None if value is None else f"{int(value) & (2**64 - 1):016x}"
+
+
+def warcinfo_fields(crawler: Crawler, options: WarcOptions) -> dict[str, object]:
+    """The warcinfo record of a new file: software, format, host, crawl, settings."""
+    settings = crawler.settings
+    return {
+        "software": f"dedup-crawler/{VERSION} (Scrapy/{scrapy.__version__}; "
+                    f"warcio/{_warcio_version()})",
+        "format": "WARC File Format 1.1",
+        "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/"
+                      "warc-1.1/",
+        "hostname": socket.gethostname(),
+        "isPartOf": _crawl_name(crawler),
+        "http-header-user-agent": settings.get("USER_AGENT"),
+        "robots": "obey" if settings.getbool("ROBOTSTXT_OBEY") else "ignore",
+        "warc-near-duplicates": options.near_duplicates,
+        "dedup-settings": json.dumps(dedup_settings(settings), sort_keys=True,
+                                     separators=(",", ":")),
+    }
+
+
+def _crawl_name(crawler: Crawler) -> str | None:
+    crawl_id = getattr(crawler, "dedup_crawl_id", None)
+    namespace = crawler.settings.get("DEDUP_NAMESPACE")
+    parts = [f"crawl {crawl_id}" if crawl_id is not None else None,
+             f"namespace {namespace}" if namespace else None]  # fmt: skip
+    return ", ".join(p for p in parts if p) or None
+
+
+def _warcio_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("warcio")
+    except PackageNotFoundError:
+        return getattr(warcio, "__version__", "unknown")

@@ -1,0 +1,449 @@
+"""WARC output (crawler.warc): real crawls of generated sites, read back with warcio and its CLI.
+
+The demo crawl (byte-identical copies, advert/date mirrors, canonical swaps) runs once per module
+with a small ``WARC_MAX_SIZE`` so it also rotates; every archive is checked against the crawl
+database: each stored page is a response record whose payload gives the stored text, each exact
+copy a revisit of a stored page with the same payload digest, each near duplicate a metadata
+record with the kept page and the distance.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.http import HtmlResponse, Request
+from warcio.archiveiterator import ArchiveIterator
+
+from crawler import config
+from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE
+from crawler.sitegen import Site, link_heavy_site
+from crawler.sitegen.site import page
+from crawler.siteserver import SiteServer
+from crawler.text import extract, is_binary
+from crawler.warc import check_warc, split_output, warc_options
+from crawler.warc.capture import capture_of, wants_capture
+from crawler.warc.extension import WarcWriter
+from crawler.warc.files import OPEN_SUFFIX, WarcFiles, file_name
+from crawler.warc.records import Capture, sha1_digest
+from tests.conftest import ROOT, crawl_command, run_crawl
+
+WARCIO = [str(Path(sys.executable).with_name("warcio"))]  # the CLI of this venv
+REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+WARC_EXTENSION = "crawler.warc.extension.WarcWriter"
+CAPTURE_MIDDLEWARE = "crawler.warc.capture.RawCaptureMiddleware"
+
+
+def warc_settings(output: Path, **extra: Any) -> dict[str, Any]:
+    """The WARC components on top of the project's settings (whether or not settings/base.py
+    lists them yet) and ``WARC_OUTPUT``."""
+    import settings.base as base
+
+    extensions = {**base.EXTENSIONS, WARC_EXTENSION: 800}
+    middlewares = {**getattr(base, "DOWNLOADER_MIDDLEWARES", {}), CAPTURE_MIDDLEWARE: 950}
+    return {"WARC_OUTPUT": f"{output}/", "EXTENSIONS": json.dumps(extensions),
+            "DOWNLOADER_MIDDLEWARES": json.dumps(middlewares), **extra}
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Every record of a WARC file: type, headers, HTTP head, raw payload, warc-fields."""
+    out = []
+    with path.open("rb") as handle:
+        for record in ArchiveIterator(handle):
+            http = record.http_headers
+            payload = record.raw_stream.read()
+            fields = {}
+            if record.rec_type in ("metadata", "warcinfo"):
+                for line in payload.decode("utf-8").splitlines():
+                    name, _, value = line.partition(": ")
+                    fields[name] = value
+            out.append({"type": record.rec_type, "warc": dict(record.rec_headers.headers),
+                        "http": http, "payload": payload, "fields": fields,
+                        "file": path.name})  # fmt: skip
+    return out
+
+
+def decoded(record: dict[str, Any]) -> bytes:
+    """The payload decompressed per its Content-Encoding (gzip or none here)."""
+    encoding = (record["http"].get_header("Content-Encoding") or "").lower()
+    if encoding in ("gzip", "x-gzip"):
+        return gzip.decompress(record["payload"])
+    assert encoding in ("", "identity"), encoding
+    return record["payload"]
+
+
+def stored_text(record: dict[str, Any]) -> str:
+    """The visible text the spider would extract from the archived response."""
+    url = record["warc"]["WARC-Target-URI"]
+    response = HtmlResponse(url, body=decoded(record), headers=record["http"].headers)
+    return extract(response.text, url, tokenize=False).text
+
+
+@pytest.fixture(scope="module")
+def demo_warc(demo_server, tmp_path_factory):
+    """A demo crawl with WARC output rotating every 100 kB."""
+    workdir = tmp_path_factory.mktemp("warc-demo")
+    output = workdir / "warc"
+    run = run_crawl(workdir, urls=[demo_server.base_url + "/"],
+                    settings=warc_settings(output, WARC_MAX_SIZE=100_000))
+    assert run.returncode == 0, run.stderr[-3000:]
+    files = sorted(output.iterdir())
+    records = [r for f in files for r in read_records(f)]
+    return run, files, records
+
+
+def by_type(records: list[dict[str, Any]], kind: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        if record["type"] == kind:
+            out[record["warc"]["WARC-Target-URI"]].append(record)
+    return out
+
+
+# --- end to end: the demo crawl --------------------------------------------------------------
+
+
+def test_warcio_check_and_index_pass_on_every_file(demo_warc):
+    _, files, records = demo_warc
+    assert len(files) >= 3 and all(f.name.endswith(".warc.gz") for f in files)
+    for path in files:
+        check = subprocess.run([*WARCIO, "check", "-v", str(path)], capture_output=True,
+                               text=True, timeout=60)  # fmt: skip
+        assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
+        assert "digest pass" in check.stdout and "fail" not in check.stdout
+        index = subprocess.run([*WARCIO, "index", "-f", "warc-type,warc-target-uri,offset",
+                                str(path)], capture_output=True, text=True, timeout=60)
+        assert index.returncode == 0, index.stderr[-2000:]
+        lines = [json.loads(line) for line in index.stdout.splitlines()]
+        assert len(lines) == sum(1 for r in records if r["file"] == path.name)
+        assert lines[0]["warc-type"] == "warcinfo"
+
+
+def test_every_stored_page_replays_as_stored(demo_warc):
+    run, _, records = demo_warc
+    responses = by_type(records, "response")
+    rows = run.rows("SELECT url, text FROM documents")
+    assert len(rows) >= 150
+    for url, text in rows:
+        assert len(responses.get(url, [])) == 1, url
+        record = responses[url][0]
+        assert record["http"].get_statuscode() == "200"
+        assert record["warc"]["WARC-Payload-Digest"] == sha1_digest(record["payload"])
+        assert record["warc"]["WARC-IP-Address"] == "127.0.0.1"
+        if text is None:  # the binary body served as text/html: stored without text
+            assert is_binary(decoded(record))
+        else:
+            assert stored_text(record) == text, url
+    requests = by_type(records, "request")
+    for url, (record,) in responses.items():
+        (request,) = requests[url]
+        assert request["warc"]["WARC-Concurrent-To"] == record["warc"]["WARC-Record-ID"]
+        assert request["payload"] == b"" and request["http"].protocol == "GET"
+
+
+def test_exact_copies_are_revisits_of_stored_pages(demo_server, demo_warc):
+    run, _, records = demo_warc
+    responses = by_type(records, "response")
+    ids = {r["warc"]["WARC-Record-ID"]: r for rs in responses.values() for r in rs}
+    revisits = by_type(records, "revisit")
+    stored = run.stored_urls()
+    rows = run.rows("SELECT url, duplicate_of, rule FROM dropped WHERE reason = ?",
+                    (EXACT_DUPLICATE,))
+    assert len(rows) == len(demo_server.site.exact_duplicates) == 11
+    # a copy dropped as the near duplicate of a page demoted later is repointed to the page kept
+    # instead, and becomes exact in the database: the archive has its metadata record
+    exact = [(url, kept) for url, kept, rule in rows if rule is None]
+    for url, kept, rule in rows:
+        if rule == "repointed":
+            (note,) = by_type(records, "metadata")[url]
+            assert kept_now(run, note["fields"]["duplicate-of"]) == kept
+    for url, kept in exact:
+        (revisit,) = revisits[url]
+        head = revisit["warc"]
+        assert head["WARC-Profile"] == REVISIT_PROFILE
+        assert head["WARC-Refers-To-Target-URI"] == kept and kept in stored
+        original = ids[head["WARC-Refers-To"]]
+        assert original["warc"]["WARC-Target-URI"] == kept
+        assert original["warc"]["WARC-Date"] == head["WARC-Refers-To-Date"]
+        assert original["warc"]["WARC-Payload-Digest"] == head["WARC-Payload-Digest"]
+        assert revisit["payload"] == b""  # HTTP head only
+    assert set(revisits) == {url for url, _ in exact}
+
+
+def kept_now(run, url: str) -> str:
+    """Where a page the archive names as kept ended up: demoted pages (``rule`` canonical or
+    refreshed) followed to the page kept instead."""
+    demoted = dict(run.rows("SELECT url, duplicate_of FROM dropped "
+                            "WHERE rule IN ('canonical', 'refreshed')"))  # fmt: skip
+    for _ in range(len(demoted) + 1):
+        if url not in demoted:
+            return url
+        url = demoted[url]
+    raise AssertionError(f"demotion loop at {url}")
+
+
+def test_near_duplicates_and_demotions_have_metadata_records(demo_warc):
+    run, _, records = demo_warc
+    metadata = by_type(records, "metadata")
+    responses = by_type(records, "response")
+    near = run.rows("SELECT url, duplicate_of, distance, rule FROM dropped WHERE reason = ?",
+                    (NEAR_DUPLICATE,))
+    assert len(near) >= 20
+    for url, kept, distance, rule in near:
+        fields = [m["fields"] for m in metadata[url]]
+        if rule in ("canonical", "refreshed"):  # stored first: its response stays, and a
+            (note,) = [f for f in fields if f.get("rule") == rule]  # record says it was dropped
+            (response,) = responses[url]
+            (record,) = [m for m in metadata[url] if m["fields"] is note]
+            assert record["warc"]["WARC-Refers-To"] == response["warc"]["WARC-Record-ID"]
+        else:
+            assert url not in responses
+            (note,) = fields
+        if rule == "repointed":  # the archive names the page demoted since; its record says so
+            assert kept_now(run, note["duplicate-of"]) == kept
+        else:
+            assert note["duplicate-of"] == kept and int(note["distance"]) == distance
+        assert note["reason"] == NEAR_DUPLICATE
+    assert any(rule == "canonical" for *_, rule in near), "the demo swaps canonical copies"
+
+
+def test_rotation_leaves_closed_files_each_with_warcinfo(demo_warc):
+    run, files, records = demo_warc
+    assert not any(f.name.endswith(OPEN_SUFFIX) for f in files)
+    infos = [r for r in records if r["type"] == "warcinfo"]
+    assert [r["file"] for r in infos] == [f.name for f in files]  # one each, first
+    for info, path in zip(infos, files, strict=True):
+        assert info["warc"]["WARC-Filename"] == path.name
+        assert info["fields"]["isPartOf"] == f"crawl {run.stats['dedup/crawl_id']}"
+        assert json.loads(info["fields"]["dedup-settings"])["SIMHASH_MAX_DISTANCE"] == 3
+    for path in files[:-1]:  # closed by rotation: full
+        assert path.stat().st_size >= 100_000
+    assert run.stats["warc/files"] == len(files)
+    total = sum(f.stat().st_size for f in files)
+    assert run.stats["warc/bytes"] == total - _warcinfo_bytes(files)
+
+
+def _warcinfo_bytes(files: list[Path]) -> int:
+    """Bytes of the warcinfo members (not counted in ``warc/bytes``)."""
+    total = 0
+    for path in files:
+        with path.open("rb") as handle:
+            iterator = ArchiveIterator(handle)
+            next(iterator)
+            iterator.read_to_end()
+            total += iterator.get_record_length()
+    return total
+
+
+# --- raw bytes: a gzip-encoded response ---------------------------------------------------------
+
+
+def test_gzip_response_is_archived_with_its_raw_bytes(tmp_path):
+    text = "<html><head><title>Squeezed</title></head><body><p>{}</p></body></html>".format(
+        " ".join(f"word{i}" for i in range(300)))
+    raw = gzip.compress(text.encode(), mtime=0)
+    pages = {"/": page('<html><body><a href="/gz">gz</a><p>root page</p></body></html>'),
+             "/gz": page(text, **{"Content-Encoding": "gzip"})}
+    pages["/gz"].body = raw
+    with SiteServer(Site("gzip", pages)) as server:
+        run = run_crawl(tmp_path / "run", urls=[server.base_url + "/"],
+                        settings=warc_settings(tmp_path / "warc"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    (path,) = (tmp_path / "warc").iterdir()
+    (record,) = by_type(read_records(path), "response")[server.base_url + "/gz"]
+    assert record["http"].get_header("Content-Encoding") == "gzip"
+    assert record["payload"] == raw  # as received, not decompressed
+    assert record["warc"]["WARC-Payload-Digest"] == sha1_digest(raw)
+    (stored,) = run.rows("SELECT text FROM documents WHERE url = ?", (server.base_url + "/gz",))
+    assert stored_text(record) == stored[0] and "word299" in stored[0]
+    check = subprocess.run([*WARCIO, "check", str(path)], capture_output=True, timeout=60)
+    assert check.returncode == 0, check.stdout
+
+
+# --- a crawl killed with SIGKILL ------------------------------------------------------------------
+
+
+def complete_prefix(path: Path) -> tuple[int, int]:
+    """``(records, bytes)`` of the records that read back whole from the start of ``path``."""
+    count = end = 0
+    with path.open("rb") as handle:
+        iterator = ArchiveIterator(handle, check_digests=True)
+        try:
+            for record in iterator:
+                record.raw_stream.read()
+                iterator.read_to_end(record)
+                count += 1
+                end = iterator.get_record_offset() + iterator.get_record_length()
+        except Exception:  # a torn last member: the records before it count
+            pass
+    return count, end
+
+
+@pytest.mark.slow
+def test_sigkill_leaves_closed_files_and_a_readable_open_file(tmp_path):
+    output = tmp_path / "warc"
+    site = link_heavy_site(pages=3000, links_per_page=20)
+    with SiteServer(site) as server:
+        settings = {**warc_settings(output, WARC_MAX_SIZE=60_000),
+                    "STORAGE_URL": f"sqlite:///{tmp_path / 'crawl.db'}",
+                    "DROPPED_LOG": tmp_path / "dropped.jsonl", "DOWNLOAD_DELAY": 0,
+                    "LOG_LEVEL": "WARNING", "STORAGE_BATCH_SECONDS": 0.2}  # fmt: skip
+        args = ["crawl", "web", "-a", f"urls={server.base_url}/"]
+        for key, value in settings.items():
+            args += ["-s", f"{key}={value}"]
+        log = (tmp_path / "crawl.log").open("w")
+        proc = subprocess.Popen(crawl_command(args), cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT)  # fmt: skip
+        deadline = time.monotonic() + 60
+        try:
+            while True:
+                names = [p.name for p in output.iterdir()] if output.exists() else []
+                closed = [n for n in names if n.endswith(".warc.gz")]
+                if len(closed) >= 2 and any(n.endswith(OPEN_SUFFIX) for n in names):
+                    break
+                assert proc.poll() is None, (tmp_path / "crawl.log").read_text()[-2000:]
+                assert time.monotonic() < deadline, "no rotation within 60 s"
+                time.sleep(0.01)
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait(30)
+            log.close()
+    files = sorted(output.iterdir())
+    open_files = [f for f in files if f.name.endswith(OPEN_SUFFIX)]
+    assert len(open_files) == 1
+    for path in files:
+        if path in open_files:
+            continue
+        check = subprocess.run([*WARCIO, "check", str(path)], capture_output=True, timeout=60)
+        assert check.returncode == 0, (path, check.stdout)
+    (torn,) = open_files
+    count, end = complete_prefix(torn)
+    size = torn.stat().st_size
+    assert count >= 2 or size == 0  # the warcinfo and a page, or killed right after creation
+    if end:
+        copy = tmp_path / "prefix.warc.gz"
+        copy.write_bytes(torn.read_bytes()[:end])
+        check = subprocess.run([*WARCIO, "check", str(copy)], capture_output=True, timeout=60)
+        assert check.returncode == 0, check.stdout
+    assert size - end < 60_000  # at most the capture being written is missing
+
+
+# --- settings -------------------------------------------------------------------------------------
+
+
+def test_check_warc_refuses_an_unwritable_output_in_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(config.SettingError) as caught:
+        check_warc({"WARC_OUTPUT": f"{blocker}/warcs/"})
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("setting WARC_OUTPUT=")
+    assert "writable" in message and "Not a directory" in message
+    check_warc({"WARC_OUTPUT": ""})  # off: nothing checked
+    check_warc({"WARC_OUTPUT": f"{tmp_path}/new/dir/"})
+    assert (tmp_path / "new" / "dir").is_dir() and not any((tmp_path / "new" / "dir").iterdir())
+
+
+@pytest.mark.parametrize(("name", "value"), [("WARC_MAX_SIZE", 0), ("WARC_MAX_SIZE", "1GB"),
+                                             ("WARC_NEAR_DUPLICATES", "revisit")])
+def test_bad_warc_settings_name_the_setting(name, value):
+    with pytest.raises(config.SettingError, match=f"setting {name}="):
+        warc_options({"WARC_OUTPUT": "out/", name: value})
+
+
+def test_output_is_a_directory_or_a_prefix(tmp_path):
+    assert split_output(f"{tmp_path}/w/", "bot") == (tmp_path / "w", "bot")
+    assert split_output(str(tmp_path), "bot") == (tmp_path, "bot")  # an existing directory
+    assert split_output(f"{tmp_path}/run1", "bot") == (tmp_path, "run1")
+
+
+# --- the pieces, without a crawl ------------------------------------------------------------------
+
+
+def _capture(url: str, body: bytes, date: str = "2026-01-02T03:04:05.000006Z") -> Capture:
+    request = Request(url, callback=lambda r: None)
+    response = HtmlResponse(url, body=body, headers={"Content-Type": "text/html"},
+                            request=request)  # fmt: skip
+    assert wants_capture(request, response)
+    capture = capture_of(request, response)
+    capture.date = date
+    return capture
+
+
+def test_files_get_unique_names_and_rotate_by_size(tmp_path):
+    files = WarcFiles(tmp_path, "pre", max_size=1, info=lambda: {"software": "test"})
+    first = files.path
+    for i in range(3):
+        files.write(list(files.builder.exchange(_capture(f"http://h/{i}", b"<p>x</p>"))))
+        assert files.path is not None and files.path.with_name(
+            files.path.name + OPEN_SUFFIX).exists()
+    files.close()
+    files.close()  # idempotent
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert first is None and len(names) == 3 == len(set(names))
+    assert all(n.startswith("pre-") and n.endswith(f"~{files.host}.warc.gz") for n in names)
+    assert [n.split("-")[2] for n in names] == ["00000", "00001", "00002"]
+    assert names == [p.name for p in files.closed_files]
+
+
+def test_file_name_pattern():
+    from datetime import UTC, datetime
+
+    opened = datetime(2026, 1, 2, 3, 4, 5, 678900, tzinfo=UTC)
+    assert file_name("crawl", opened, 7, 42, "node~1") == \
+        "crawl-20260102030405678-00007-42~node_1.warc.gz"
+
+
+def test_revisit_needs_identical_bytes(tmp_path):
+    files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
+    writer = WarcWriter(files, memory=2)
+    kept = _capture("http://h/kept", b"<p>same text</p>")
+    writer.stored(kept)
+    copy = _capture("http://h/copy", b"<p>same text</p>")
+    respelled = _capture("http://h/respelled", b"<p>same  text</p>")
+    elsewhere = _capture("http://h/other-worker", b"<p>other</p>")
+    row = {"reason": EXACT_DUPLICATE, "distance": 0}
+    writer.dropped(copy, {**row, "url": copy.url, "duplicate_of": kept.url})
+    writer.dropped(respelled, {**row, "url": respelled.url, "duplicate_of": kept.url})
+    writer.dropped(elsewhere, {**row, "url": elsewhere.url, "duplicate_of": "http://x/gone"})
+    for i in range(2):  # the kept page falls out of a memory of 2
+        writer.stored(_capture(f"http://h/new{i}", f"<p>{i}</p>".encode()))
+    late = _capture("http://h/late-copy", b"<p>same text</p>")
+    writer.dropped(late, {**row, "url": late.url, "duplicate_of": kept.url})
+    files.close()
+    (path,) = tmp_path.iterdir()
+    records = read_records(path)
+    revisits, metadata = by_type(records, "revisit"), by_type(records, "metadata")
+    assert set(revisits) == {copy.url}
+    assert revisits[copy.url][0]["warc"]["WARC-Refers-To-Date"] == kept.date
+    assert "payload differs" in metadata[respelled.url][0]["fields"]["note"]
+    for url in (elsewhere.url, late.url):
+        assert "not archived by this process" in metadata[url][0]["fields"]["note"]
+
+
+def test_near_duplicate_in_response_mode_keeps_the_page_and_a_note(tmp_path):
+    files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
+    writer = WarcWriter(files, near_duplicates="response")
+    mirror = _capture("http://h/mirror", b"<p>text and an advert</p>")
+    writer.dropped(mirror, {"url": mirror.url, "reason": NEAR_DUPLICATE, "distance": 2,
+                            "duplicate_of": "http://h/kept", "simhash": 5,
+                            "duplicate_simhash": 6})  # fmt: skip
+    files.close()
+    (path,) = tmp_path.iterdir()
+    records = read_records(path)
+    (response,) = by_type(records, "response")[mirror.url]
+    (note,) = by_type(records, "metadata")[mirror.url]
+    assert response["payload"] == mirror.body
+    assert note["warc"]["WARC-Concurrent-To"] == response["warc"]["WARC-Record-ID"]
+    assert note["fields"]["duplicate-of"] == "http://h/kept"
+    assert note["fields"]["distance"] == "2" and note["fields"]["simhash"] == f"{5:016x}"
