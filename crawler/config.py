@@ -30,6 +30,58 @@ class SettingError(ValueError):
         super().__init__(f"setting {name}={value!r} is invalid: allowed {allowed}")
 
 
+class UnknownSettingError(SettingError):
+    """A setting with one of the project's prefixes that no component reads (a typo)."""
+
+    def __init__(self, name: str, value: object, suggestions: list[str]) -> None:
+        super().__init__(name, value, "")
+        hint = (f"did you mean {' or '.join(suggestions)}?" if suggestions
+                else "no setting of dedup-crawler has this name (README, \"Settings\")")
+        self.args = (f"unknown setting {name}={value!r}: {hint}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+#: Prefixes of the project's own settings: an unknown name with one of them is a typo.
+PROJECT_PREFIXES = ("SIMHASH_", "BLOOM_", "DEDUP_", "URLNORM_", "STORAGE_", "TRAP_", "DROPPED_",
+                    "WARC_", "JOBDIR_SNAPSHOT_", "DISTRIBUTED_")
+
+
+def known_setting_names() -> set[str]:
+    """Every setting name the crawler knows: Scrapy's defaults, the project's defaults
+    (:mod:`crawler.defaults`) and the names its settings profiles define."""
+    from scrapy.settings import default_settings
+
+    from crawler import defaults
+
+    names = {n for n in dir(default_settings) if n.isupper()}
+    names |= {n for n in dir(defaults) if n.isupper()}
+    for module in ("crawler.settings.base", "crawler.settings.distributed",
+                   "settings.base", "settings.distributed"):
+        try:
+            names |= {n for n in dir(importlib.import_module(module)) if n.isupper()}
+        except ImportError:
+            continue
+    return names
+
+
+def check_unknown_settings(settings: Any) -> None:
+    """Refuse a setting that starts with one of :data:`PROJECT_PREFIXES` and that no component
+    reads (``-s SIMHASH_MAX_DISTANC=2`` would otherwise crawl with the default k), naming the
+    closest known names. ``settings`` is Scrapy's settings object (or any mapping)."""
+    import difflib
+
+    known = known_setting_names()
+    for name in sorted(str(n) for n in settings):
+        if name in known or not name.upper().startswith(PROJECT_PREFIXES):
+            continue
+        candidates = sorted(n for n in known if n.startswith(PROJECT_PREFIXES)
+                            and not n.endswith(("_CHOICES", "_RANGE")))
+        close = difflib.get_close_matches(name.upper(), candidates, n=2, cutoff=0.75)
+        raise UnknownSettingError(name, settings.get(name), close)
+
+
 def _raw(settings: SettingsLike, name: str, default: Any) -> Any:
     value = settings.get(name, default)
     return default if value is None else value
@@ -106,6 +158,7 @@ def get_list(settings: SettingsLike, name: str, default: Iterable[str]) -> list[
 
 
 def _range_text(lo: object, hi: object, kind: str, open_interval: bool = False) -> str:
+    lo, hi = (f"{b:g}" if isinstance(b, float) else b for b in (lo, hi))  # 0.0 -> 0
     if lo is not None and hi is not None:
         brackets = ("(", ")") if open_interval else ("[", "]")
         return f"{kind} in {brackets[0]}{lo}, {hi}{brackets[1]}"
@@ -133,6 +186,7 @@ VALIDATED_MODULES = (
     "crawler.backends.cluster",
     "crawler.progress",
     "crawler.pipelines.neardup",
+    "crawler.warc",
 )
 
 

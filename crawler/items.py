@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from crawler.simhash import to_hex
+
+#: The fields a feed export carries, in order (README, "Feed exports"): everything a consumer of
+#: the unique documents needs, nothing internal (``blocks``, ``binary``, ``fingerprints``,
+#: ``lease``). ``html`` is added by ``FEED_EXPORT_HTML = True``.
+EXPORT_FIELDS: tuple[str, ...] = (
+    "url", "canonical_url", "status", "content_type", "encoding", "title", "text", "depth",
+    "referer", "fetched_at", "content_hash", "simhash", "canonical_link",
+)  # fmt: skip
+
 
 @dataclass
 class PageItem:
@@ -37,7 +47,8 @@ class PageItem:
     canonical_url: str = ""
     fingerprints: list[str] = field(default_factory=list)
     content_hash: str | None = None
-    simhash: int | None = None
+    #: exported as 16 hex digits (an unsigned 64-bit int is rounded by jq and JavaScript)
+    simhash: int | None = field(default=None, metadata={"serializer": to_hex})
     encoding: str | None = None
     binary: bool = False  # body is not text although served as HTML: no text stored
     blocks: list[str] | None = None  # fingerprint blocks from the spider's parse (not stored)

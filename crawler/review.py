@@ -255,6 +255,14 @@ def _json_value(value: object) -> dict[str, Any]:
     return {}
 
 
+def _driver_problem(exc: BaseException) -> str:
+    """One line for a URL SQLAlchemy cannot open: a missing driver or an unknown dialect."""
+    if isinstance(exc, ModuleNotFoundError):
+        return f"its driver {exc.name!r} is not installed"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return first
+
+
 class CrawlDB:
     """Read access to a crawl database (tables reflected, nothing created).
 
@@ -274,7 +282,12 @@ class CrawlDB:
     @classmethod
     def open(cls, value: str) -> CrawlDB:
         url = resolve_db_url(value)
-        engine = sa.create_engine(url)
+        try:
+            engine = sa.create_engine(url)
+        except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+            raise ReviewError(f"cannot open database {masked(url)}: {_driver_problem(exc)}; "
+                              "a crawl database is sqlite:///PATH or "
+                              "postgresql+psycopg://USER@HOST/DB") from None
         meta = sa.MetaData()
         try:
             meta.reflect(bind=engine)

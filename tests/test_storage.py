@@ -111,6 +111,21 @@ def test_top_bit_fingerprints_round_trip(store: Store) -> None:
     assert raw == -1
 
 
+def test_views_show_fingerprints_as_16_hex_digits(store: Store) -> None:
+    rows = [doc(f"http://a.test/{i}", simhash=v) for i, v in enumerate(TOP_BIT_VALUES)]
+    rows.append(doc("http://a.test/none", simhash=None))
+    store.write_batch(rows, [drop("http://a.test/d", simhash=2**64 - 1, duplicate_simhash=255)])
+    with store.engine.connect() as conn:
+        docs = dict(conn.execute(sa.text("SELECT url, simhash FROM documents_view")).all())
+        dropped = conn.execute(sa.text(
+            "SELECT url, simhash, duplicate_simhash FROM dropped_view")).one()
+        columns = set(conn.execute(sa.text("SELECT * FROM documents_view")).keys())
+    assert docs == {r["url"]: (None if r["simhash"] is None else f"{r['simhash']:016x}")
+                    for r in rows}
+    assert tuple(dropped) == ("http://a.test/d", "f" * 16, "00000000000000ff")
+    assert {"url", "title", "text", "content_hash", "simhash"} <= columns
+
+
 # --- writes -----------------------------------------------------------------------------------
 
 def test_upsert_updates_instead_of_failing(store: Store) -> None:
@@ -298,7 +313,7 @@ def test_a_recrawl_meeting_other_spellings_updates_the_stored_pages(db_url: str,
 def test_migrations_create_the_schema_and_record_the_version(store: Store) -> None:
     assert store.schema_revision() is None or store.schema_revision() == migrations.head()
     store.check()
-    assert store.schema_revision() == migrations.head() == "0004"
+    assert store.schema_revision() == migrations.head() == "0006"
     tables = set(sa.inspect(store.engine).get_table_names())
     assert {"documents", "dropped", "crawls", "alembic_version"} <= tables
     with store.engine.connect() as conn:  # the migration builds exactly the models' schema
@@ -307,7 +322,7 @@ def test_migrations_create_the_schema_and_record_the_version(store: Store) -> No
     store.check()  # idempotent, on a new Store too
     with Store(store.sa_url) as again:
         again.check()
-        assert again.schema_revision() == "0004"
+        assert again.schema_revision() == "0006"
 
 
 def test_stores_opening_at_once_migrate_once(db_url: str) -> None:
@@ -327,7 +342,7 @@ def test_stores_opening_at_once_migrate_once(db_url: str) -> None:
     for t in threads:
         t.join(30)
     assert errors == []
-    assert stores[0].schema_revision() == "0004"
+    assert stores[0].schema_revision() == "0006"
     for s in stores:
         s.close()
 

@@ -4,17 +4,19 @@ Scrapy's own ``crawl`` builds the crawler first and lets a bad argument explode 
 ``ValueError`` in a spider's ``__init__`` prints a traceback). This command runs every check that
 must stop a crawl *before* the crawler exists, prints one clear message and exits non-zero:
 
-* exit 2 — bad seeds (every invalid line with its number) or a setting out of range, checked
-  before Scrapy sets up logging, so the message is all the command prints;
-* exit 1 — the database in ``STORAGE_URL`` (or Redis for ``DEDUP_BACKEND=redis``) is unreachable
-  or misconfigured, or the crawl ended for a reason that means it is incomplete
-  (``bloom_full``, ``storage_error``, ``jobdir_error``, ``redis_error``).
+* exit 2 — an unknown spider, bad seeds (every invalid line with its number), a misspelled
+  project setting ("did you mean ...?"), a setting out of range, or a feed in ``FEEDS`` that
+  cannot be written (unknown scheme or format, library missing, bad URI), checked before Scrapy
+  sets up logging, so the message is all the command prints;
+* exit 1 — the database in ``STORAGE_URL`` (or Redis for ``DEDUP_BACKEND=redis``, or an S3
+  feed's bucket) is unreachable or misconfigured, or the crawl ended for a reason that means
+  it is incomplete (``bloom_full``, ``storage_error``, ``jobdir_error``, ``redis_error``).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 
@@ -27,13 +29,33 @@ if TYPE_CHECKING:
 FAILED_FINISH_REASONS = frozenset({"bloom_full", "storage_error", "jobdir_error", "redis_error"})
 
 
-def check_input(settings: SettingsLike, spargs: dict[str, str], spider: str = "web") -> None:
-    """The user's input: settings in range and, for ``web``, the seeds. Raises
-    :class:`SeedError` or :class:`SettingError` (one line per problem)."""
-    from crawler.config import validate_settings
-    from crawler.seeds import seeds_from_args
+class UnknownSpiderError(ValueError):
+    """``scrapy crawl NAME`` for a spider the project does not have."""
 
+
+def check_spider(settings: Any, name: str) -> None:
+    """The spider exists (before the database is created or migrated for it)."""
+    from scrapy.spiderloader import get_spider_loader
+
+    available = sorted(get_spider_loader(settings).list())
+    if name not in available:
+        raise UnknownSpiderError(f"no spider named {name!r}; this project has: "
+                                 f"{', '.join(available) or 'none'} (scrapy list)")
+
+
+def check_input(settings: SettingsLike, spargs: dict[str, str], spider: str = "web") -> None:
+    """The user's input: no misspelled project setting, settings in range, feeds that can be
+    written and, for ``web``, the seeds. Raises :class:`SeedError`, :class:`SettingError` or
+    :class:`FeedError` (one line per problem)."""
+    from crawler.config import check_unknown_settings, validate_settings
+    from crawler.feeds import check_feeds
+    from crawler.seeds import seeds_from_args
+    from crawler.warc import check_warc
+
+    check_unknown_settings(settings)
     validate_settings(settings)
+    check_feeds(settings)
+    check_warc(settings)
     if spider == "web":
         seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"))
 
@@ -44,6 +66,9 @@ def check_servers(settings: SettingsLike) -> None:
     from crawler.storage import check_storage
 
     check_storage(settings)
+    from crawler.feeds import check_feed_servers
+
+    check_feed_servers(settings)
     from crawler.backends import backend_name
 
     if backend_name(settings) == "redis":
@@ -65,12 +90,15 @@ class Command(ScrapyCrawlCommand):
         assert self.settings is not None
         # Imported here: Scrapy imports every project command for every `scrapy` invocation.
         from crawler.config import SettingError
+        from crawler.feeds import FeedError, apply_export_fields
         from crawler.seeds import SeedError
 
         try:
+            check_spider(self.settings, args[0])
             check_input(self.settings, opts.spargs, spider=args[0])
-        except (SeedError, SettingError) as exc:  # the user's input: usage error
+        except (SeedError, SettingError, FeedError, UnknownSpiderError) as exc:  # usage error
             self._fail(exc, 2)
+        apply_export_fields(self.settings)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         """:func:`check_servers` once logging is set up (a migration is logged), then crawl."""
@@ -78,12 +106,13 @@ class Command(ScrapyCrawlCommand):
             super().run(args, opts)  # Scrapy's usage errors
             return
         assert self.settings is not None
-        from crawler.backends.redis import RedisBackendError
+        from crawler.backends.common import RedisBackendError
+        from crawler.feeds import FeedError
         from crawler.storage import StorageError
 
         try:
             check_servers(self.settings)
-        except (StorageError, RedisBackendError) as exc:  # a server: one line, password masked
+        except (StorageError, RedisBackendError, FeedError) as exc:  # a server: one line
             self._fail(exc, 1)
         crawler = self._create_crawler(args[0])
         assert self.crawler_process is not None
