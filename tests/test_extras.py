@@ -103,8 +103,10 @@ def test_default_crawl_imports_no_optional_module(tmp_path):
          "error: DEDUP_BACKEND=redis, SCHEDULER=crawler.backends.scheduler.SharedScheduler and "
          "STORAGE_URL=postgresql+psycopg://... need the redis and postgres extras: "
          "pip install 'dedup-crawler[redis,postgres]'"),
+        ({"WARC_OUTPUT": "/nonexistent-warcs-never-created/"}, {},
+         "error: WARC_OUTPUT needs the warc extra: pip install 'dedup-crawler[warc]'"),
     ],
-    ids=["redis-backend", "postgres-url", "distributed-profile"],
+    ids=["redis-backend", "postgres-url", "distributed-profile", "warc-output"],
 )
 def test_a_setting_needing_a_missing_extra_is_one_line(tmp_path, settings, env, expected):
     args = crawl_args(tmp_path, "http://127.0.0.1:9/", profile_storage=bool(env), **settings)

@@ -39,19 +39,9 @@ from tests.conftest import ROOT, crawl_command, run_crawl
 
 WARCIO = [str(Path(sys.executable).with_name("warcio"))]  # the CLI of this venv
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-WARC_EXTENSION = "crawler.warc.extension.WarcWriter"
-CAPTURE_MIDDLEWARE = "crawler.warc.capture.RawCaptureMiddleware"
-
-
 def warc_settings(output: Path, **extra: Any) -> dict[str, Any]:
-    """The WARC components on top of the project's settings (whether or not settings/base.py
-    lists them yet) and ``WARC_OUTPUT``."""
-    import settings.base as base
-
-    extensions = {**base.EXTENSIONS, WARC_EXTENSION: 800}
-    middlewares = {**getattr(base, "DOWNLOADER_MIDDLEWARES", {}), CAPTURE_MIDDLEWARE: 950}
-    return {"WARC_OUTPUT": f"{output}/", "EXTENSIONS": json.dumps(extensions),
-            "DOWNLOADER_MIDDLEWARES": json.dumps(middlewares), **extra}
+    """``WARC_OUTPUT`` on top of the project's settings, which list the WARC components."""
+    return {"WARC_OUTPUT": f"{output}/", **extra}
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

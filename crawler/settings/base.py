@@ -106,10 +106,10 @@ SPIDER_MIDDLEWARES = {
 }
 DOWNLOADER_MIDDLEWARES: dict[str, int | None] = {
     # raw response for the WARC (above HttpCompression 590 and HttpCache 900: sees it first)
-    "crawler.warc.capture.RawCaptureMiddleware": 950,
+    "crawler.warc.RawCaptureMiddleware": 950,
 }
 EXTENSIONS = {
     "crawler.progress.DedupProgress": 500,  # progress line + dedup summary (before StatsFile)
-    "crawler.warc.extension.WarcWriter": 800,  # WARC records once storage commits a page's fate
+    "crawler.warc.WarcWriter": 800,  # WARC records once storage commits a page's fate
     "crawler.statsfile.StatsFile": 900,  # STATS_FILE writer
 }

@@ -1,6 +1,9 @@
 """WARC output: every page whose fate is known, archived as received (``WARC_OUTPUT``).
 
-Three pieces, wired by ``settings/base.py``:
+Three pieces, wired by ``crawler/settings/base.py`` through the two factories below
+(:class:`RawCaptureMiddleware`, :class:`WarcWriter`), which import warcio only when
+``WARC_OUTPUT`` is set: warcio is the ``warc`` extra, and a default install lists both
+components without having it:
 
 * :class:`crawler.warc.capture.RawCaptureMiddleware` (downloader middleware, order 950: its
   ``process_response`` runs before ``HttpCompressionMiddleware``'s, 590) keeps the status,
@@ -21,10 +24,11 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from crawler import config, defaults
 
-__all__ = ["WarcOptions", "check_warc", "warc_options"]
+__all__ = ["RawCaptureMiddleware", "WarcOptions", "WarcWriter", "check_warc", "warc_options"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,9 @@ def check_warc(settings: config.SettingsLike) -> None:
     options = warc_options(settings)
     if not options.enabled:
         return
+    from crawler.extras import require
+
+    require({"WARC_OUTPUT": "warc"})  # one line naming the extra, before any file is made
     try:
         options.directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=options.directory, prefix=".warc-check-"):
@@ -83,6 +90,36 @@ def check_warc(settings: config.SettingsLike) -> None:
         raise config.SettingError(
             "WARC_OUTPUT", options.output,
             f"a writable directory or path prefix ({reason}: {where})") from None
+
+
+class RawCaptureMiddleware:
+    """Settings entry of :class:`crawler.warc.capture.RawCaptureMiddleware`: builds it when
+    ``WARC_OUTPUT`` is set, else ``NotConfigured``, without importing warcio."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> Any:
+        from scrapy.exceptions import NotConfigured
+
+        if not warc_options(crawler.settings).enabled:
+            raise NotConfigured
+        from crawler.warc.capture import RawCaptureMiddleware as Middleware
+
+        return Middleware.from_crawler(crawler)
+
+
+class WarcWriter:
+    """Settings entry of :class:`crawler.warc.extension.WarcWriter` (see
+    :class:`RawCaptureMiddleware`)."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> Any:
+        from scrapy.exceptions import NotConfigured
+
+        if not warc_options(crawler.settings).enabled:
+            raise NotConfigured
+        from crawler.warc.extension import WarcWriter as Writer
+
+        return Writer.from_crawler(crawler)
 
 
 config.register(warc_options)
