@@ -351,6 +351,9 @@ def outcome(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
             1 for r in logged if r["duplicate_of"] not in stored_urls
         ),
         "close_across_workers": sum(len(close_requests(s, cluster.delay, True)) for s in servers),
+        # the first few, for a failure message: (gap, (target, agent), (target, agent))
+        "close_across_examples": [c for s in servers
+                                  for c in close_requests(s, cluster.delay, True)][:5],
         "min_gap": min_gap(servers),
         "groups": groups,
         "kept_twice": twice,

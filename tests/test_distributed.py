@@ -111,7 +111,8 @@ def check(figures: dict[str, Any], killed: int = 0) -> None:
         assert figures["log_drops"] == figures["drops"], figures
     assert figures["drops_against_unstored"] == 0, figures
     assert figures["log_drops_against_unstored"] == 0, figures
-    assert figures["close_across_workers"] == 0, figures  # a host changes hands politely
+    assert figures["close_across_workers"] == 0, (  # a host changes hands politely
+        figures["close_across_examples"], figures["min_gap"])
     assert figures["settled"], figures  # nothing queued or leased, no pending entry left
     assert figures["members_left"] <= killed  # every worker that left cleanly is gone
 
