@@ -177,3 +177,21 @@ def _scrapy_env_restored():
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """``cli("dropped", ...)`` -> (exit code, stdout, stderr) of the real command line, run
+    in this process through ``scrapy.cmdline.execute`` from the project root."""
+    from scrapy.cmdline import execute
+
+    monkeypatch.chdir(ROOT)
+
+    def _run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            execute(["scrapy", *args])
+        out = capsys.readouterr()
+        return int(exit_info.value.code or 0), out.out, out.err
+
+    return _run

@@ -21,24 +21,7 @@ from crawler.sitegen import Page, Site
 from crawler.sitegen.text import TextMaker
 from crawler.siteserver import SiteServer
 from crawler.storage import Store
-from tests.conftest import ROOT, run_crawl
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """``cli("crawldiff", ...)`` -> (exit code, stdout, stderr) of the real command line."""
-    from scrapy.cmdline import execute
-
-    monkeypatch.chdir(ROOT)
-
-    def _run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exit_info:
-            execute(["scrapy", *args])
-        out = capsys.readouterr()
-        return int(exit_info.value.code or 0), out.out, out.err
-
-    return _run
+from tests.conftest import run_crawl
 
 
 def write_crawls(path: Path, *crawls: list[tuple[str, str | None]]) -> str:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from crawler.sitegen import demo_site
-from tests.conftest import ROOT, CrawlRun
+from tests.conftest import CrawlRun
 from tests.test_review import ORIGIN, build_db
 
 COLUMNS = "url, reason, duplicate_of, distance, simhash, duplicate_simhash, crawl_id, title"
@@ -27,23 +27,6 @@ COLUMNS = "url, reason, duplicate_of, distance, simhash, duplicate_simhash, craw
 @pytest.fixture(scope="module")
 def site() -> Any:
     return demo_site()
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """``cli("dropped", ...)`` -> (exit code, stdout, stderr) of the real command line."""
-    from scrapy.cmdline import execute
-
-    monkeypatch.chdir(ROOT)
-
-    def _run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exit_info:
-            execute(["scrapy", *args])
-        out = capsys.readouterr()
-        return int(exit_info.value.code or 0), out.out, out.err
-
-    return _run
 
 
 def table_rows(run: CrawlRun, where: str = "", params: tuple = ()) -> list[dict[str, Any]]:
