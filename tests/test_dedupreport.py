@@ -25,7 +25,6 @@ from crawler import report
 from crawler.review import CrawlDB, ReviewError
 from crawler.storage import Store
 from tests.conftest import IN_CI, ROOT, CrawlRun
-from tests.test_dropped_command import cli  # noqa: F401  (fixture)
 from tests.test_review import build_db
 
 KEPT_RGB = (0x4C, 0x78, 0xA8)
