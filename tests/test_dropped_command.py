@@ -2,23 +2,32 @@
 
 The listing tests run against one real crawl of the demo site (a subprocess, once per module);
 the error paths use small hand-made databases. Commands run through ``scrapy.cmdline.execute``
-in this process (the real command line, without a subprocess per call).
+in this process (the real command line, without a subprocess per call), except the terminal
+tests, which run the command in a subprocess whose stdout is a real pseudo-terminal.
 """
 
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
+import os
+import pty
 import sqlite3
+import struct
+import subprocess
+import sys
+import termios
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
+from crawler.review import DropRecord
 from crawler.sitegen import demo_site
-from tests.conftest import CrawlRun
+from tests.conftest import ROOT, CrawlRun, run_crawl
 from tests.test_review import ORIGIN, build_db
 
 COLUMNS = "url, reason, duplicate_of, distance, simhash, duplicate_simhash, crawl_id, title"
@@ -60,17 +69,16 @@ def test_lists_exactly_the_dropped_table(cli: Any, demo_crawl: CrawlRun) -> None
     assert listed(cli, demo_crawl) == table_rows(demo_crawl)
 
 
-def test_table_fits_80_columns_with_one_row_per_drop(cli: Any, demo_crawl: CrawlRun) -> None:
-    code, out, _ = cli("dropped", "--db", str(demo_crawl.db_path))
+def test_piped_table_prints_whole_urls_one_row_per_drop(cli: Any, demo_crawl: CrawlRun) -> None:
+    code, out, err = cli("dropped", "--db", str(demo_crawl.db_path))
+    assert code == 0, err
     lines = out.splitlines()
-    assert code == 0 and all(len(line) <= 80 for line in lines)
     rows = table_rows(demo_crawl)
-    header = next(i for i, line in enumerate(lines) if line.startswith("DIST"))
-    body = lines[header + 1:-1]
-    assert len(body) == len(rows)
+    assert lines[0].startswith("DIST WHY   DROPPED URL") and "…" not in out
+    body = lines[1:-1]
+    assert [line.split()[2:] for line in body] == [[r["url"], r["duplicate_of"]] for r in rows]
     assert lines[-1].startswith(f"{len(rows)} dropped page(s)")
-    first = urlsplit(rows[0]["url"])
-    assert body[0].split()[2].rstrip("…").startswith(first.path[:10])
+    assert max(map(len, body)) > 80, "whole URLs of the demo site do not fit 80 columns"
 
 
 @pytest.mark.parametrize(("args", "where", "params"), [
@@ -169,14 +177,15 @@ def test_explain_diff_shows_the_changed_lines(cli: Any, demo_crawl: CrawlRun) ->
 # --- hand-made databases: formats and errors --------------------------------------------------
 
 
-def test_table_marks_cut_urls(cli: Any, tmp_path: Path) -> None:
+def test_a_long_url_is_never_cut(cli: Any, tmp_path: Path) -> None:
     info = build_db(tmp_path / "crawl.db")
     long_url = ORIGIN + "/" + "very-long-segment/" * 6 + "end.html"
     with sqlite3.connect(info["path"]) as conn:
         conn.execute("UPDATE dropped SET url = ? WHERE reason = 'exact_duplicate'", (long_url,))
     code, out, _ = cli("dropped", "--db", str(info["path"]))
-    assert code == 0 and "…" in out and "end.html" in out
-    assert all(len(line) <= 80 for line in out.splitlines())
+    assert code == 0 and "…" not in out and long_url in out.split()
+    pty_out = in_terminal(["--db", str(info["path"])], columns=60)
+    assert "…" not in pty_out and long_url[len(ORIGIN):] in pty_out.split()
 
 
 def test_missing_database_is_an_error_and_not_created(cli: Any, tmp_path: Path) -> None:
@@ -202,7 +211,203 @@ def test_empty_database_and_unknown_url(cli: Any, tmp_path: Path) -> None:
 def test_bad_options_exit_2(cli: Any, tmp_path: Path) -> None:
     info = build_db(tmp_path / "crawl.db")
     for args in (("--since", "last week"), ("--reason", "similar"), ("--diff",),
-                 ("--min-distance", "5", "--max-distance", "1")):
+                 ("--min-distance", "5", "--max-distance", "1"), ("--explain", " "),
+                 ("--pair", "/p1.html", ""), ("--crawl", "1", "--all-crawls")):
         code, _, err = cli("dropped", "--db", str(info["path"]), *args)
         assert code == 2, args
         assert "error:" in err
+
+
+# --- on a terminal: a real pseudo-terminal of a chosen width ---------------------------------
+
+
+def in_terminal(args: list[str], columns: int, rows: int = 50) -> str:
+    """stdout of ``scrapy dropped ARGS`` written to a pseudo-terminal ``columns`` wide."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen([sys.executable, "-m", "scrapy", "dropped", *args], cwd=ROOT,
+                            stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE,
+                            env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the command closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert proc.wait(timeout=60) == 0, err
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def printed_rows(out: str) -> tuple[str, list[tuple[str, str]]]:
+    """(the origin note, [(dropped, kept) as printed]) of a table in either layout."""
+    lines = out.splitlines()
+    note = lines[0] if not lines[0].startswith("DIST") else ""
+    body = [line for line in lines if line[:4].strip().isdigit() or line.startswith("     kept")]
+    if body and body[-1].startswith("     kept"):  # two lines per row
+        return note, [(a.split()[2], b.split()[1]) for a, b in zip(body[::2], body[1::2],
+                                                                      strict=True)]
+    return note, [(line.split()[2], line.split()[3]) for line in body]
+
+
+@pytest.mark.parametrize("columns", [80, 60, 200])
+def test_terminal_table_fits_and_prints_usable_spellings(demo_crawl: CrawlRun,
+                                                         columns: int) -> None:
+    from crawler import review
+    from crawler.commands.dropped import resolve_url
+
+    out = in_terminal(["--db", str(demo_crawl.db_path)], columns)
+    rows = table_rows(demo_crawl)
+    note, printed = printed_rows(out)
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(rows[0]["url"]))
+    assert note == f"all URLs on {origin}" and "…" not in out
+    assert printed == [(_path(r["url"]), _path(r["duplicate_of"])) for r in rows]
+    longest = max(len(_path(r["url"])) for r in rows)
+    if 11 + longest <= columns:  # a path alone fits: so does every line
+        assert max(map(len, out.splitlines())) <= columns
+    else:  # a path is never cut: only lines holding one whole path run past the edge
+        assert all(len(line) <= columns or line[11:] in {p for pair in printed for p in pair}
+                   for line in out.splitlines())
+    with review.CrawlDB.open(str(demo_crawl.db_path)) as db:
+        for (dropped, kept), row in zip(printed, rows, strict=True):
+            assert resolve_url(db, dropped, dropped=True) == row["url"]
+            assert resolve_url(db, kept) == row["duplicate_of"]
+
+
+def test_terminal_80_columns_uses_one_line_per_row_when_it_fits(tmp_path: Path) -> None:
+    info = build_db(tmp_path / "crawl.db")
+    out = in_terminal(["--db", str(info["path"])], 80)
+    lines = out.splitlines()
+    assert lines[0] == f"paths are on {ORIGIN}; other URLs are whole"
+    assert lines[1].startswith("DIST WHY   DROPPED URL") and "KEPT (DUPLICATE OF)" in lines[1]
+    assert lines[2].split() == ["3", "near", "http://b.test/far.html", "http://b.test/p3.html"]
+    assert lines[3].split() == ["0", "exact", "/copy/p2.html", "/p2.html"]
+    assert lines[-1] == "3 dropped page(s): 1 exact_duplicate, 2 near_duplicate"
+
+
+def test_wide_prints_whole_urls_on_a_narrow_terminal(demo_crawl: CrawlRun) -> None:
+    out = in_terminal(["--db", str(demo_crawl.db_path), "--wide"], 60)
+    lines = out.splitlines()
+    assert lines[0].startswith("DIST WHY   DROPPED URL")
+    assert [line.split()[2:] for line in lines[1:-1]] == [
+        [r["url"], r["duplicate_of"]] for r in table_rows(demo_crawl)]
+
+
+def test_every_printed_spelling_is_accepted_by_explain(cli: Any, demo_crawl: CrawlRun) -> None:
+    row = table_rows(demo_crawl, "WHERE reason = ?", ("near_duplicate",))[0]
+    url = row["url"]
+    parts = urlsplit(url)
+    spellings = [url, _path(url), url.split("://", 1)[1], url + "/",
+                 url.split("://", 1)[1] + "/", _path(url) + "/",
+                 f"{parts.scheme.upper()}://{parts.netloc.upper()}{parts.path}"]
+    for spelling in spellings:
+        e = _explain(cli, demo_crawl, spelling)
+        assert e["dropped"]["url"] == url and e["kept"]["url"] == row["duplicate_of"], spelling
+    code, _, err = cli("dropped", "--db", str(demo_crawl.db_path), "--explain",
+                       _path(row["duplicate_of"]))
+    assert code == 1 and f"{row['duplicate_of']} was kept, not dropped" in err
+
+
+def test_pair_names_the_pages_a_and_b(cli: Any, demo_crawl: CrawlRun) -> None:
+    row = table_rows(demo_crawl, "WHERE reason = ?", ("near_duplicate",))[0]
+    code, out, err = cli("dropped", "--db", str(demo_crawl.db_path), "--pair",
+                         row["url"], row["duplicate_of"])
+    assert code == 0, err
+    assert f"Page A:   {row['url']}" in out and f"Page B:   {row['duplicate_of']}" in out
+    assert "page a page" not in out.lower()  # was "Lines only in the page a page"
+    assert "Lines only in page A (" in out and "Lines only in page B (" in out
+    assert "Words only in page A (" in out and "only in page A," in out
+    code, by_path, err = cli("dropped", "--db", str(demo_crawl.db_path), "--pair",
+                             _path(row["url"]), _path(row["duplicate_of"]))
+    assert code == 0 and by_path == out, err
+
+
+def test_a_path_on_several_hosts_is_named_in_one_line(cli: Any, tmp_path: Path) -> None:
+    from crawler.storage import Store
+    from tests.test_review import doc, drop
+
+    info = build_db(tmp_path / "crawl.db")
+    store = Store(f"sqlite:///{info['path']}")
+    kept = doc(1, 0xFFFF_0000_FFFF_0000, host="https://c.test", crawl_id=info["crawl_id"])
+    store.write_batch([kept], [drop("https://c.test/mirror/p1.html", kept, "near_duplicate",
+                                    kept["simhash"] ^ 1, 20, "x", crawl_id=info["crawl_id"])])
+    store.close()
+    db = str(info["path"])
+    code, out, err = cli("dropped", "--db", db, "--explain", "/mirror/p1.html")
+    assert code == 1 and out == ""
+    assert err == (f"error: path /mirror/p1.html matches pages on 2 hosts: {ORIGIN}, "
+                   "https://c.test; pass the whole URL\n")
+    code, out, err = cli("dropped", "--db", db, "--explain", "c.test/mirror/p1.html",
+                         "--format", "json")
+    assert code == 0 and json.loads(out)["dropped"]["url"] == "https://c.test/mirror/p1.html"
+    code, _, err = cli("dropped", "--db", db, "--pair", "/p1.html", "/p2.html")
+    assert code == 1 and "path /p1.html matches pages on 2 hosts" in err
+
+
+# --- which crawl: the latest by default -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recrawl(demo_server: Any, tmp_path_factory: pytest.TempPathFactory) -> CrawlRun:
+    """Two crawls of the demo site into one database and one drop log."""
+    workdir = tmp_path_factory.mktemp("recrawl")
+    for _ in range(2):
+        run = run_crawl(workdir, urls=[demo_server.base_url + "/"])
+        assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_latest_crawl_by_default_and_all_crawls_on_request(cli: Any, recrawl: CrawlRun) -> None:
+    db = str(recrawl.db_path)
+    (latest,) = recrawl.rows("SELECT MAX(id) FROM crawls")[0]
+    code, out, err = cli("dropped", "--db", db, "--format", "json")
+    assert code == 0 and err == f"crawl {latest} (latest); --crawl ID or --all-crawls for others\n"
+    records = [json.loads(line) for line in out.splitlines()]
+    assert records and {r["crawl_id"] for r in records} == {latest}
+    assert len(records) == len({r["url"] for r in records})  # each URL once
+    everything = table_rows(recrawl)
+    assert {r["crawl_id"] for r in everything} == {latest - 1, latest}
+    code, out, err = cli("dropped", "--db", db, "--all-crawls", "--format", "json")
+    assert code == 0 and err == "" and len(out.splitlines()) == len(everything)
+    code, out, err = cli("dropped", "--db", db, "--crawl", str(latest - 1), "--format", "json")
+    assert code == 0 and err == ""
+    assert {json.loads(line)["crawl_id"] for line in out.splitlines()} == {latest - 1}
+    code, _, err = cli("dropped", "--db", db, "--crawl", "1", "--all-crawls")
+    assert code == 2 and "exclude each other" in err
+
+
+def test_log_lists_its_latest_crawl_by_default(cli: Any, recrawl: CrawlRun) -> None:
+    (latest,) = recrawl.rows("SELECT MAX(id) FROM crawls")[0]
+    code, out, err = cli("dropped", "--log", str(recrawl.dropped_log), "--format", "json")
+    assert code == 0
+    assert err == (f"crawl {latest} (latest in the log); --crawl ID or --all-crawls for others\n")
+    assert sorted(json.loads(line)["url"] for line in out.splitlines()) == sorted(
+        r["url"] for r in table_rows(recrawl, "WHERE crawl_id = ?", (latest,)))
+    code, out, _ = cli("dropped", "--log", str(recrawl.dropped_log), "--all-crawls",
+                       "--format", "json")
+    assert len(out.splitlines()) == len(table_rows(recrawl))
+
+
+def test_a_latest_crawl_without_drops_names_the_crawls_with_some(cli: Any,
+                                                                 tmp_path: Path) -> None:
+    from crawler.storage import Store
+
+    info = build_db(tmp_path / "crawl.db")
+    store = Store(f"sqlite:///{info['path']}")
+    empty = store.start_crawl("web", [ORIGIN + "/"], {})
+    store.finish_crawl(empty, "finished", {})
+    store.close()
+    code, out, err = cli("dropped", "--db", str(info["path"]))
+    assert code == 0 and out == ""
+    assert err == (f"crawl {empty} (latest) dropped no pages; crawl(s) {info['crawl_id']} did: "
+                   "--crawl ID or --all-crawls\n")
+    code, out, _ = cli("dropped", "--db", str(info["path"]), "--format", "csv")
+    assert out.splitlines() == [",".join(DropRecord.field_names())]
+    code, out, err = cli("dropped", "--db", str(info["path"]), "--all-crawls")
+    assert code == 0 and out.splitlines()[-1].startswith("3 dropped page(s)")

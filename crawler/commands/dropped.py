@@ -2,22 +2,32 @@
 
 Listing (newest first; one row per dropped page: distance, reason, URL, the kept page)::
 
-    scrapy dropped [--db URL | --log FILE] [--reason exact|near] [--host HOST]
-                   [--min-distance N] [--max-distance N] [--crawl ID] [--since ISO]
-                   [--limit N] [--format table|json|csv]
+    scrapy dropped [--db URL | --log FILE] [--crawl ID | --all-crawls] [--reason exact|near]
+                   [--host HOST] [--min-distance N] [--max-distance N] [--since ISO]
+                   [--limit N] [--format table|json|csv] [--wide]
 
 ``--db`` takes a SQLAlchemy URL or a plain SQLite file path (default: ``STORAGE_URL``); a missing
 file is reported, never created. ``--log`` reads the JSON Lines drop log instead (a torn last line
-is skipped). ``table`` fits 80 columns (cut values end in ``…``; a host shared by every URL is
-printed once above the table); ``json`` is one complete record per line; ``csv`` has a header.
+is skipped). Only the latest crawl is listed unless ``--crawl ID`` or ``--all-crawls`` is given;
+which crawl was picked is said on stderr, and when it dropped nothing, which crawls did.
+
+``table`` prints whole URLs when stdout is not a terminal or with ``--wide``. On a terminal it fits
+the terminal's width: the most common origin is printed once above the table and its URLs as
+paths; a row too wide for one line puts the kept page on a second line. A URL is never cut
+(a path longer than the terminal runs past its edge), so every URL or path it prints can be
+pasted into ``--explain``. ``json`` is one complete record per line; ``csv`` has a header.
 
 Explaining::
 
     scrapy dropped --explain URL [--diff]     # a dropped page against the page it duplicates
     scrapy dropped --pair URL OTHER [--diff]  # any two stored pages, e.g. a report's near miss
 
+URL may be any spelling the listing prints: a path (``/a/b?q=1``, looked up on every host; when
+it matches pages on several hosts the command names them and stops), a URL with or without its
+scheme or trailing slash, or the canonical form.
+
 Exit status: 0 on success (also when no row matches), 1 when the database or log cannot be read,
-is empty, or the crawl or URL is unknown, 2 for a bad option.
+is empty, or the crawl or URL is unknown or ambiguous, 2 for a bad option.
 """
 
 from __future__ import annotations
@@ -26,8 +36,10 @@ import csv
 import difflib
 import json
 import os
+import shutil
 import sys
 import textwrap
+from collections import Counter
 from typing import TYPE_CHECKING, Any, TextIO
 
 from scrapy.commands import ScrapyCommand
@@ -35,11 +47,13 @@ from scrapy.exceptions import UsageError
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Mapping
 
     from crawler import review
-    from crawler.review import DropRecord, Explanation
+    from crawler.review import CrawlDB, DropRecord, Explanation
 
-WIDTH = 80
+WIDTH = 80  # explanations, and a terminal whose width cannot be read
+MIN_WIDTH = 40
 REASON_ALIASES = {"exact": "exact_duplicate", "near": "near_duplicate"}
 REASONS = ("exact_duplicate", "near_duplicate")
 SHORT_REASON = {"exact_duplicate": "exact", "near_duplicate": "near"}
@@ -66,10 +80,14 @@ class Command(ScrapyCommand):
         group.add_argument("--host", help="only URLs on this host (and its subdomains)")
         group.add_argument("--min-distance", type=int, metavar="N", help="at least N bits apart")
         group.add_argument("--max-distance", type=int, metavar="N", help="at most N bits apart")
-        group.add_argument("--crawl", type=int, metavar="ID", help="only this crawl")
+        group.add_argument("--crawl", type=int, metavar="ID", help="only this crawl "
+                           "(default: the latest)")
+        group.add_argument("--all-crawls", action="store_true", help="every crawl")
         group.add_argument("--since", metavar="ISO", help="dropped at or after (UTC if no zone)")
         group.add_argument("--limit", type=int, metavar="N", help="at most N rows")
         group.add_argument("--format", default="table", choices=("table", "json", "csv"))
+        group.add_argument("--wide", action="store_true",
+                           help="table: whole URLs, whatever the terminal's width")
         group.add_argument("--explain", metavar="URL", help="explain the drop of URL")
         group.add_argument("--pair", nargs=2, metavar=("URL", "OTHER"), help="compare two pages")
         group.add_argument("--diff", action="store_true", help="with --explain/--pair: a diff")
@@ -79,10 +97,14 @@ class Command(ScrapyCommand):
 
         if args:
             raise UsageError(f"unexpected argument {args[0]!r}", print_help=False)
-        if opts.diff and not (opts.explain or opts.pair):
+        if opts.diff and not (opts.explain is not None or opts.pair):
             raise UsageError("--diff needs --explain URL or --pair URL OTHER", print_help=False)
+        if any(not url.strip() for url in (opts.explain, *(opts.pair or ())) if url is not None):
+            raise UsageError("--explain and --pair need a URL or path, not ''", print_help=False)
+        if opts.all_crawls and opts.crawl is not None:
+            raise UsageError("--crawl ID and --all-crawls exclude each other", print_help=False)
         try:
-            if opts.explain or opts.pair:
+            if opts.explain is not None or opts.pair:
                 self._explain(opts)
             else:
                 self._list(opts, build_filter(opts))
@@ -100,13 +122,46 @@ class Command(ScrapyCommand):
         from crawler import review
 
         if opts.log:
-            records = review.read_log(opts.log, flt)
+            records = review.read_log(opts.log)
+            counts = Counter(r.crawl_id for r in records if r.crawl_id is not None)
+            latest = max(counts, default=None)
+            if not self._pick_crawl(opts, flt, latest, lambda: counts, where="in the log"):
+                return write_records([], opts.format, sys.stdout, quiet=True)
+            records = review.apply_filter(records, flt)
         else:
             with review.CrawlDB.open(self._db_url(opts)) as db:
                 db.require_content()
                 db.check_crawl(flt.crawl_id)
+                ids = db.crawl_ids()
+                latest = ids[-1] if ids else None
+                if not self._pick_crawl(opts, flt, latest, lambda: drop_counts(db)):
+                    return write_records([], opts.format, sys.stdout, quiet=True)
                 records = db.dropped(flt)
-        write_records(records, opts.format, sys.stdout)
+        width = None if opts.wide or not sys.stdout.isatty() else terminal_width()
+        write_records(records, opts.format, sys.stdout, width)
+
+    def _pick_crawl(self, opts: argparse.Namespace, flt: review.DropFilter, latest: int | None,
+                    drop_counts: Callable[[], Mapping[int, int]], where: str = "") -> bool:
+        """Narrow ``flt`` to the latest crawl unless told otherwise; False when it dropped none.
+
+        Says on stderr which crawl was picked, or, when it dropped nothing, which crawls did.
+        With no crawl recorded (an old database, a log without crawl ids) every drop is listed.
+        """
+        if opts.all_crawls or flt.crawl_id is not None or latest is None:
+            return True
+        flt.crawl_id = latest
+        counts = drop_counts()
+        label = f"crawl {latest} (latest{' ' + where if where else ''})"
+        if counts.get(latest):
+            print(f"{label}; --crawl ID or --all-crawls for others", file=sys.stderr)
+            return True
+        others = sorted(counts)
+        if others:
+            print(f"{label} dropped no pages; crawl(s) {', '.join(map(str, others))} did: "
+                  "--crawl ID or --all-crawls", file=sys.stderr)
+        else:
+            print(f"{label} dropped no pages, nor did any other crawl", file=sys.stderr)
+        return False
 
     def _explain(self, opts: argparse.Namespace) -> None:
         from crawler import review
@@ -117,9 +172,10 @@ class Command(ScrapyCommand):
         with review.CrawlDB.open(self._db_url(opts)) as db:
             db.require_content()
             if opts.pair:
-                result = review.explain_pair(db, opts.pair[0], opts.pair[1])
+                result = review.explain_pair(db, resolve_url(db, opts.pair[0]),
+                                             resolve_url(db, opts.pair[1]))
             else:
-                result = review.explain(db, opts.explain)
+                result = review.explain(db, resolve_url(db, opts.explain, dropped=True))
         if opts.format == "json":
             print(json.dumps(explanation_dict(result, opts.diff), ensure_ascii=False))
         else:
@@ -130,6 +186,11 @@ def quiet_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+
+
+def terminal_width() -> int:
+    """Columns of the terminal (``COLUMNS`` first, as :func:`shutil.get_terminal_size`)."""
+    return max(MIN_WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
 
 
 def build_filter(opts: argparse.Namespace) -> review.DropFilter:
@@ -159,10 +220,102 @@ def build_filter(opts: argparse.Namespace) -> review.DropFilter:
                              opts.crawl, since, opts.limit)
 
 
+# --- the database: drops per crawl, and any printed spelling of a URL ------------------------
+# Candidates for crawler.review (CrawlDB methods); kept here while that module has another owner.
+
+
+def drop_counts(db: CrawlDB) -> dict[int, int]:
+    """Dropped pages per crawl id (rows whose crawl was deleted are not counted)."""
+    import sqlalchemy as sa
+
+    t = db.dropped_table
+    query = sa.select(t.c.crawl_id, sa.func.count().label("n")).where(
+        t.c.crawl_id.is_not(None)).group_by(t.c.crawl_id)
+    return {row["crawl_id"]: row["n"] for row in db._rows(query)}
+
+
+def resolve_url(db: CrawlDB, spelling: str, dropped: bool = False) -> str:
+    """The stored URL that ``spelling`` names; ``spelling`` itself when nothing matches.
+
+    Accepts a whole URL (as stored, or in canonical form: :meth:`CrawlDB.dropped_row` also
+    looks the canonical form up), a URL without its scheme, either with or without a trailing
+    slash, and a path with its query, matched on every host. A dropped page is preferred when
+    ``dropped``; :class:`ReviewError` when the spelling matches pages on several hosts.
+    """
+    from crawler import review
+
+    text = spelling.strip()
+    if text.startswith("/"):
+        found = _path_matches(db, text, dropped)
+    else:
+        variants = _url_variants(text)
+        found = [u for u in variants if dropped and db.dropped_row(u) is not None]
+        found = found or [u for u in variants if db.document(u) is not None]
+    origins = sorted({_origin(u) for u in found})
+    if len(origins) > 1:
+        what = "path" if text.startswith("/") else "URL"
+        raise review.ReviewError(f"{what} {text} matches pages on {len(origins)} hosts: "
+                                 f"{', '.join(origins)}; pass the whole URL")
+    return found[0] if found else text
+
+
+def _toggle_slash(path: str) -> str:
+    """``path`` (query kept) with a trailing slash added or removed; ``/`` stays ``/``."""
+    head, sep, query = path.partition("?")
+    if head in ("", "/"):
+        return path
+    head = head[:-1] if head.endswith("/") else head + "/"
+    return head + sep + query
+
+
+def _url_variants(text: str) -> list[str]:
+    """``text`` as given, with the other trailing slash, and with each scheme if it has none."""
+    out = []
+    for base in [text] if "://" in text else ["http://" + text, "https://" + text]:
+        origin = _origin(base)
+        rest = base[len(origin):]
+        out += [base, origin + _toggle_slash(rest)] if rest.startswith("/") else [base]
+    return list(dict.fromkeys(out))
+
+
+def _path_matches(db: CrawlDB, path: str, dropped: bool) -> list[str]:
+    """Stored URLs, on any host, whose path and query are ``path`` (else up to a trailing slash).
+
+    In SQL: the URL ends with ``path`` and what comes before is ``scheme://host`` (no ``/``).
+    """
+    import sqlalchemy as sa
+
+    tables = [db.dropped_table, db.documents] if dropped else [db.documents, db.dropped_table]
+    for spelling in dict.fromkeys([path, _toggle_slash(path)]):
+        for table in tables:
+            url = table.c.url
+            prefix = sa.func.substr(url, 1, sa.func.length(url) - len(spelling))
+            query = sa.select(url).distinct().where(
+                url.endswith(spelling, autoescape=True), prefix.like("%://%"),
+                sa.not_(prefix.like("%://%/%")))
+            # LIKE ignores case in SQLite: compare again here
+            urls = sorted({r["url"] for r in db._rows(query) if _path_of(r["url"]) == spelling})
+            if urls:
+                return urls
+    return []
+
+
+def _path_of(url: str) -> str:
+    """The path and query of ``url`` as printed by the table (``/`` for an empty path)."""
+    origin = _origin(url)
+    rest = url[len(origin):] if origin else url
+    return rest if rest.startswith("/") else "/" + rest
+
+
 # --- listing formats -------------------------------------------------------------------------
 
 
-def write_records(records: list[DropRecord], fmt: str, out: TextIO) -> None:
+def write_records(records: list[DropRecord], fmt: str, out: TextIO, width: int | None = None,
+                  quiet: bool = False) -> None:
+    """Write ``records``; ``width`` fits a table to a terminal (None: whole URLs).
+
+    ``quiet``: the table prints nothing for no records (the reason is already on stderr).
+    """
     from crawler import review  # lazily: Scrapy imports every command module
 
     if fmt == "json":
@@ -174,8 +327,8 @@ def write_records(records: list[DropRecord], fmt: str, out: TextIO) -> None:
         writer.writeheader()
         for record in records:
             writer.writerow(record.as_dict())
-    else:
-        out.write(format_table(records))
+    elif records or not quiet:
+        out.write(format_table(records, width))
 
 
 def cut(text: str, width: int) -> str:
@@ -186,35 +339,65 @@ def cut(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
-def _common_origin(records: list[DropRecord]) -> str:
-    origins = {_origin(u) for r in records for u in (r.url, r.duplicate_of)}
-    return origins.pop() if len(origins) == 1 else ""
-
-
 def _origin(url: str) -> str:
+    """``scheme://host[:port]`` exactly as spelled in ``url`` ('' for a relative one)."""
     scheme, sep, rest = url.partition("://")
-    return scheme + sep + rest.split("/", 1)[0] if sep else ""
+    if not sep or "/" in scheme:
+        return ""
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    return scheme + sep + rest[:end]
 
 
-def format_table(records: list[DropRecord]) -> str:
-    """Rows of distance, reason, URL and kept page in 80 columns, then a count by reason."""
+def _main_origin(records: list[DropRecord]) -> tuple[str, bool]:
+    """The most common origin of the listed URLs, and whether every URL is on it."""
+    counts = Counter(_origin(u) for r in records for u in (r.url, r.duplicate_of))
+    counts.pop("", None)
+    if not counts:
+        return "", False
+    origin = counts.most_common(1)[0][0]
+    return origin, len(counts) == 1 and counts[origin] == 2 * len(records)
+
+
+def format_table(records: list[DropRecord], width: int | None = None) -> str:
+    """Distance, reason, dropped URL and kept page per row, then a count by reason.
+
+    ``width`` None: whole URLs on one line each. Otherwise the table fits ``width`` columns:
+    URLs on the most common origin become paths (the origin is named above the table), and when
+    a row is still too wide every kept page moves to a second line. URLs are never cut.
+    """
     if not records:
         return "no dropped pages match\n"
-    origin = _common_origin(records)
-    strip = len(origin)
-    url_width = (WIDTH - 12) // 2
-    lines = [f"all URLs on {origin}"] if origin else []
-    lines.append(f"{'DIST':>4} {'WHY':<5} {'DROPPED URL':<{url_width}} {'KEPT (DUPLICATE OF)'}")
-    for r in records:
-        dist = "-" if r.distance is None else str(r.distance)
-        why = SHORT_REASON.get(r.reason, r.reason[:5])
-        url, kept = r.url[strip:] or "/", r.duplicate_of[strip:] or "/"
-        lines.append(f"{dist:>4} {why:<5} {cut(url, url_width):<{url_width}} "
-                     f"{cut(kept, WIDTH - 12 - url_width)}")
+    origin, everywhere = _main_origin(records) if width is not None else ("", False)
+    lines = []
+    if origin:
+        lines.append(f"all URLs on {origin}" if everywhere else
+                     f"paths are on {origin}; other URLs are whole")
+
+    def shown(url: str) -> str:
+        return _path_of(url) if origin and _origin(url) == origin else url
+
+    rows = [("-" if r.distance is None else str(r.distance),
+             SHORT_REASON.get(r.reason, r.reason[:5]), shown(r.url), shown(r.duplicate_of))
+            for r in records]
+    lines += _table_body(rows, width)
     counts = {reason: sum(r.reason == reason for r in records) for reason in REASONS}
     lines.append(f"{len(records)} dropped page(s): " +
                  ", ".join(f"{n} {reason}" for reason, n in counts.items()))
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _table_body(rows: list[tuple[str, str, str, str]], width: int | None) -> list[str]:
+    """Header and rows: one line per row when all fit ``width``, else the kept page below."""
+    url_width = max(len("DROPPED URL"), *(len(row[2]) for row in rows))
+    kept_width = max(len(row[3]) for row in rows)
+    if width is None or 12 + url_width + kept_width <= width:
+        return [f"{'DIST':>4} {'WHY':<5} {'DROPPED URL':<{url_width}} KEPT (DUPLICATE OF)",
+                *(f"{dist:>4} {why:<5} {url:<{url_width}} {kept}"
+                  for dist, why, url, kept in rows)]
+    lines = [f"{'DIST':>4} {'WHY':<5} DROPPED URL", f"{'':>4} {'KEPT':<5} DUPLICATE OF"]
+    for dist, why, url, kept in rows:
+        lines += [f"{dist:>4} {why:<5} {url}", f"{'':>4} {'kept':<5} {kept}"]
+    return lines
 
 
 # --- explanations ----------------------------------------------------------------------------
@@ -249,7 +432,7 @@ def format_explanation(e: Explanation, diff: bool = False) -> str:
              _row(second, e.kept.url), _row("", "title: " + (e.kept.title or "-"))]
     lines += _decision_lines(e)
     lines.append("")
-    one, other = f"the {first.lower()} page", f"the {second.lower()} page"
+    one, other = _side_names(e)
     lines += _listing("Lines only in " + one, e.lines_only_dropped)
     lines += _listing("Lines only in " + other, e.lines_only_kept)
     lines += _listing("Words only in " + one, e.words_only_dropped, words=True)
@@ -267,8 +450,15 @@ def _labels(e: Explanation) -> tuple[str, str]:
     return "Dropped", "Kept"
 
 
+def _side_names(e: Explanation) -> tuple[str, str]:
+    """The two pages in a sentence: "page A"/"page B", or "the dropped page"/"the kept page"."""
+    if e.reason == "pair":
+        return "page A", "page B"
+    return "the dropped page", "the kept page"
+
+
 def _decision_lines(e: Explanation) -> list[str]:
-    first, second = _labels(e)
+    one, other = _side_names(e)
     verdict = e.reason if e.reason != "pair" else "both pages compared"
     dist = "unknown (no fingerprint)" if e.distance is None else f"{e.distance} bits"
     stored = "" if e.stored_distance in (None, e.distance) else f" (stored {e.stored_distance})"
@@ -290,11 +480,9 @@ def _decision_lines(e: Explanation) -> list[str]:
         lines.append(_row("Text", "identical"))
     else:
         lines.append(_row("Text", f"differs: {_n(e.lines_only_dropped, 'line')} and "
-                                  f"{_n(e.words_only_dropped, 'word')} only in the "
-                                  f"{first.lower()} page,"))
+                                  f"{_n(e.words_only_dropped, 'word')} only in {one},"))
         lines.append(_row("", f"{_n(e.lines_only_kept, 'line')} and "
-                              f"{_n(e.words_only_kept, 'word')} only in the "
-                              f"{second.lower()} page"))
+                              f"{_n(e.words_only_kept, 'word')} only in {other}"))
     return lines
 
 
