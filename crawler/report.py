@@ -1,8 +1,10 @@
-"""The numbers of ``scrapy dedupreport``: totals, nearest-neighbour distances and a what-if.
+"""The numbers of ``scrapy dedupreport``: decisions to check, distances and a what-if.
 
-:func:`build_report` reads one crawl from a :class:`crawler.review.CrawlDB` and returns plain
-JSON-ready data (``--format json`` prints it as is); :func:`render_html` turns the same data into
-one self-contained HTML page (inline CSS and SVG, no script, no external asset).
+:func:`build_report` reads one crawl, or the crawls of one JOBDIR job reported as one (a list of
+ids: the union of their documents and drops, settings and threshold from the latest), from a
+:class:`crawler.review.CrawlDB` and returns plain JSON-ready data (``--format json`` prints it as
+is); :func:`render_html` (:mod:`crawler.report_html`) turns the same data into one
+self-contained HTML page (inline CSS and SVG, no script, no external asset).
 
 The population is every page the crawl decided on: its kept ``documents`` and its ``dropped``
 rows, in decision order (``fetched_at`` of a kept page, ``dropped_at`` of a dropped one). With
@@ -11,14 +13,23 @@ seeded as kept (never counted, never dropped).
 
 * **Nearest distance**: for each page with a SimHash, the Hamming distance to the nearest other
   page of the population (kept or dropped), by an exact numpy pass (XOR + popcount, chunked).
-* **What-if**: for each threshold t in 0..k+3 the pipeline's greedy rule replayed in decision
+* **What-if**: for each threshold t in 0..max(k+8, first change above k), at most 64, the
+  pipeline's greedy rule replayed in decision
   order: a page whose content hash equals a kept page's is an exact duplicate; else a page with
   a SimHash within t bits of a kept page's is a near duplicate; else it is kept. Distances are
   the stored fingerprints' corrected by the crawl's record (:func:`effective_edges`: a drop's
   recorded match counts at its recorded distance; two kept pages within k count as k + 1), so
   at the crawl's own k the replay reproduces the recorded decisions (``mismatches`` counts the
   pages where it does not, e.g. a drop whose kept page was deleted).
+  Each row lists the pages whose decision differs from the row one bit closer to k (at most
+  :data:`CHANGES_LISTED`). The first change above k is the smallest distance from a kept page
+  to an earlier kept page (never below k + 1), found by an exact numpy pass, so the table always
+  reaches it (unless past 64 bits, or the sample has over :data:`EXTEND_LIMIT` pages: then it
+  stops at k + 8 and states the distance).
 * **Near misses**: pairs of kept pages at distance k+1..k+3: what a looser threshold would drop.
+* **Decisions to check** (:func:`decisions`): the near drops closest to k first, then every
+  exact-duplicate group with its size, each with both titles, the lines only in each page and
+  the ``scrapy dropped --explain`` command; at most :data:`DECISIONS_LISTED`, the rest counted.
 
 Exact up to :data:`EXACT_LIMIT` pages; above that the distances and the what-if use a uniform
 random sample (fixed seed) of that many pages in decision order, stated in ``sample`` (pairs are
@@ -31,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import random
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,13 +54,23 @@ import sqlalchemy as sa
 from crawler import review
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from crawler.review import CrawlDB
 
 logger = logging.getLogger(__name__)
 
 EXACT_LIMIT = 100_000
-WHATIF_EXTRA = 3  # thresholds up to k + 3, near misses at k+1..k+3
+WHATIF_EXTRA = 8  # what-if rows at least up to k + 8 (and to the first change above k)
+NEAR_MISS_EXTRA = 3  # near misses at k+1..k+3
 NEAR_MISS_LISTED = 50
+DECISIONS_LISTED = 100  # near drops listed in "decisions to check"
+GROUPS_LISTED = 50  # exact-duplicate groups listed, each with up to COPIES_LISTED copies
+COPIES_LISTED = 5
+LARGEST_GROUPS = 10
+CHANGES_LISTED = 10  # pages listed per what-if row
+EXTEND_LIMIT = 20_000  # pages above which the what-if is not extended past k + 8
+DIFF_CHARS = 120  # one line of a difference, cut to this many characters
 _CHUNK_CELLS = 2_000_000  # pairs per numpy chunk: 16 MB of uint64 at a time
 _NO_NEIGHBOUR = 255
 
@@ -65,6 +87,7 @@ class Population:
     status: list[str] = field(default_factory=list)
     #: a dropped page's recorded match: (duplicate_of URL, distance); (None, None) otherwise
     matches: list[tuple[str | None, int | None]] = field(default_factory=list)
+    titles: list[str | None] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.urls)
@@ -75,18 +98,33 @@ def _epoch(value: object) -> float:
     return when.timestamp() if when else 0.0
 
 
-def load_population(db: CrawlDB, crawl_id: int, persist: bool) -> Population:
-    """Every page of ``crawl_id`` (and prior documents when ``persist``), in decision order."""
+def crawl_id_list(crawl_id: int | Sequence[int]) -> list[int]:
+    """One crawl id or the ids of one job's crawls, as a sorted list without repeats."""
+    ids = sorted({int(crawl_id)} if isinstance(crawl_id, int) else {int(i) for i in crawl_id})
+    if not ids:
+        raise review.ReviewError("no crawl id given: nothing to report")
+    return ids
+
+
+def _optional(table: sa.Table, *names: str) -> list[sa.Column[Any]]:
+    """The columns of ``names`` the table has (older databases lack some)."""
+    return [table.c[name] for name in names if name in table.c]
+
+
+def load_population(db: CrawlDB, crawl_id: int | Sequence[int], persist: bool) -> Population:
+    """Every page of ``crawl_id`` (one id, or a job's ids: their union), and prior documents
+    (stored by other crawls) when ``persist``, in decision order."""
+    ids = crawl_id_list(crawl_id)
     d, x = db.documents, db.dropped_table
     docs = db._rows(sa.select(d.c.url, d.c.content_hash, d.c.simhash, d.c.fetched_at,
-                              d.c.crawl_id, d.c.id))
+                              d.c.crawl_id, d.c.id, *_optional(d, "title")))
     drops = db._rows(sa.select(x.c.url, x.c.reason, x.c.simhash, x.c.dropped_at, x.c.id,
                                x.c.duplicate_of, x.c.distance,
-                               *([x.c.content_hash] if "content_hash" in x.c else []))
-                     .where(x.c.crawl_id == crawl_id))
+                               *_optional(x, "content_hash", "title"))
+                     .where(x.c.crawl_id.in_(ids)))
     entries = []
     for row in docs:
-        status = "kept" if row["crawl_id"] == crawl_id else "prior"
+        status = "kept" if row["crawl_id"] in ids else "prior"
         if status == "prior" and not persist:
             continue
         rank = 0 if status == "prior" else 1
@@ -107,6 +145,7 @@ def load_population(db: CrawlDB, crawl_id: int, persist: bool) -> Population:
         pop.simhashes.append(review.unsigned64(row.get("simhash")))
         pop.status.append(status)
         pop.matches.append((row.get("duplicate_of"), row.get("distance")))
+        pop.titles.append(row.get("title"))
     return pop
 
 
@@ -116,7 +155,7 @@ def sample_population(pop: Population, limit: int, seed: int = 0) -> Population:
         return pop
     keep = sorted(random.Random(seed).sample(range(len(pop)), limit))
     out = Population()
-    for name in ("urls", "hosts", "content_hashes", "simhashes", "status", "matches"):
+    for name in ("urls", "hosts", "content_hashes", "simhashes", "status", "matches", "titles"):
         values = getattr(pop, name)
         setattr(out, name, [values[i] for i in keep])
     return out
@@ -213,26 +252,66 @@ def effective_edges(pop: Population, nb: Neighbours, k: int) -> Edges:
 
 def replay(pop: Population, earlier: list[list[tuple[int, int]]], threshold: int) -> list[str]:
     """The pipeline's greedy decisions at ``threshold``: a status per page (prior stays)."""
-    kept_hashes: set[str] = set()
+    return replay_matches(pop, earlier, threshold)[0]
+
+
+def replay_matches(pop: Population, earlier: list[list[tuple[int, int]]], threshold: int,
+                   ) -> tuple[list[str], list[tuple[int, int] | None]]:
+    """:func:`replay`, plus each dropped page's match: (kept page index, distance)."""
+    kept_hashes: dict[str, int] = {}
     kept = [False] * len(pop)
-    out = []
+    out: list[str] = []
+    matched: list[tuple[int, int] | None] = []
     for i, status in enumerate(pop.status):
         content = pop.content_hashes[i]
+        match = None
         if status == "prior":
             decision = "prior"
         elif content and content in kept_hashes:
-            decision = "exact_duplicate"
-        elif pop.simhashes[i] is not None and any(
-                kept[j] and d <= threshold for j, d in earlier[i]):
-            decision = "near_duplicate"
+            decision, match = "exact_duplicate", (kept_hashes[content], 0)
         else:
-            decision = "kept"
+            near = [(d, j) for j, d in earlier[i] if kept[j] and d <= threshold]
+            if pop.simhashes[i] is not None and near:
+                d, j = min(near)
+                decision, match = "near_duplicate", (j, d)
+            else:
+                decision = "kept"
         if decision in ("kept", "prior"):
             kept[i] = True
             if content:
-                kept_hashes.add(content)
+                kept_hashes.setdefault(content, i)
         out.append(decision)
-    return out
+        matched.append(match)
+    return out, matched
+
+
+def first_change_above(pop: Population, k: int) -> int | None:
+    """The smallest threshold above ``k`` at which the replay differs from the crawl.
+
+    Replaying at t > k changes nothing until a kept page has an earlier kept (or prior) page
+    within t, so this is the smallest such distance, never below k + 1 (kept pairs within k
+    count as k + 1, as in :func:`effective_edges`); ``None`` when no kept page has an earlier
+    kept page with a fingerprint. Exact, numpy, chunked like :func:`neighbours`.
+    """
+    index = [i for i, s in enumerate(pop.status)
+             if s in ("kept", "prior") and pop.simhashes[i] is not None]
+    if len(index) < 2:
+        return None
+    values = np.array([pop.simhashes[i] for i in index], dtype=np.uint64)
+    own = np.array([pop.status[i] == "kept" for i in index], dtype=bool)
+    best = _NO_NEIGHBOUR
+    start, m = 1, len(values)
+    while start < m:
+        rows = max(1, _CHUNK_CELLS // start)
+        block = values[start:start + rows]
+        dist = np.bitwise_count(block[:, None] ^ values[None, :start + len(block)])
+        later = np.arange(start + len(block))[None, :] >= np.arange(start, start + len(block))[
+            :, None]
+        dist[later] = _NO_NEIGHBOUR  # only earlier pages count
+        dist[~own[start:start + len(block)]] = _NO_NEIGHBOUR  # a prior page is never decided
+        best = min(best, int(dist.min()))
+        start += len(block)
+    return None if best == _NO_NEIGHBOUR else max(best, k + 1)
 
 
 def _truthy(value: object, default: bool = True) -> bool:
@@ -241,28 +320,40 @@ def _truthy(value: object, default: bool = True) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-def build_report(db: CrawlDB, crawl_id: int | None = None, *, exact_limit: int = EXACT_LIMIT,
-                 seed: int = 0, db_arg: str | None = None) -> dict[str, Any]:
-    """Every number of the report for one crawl (the latest when ``crawl_id`` is None).
+def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
+                 exact_limit: int = EXACT_LIMIT, seed: int = 0,
+                 db_arg: str | None = None) -> dict[str, Any]:
+    """Every number of the report for one crawl, or one job's crawls (a list of ids).
 
+    ``crawl_id`` None means the latest crawl. For a list, pages and drops are the union of the
+    crawls', settings and threshold the latest crawl's, URL-dedup counters summed.
     Raises :class:`crawler.review.ReviewError` for an unknown crawl or one without pages.
-    ``db_arg`` is put in the near misses' ``scrapy dropped --pair`` commands as ``--db``.
+    ``db_arg`` is put in the ``scrapy dropped`` commands as ``--db``.
     """
-    crawl = db.crawl(crawl_id)
+    crawls = ([db.crawl(None)] if crawl_id is None
+              else [db.crawl(i) for i in crawl_id_list(crawl_id)])
+    ids = [c["id"] for c in crawls]
+    crawl = crawls[-1]
     settings = crawl["settings"]
     k, blocks = review.crawl_thresholds(settings)
-    pop = load_population(db, crawl["id"], _truthy(settings.get("SIMHASH_PERSIST")))
+    pop = load_population(db, ids, _truthy(settings.get("SIMHASH_PERSIST")))
     counts = Counter(s for s in pop.status)
     own = len(pop) - counts["prior"]
     if not own:
-        raise review.ReviewError(f"crawl {crawl['id']} has no pages (nothing kept or dropped): "
+        named = f"crawl {ids[0]}" if len(ids) == 1 else "crawls " + ", ".join(map(str, ids))
+        raise review.ReviewError(f"{named} has no pages (nothing kept or dropped): "
                                  "nothing to report")
     sample = sample_population(pop, exact_limit, seed)
+    first_change = first_change_above(sample, k)
     radius = min(64, k + WHATIF_EXTRA)
+    if first_change is not None and len(sample) <= EXTEND_LIMIT:
+        radius = min(64, max(radius, first_change))
     edges = effective_edges(sample, neighbours(sample.simhashes, radius), k)
     dropped = counts["exact_duplicate"] + counts["near_duplicate"]
+    what_if = _what_if(sample, edges, k, radius)
+    what_if["first_change_above"] = first_change
     return {
-        "crawl": _crawl_info(crawl),
+        "crawl": _crawl_info(crawl, ids),
         "database": review.masked(db.url),
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": settings,
@@ -273,23 +364,27 @@ def build_report(db: CrawlDB, crawl_id: int | None = None, *, exact_limit: int =
                    "near_duplicate": counts["near_duplicate"],
                    "duplicate_rate": round(dropped / own, 4),
                    "prior_documents": counts["prior"],
-                   "canonical_swaps": db.canonical_swaps(crawl["id"])},
+                   "canonical_swaps": sum(db.canonical_swaps(i) for i in ids)},
         "by_reason": {r: counts[r] for r in review.REASONS},
         "by_host": _by_host(pop),
         "sample": {"exact": len(sample) == len(pop), "pages": len(pop),
                    "sample_size": len(sample), "limit": exact_limit, "seed": seed},
-        "histogram": _histogram(sample, edges, k),
-        "what_if": _what_if(sample, edges, k, radius),
-        "near_misses": _near_misses(sample, edges, k, radius, db_arg),
+        "histogram": _histogram(sample, edges, k, radius),
+        "what_if": what_if,
+        "near_misses": _near_misses(sample, edges, k, min(64, k + NEAR_MISS_EXTRA), db_arg),
+        "decisions": decisions(db, ids, k, db_arg),
+        "largest_groups": largest_groups(pop),
+        "url_dedup": url_dedup([c["stats"] for c in crawls], settings),
         "stats": {key: value for key, value in sorted(crawl["stats"].items())
-                  if key.startswith(("dedup/", "dupefilter/", "storage/"))
+                  if key.startswith(("dedup/", "dupefilter/", "storage/", "urlnorm/"))
                   or key in ("item_scraped_count", "item_dropped_count",
                              "response_received_count", "elapsed_time_seconds")},
     }
 
 
-def _crawl_info(crawl: dict[str, Any]) -> dict[str, Any]:
+def _crawl_info(crawl: dict[str, Any], ids: list[int]) -> dict[str, Any]:
     info = {key: crawl.get(key) for key in ("id", "spider", "finish_reason")}
+    info["ids"] = ids
     for key in ("started_at", "finished_at"):
         info[key] = review.iso_utc(crawl.get(key))
     info["seeds"] = crawl.get("seeds") if isinstance(crawl.get("seeds"), list) else []
@@ -301,13 +396,17 @@ def _by_host(pop: Population) -> list[dict[str, Any]]:
     for host, status in zip(pop.hosts, pop.status, strict=True):
         if status != "prior":
             table.setdefault(host, Counter())[status] += 1
-    rows = [{"host": host, "pages": sum(c.values()), "kept": c["kept"],
-             "exact_duplicate": c["exact_duplicate"], "near_duplicate": c["near_duplicate"]}
-            for host, c in table.items()]
+    rows = []
+    for host, c in table.items():
+        pages, dropped = sum(c.values()), c["exact_duplicate"] + c["near_duplicate"]
+        rows.append({"host": host, "pages": pages, "kept": c["kept"],
+                     "exact_duplicate": c["exact_duplicate"],
+                     "near_duplicate": c["near_duplicate"],
+                     "duplicate_rate": round(dropped / pages, 4)})
     return sorted(rows, key=lambda r: (-r["pages"], r["host"]))
 
 
-def _histogram(pop: Population, edges: Edges, k: int) -> dict[str, Any]:
+def _histogram(pop: Population, edges: Edges, k: int, radius: int) -> dict[str, Any]:
     kept: Counter[int] = Counter()
     dropped: Counter[int] = Counter()
     without = isolated = 0
@@ -322,204 +421,14 @@ def _histogram(pop: Population, edges: Edges, k: int) -> dict[str, Any]:
             isolated += 1
         else:
             (kept if status == "kept" else dropped)[distance] += 1
-    top = max([*kept, *dropped, k + WHATIF_EXTRA])
+    top = max([*kept, *dropped, radius])
     buckets = [{"distance": d, "kept": kept[d], "dropped": dropped[d]} for d in range(top + 1)]
-    return {"buckets": buckets, "threshold": k, "pages": sum(kept.values()) + sum(dropped.values()),
-            "without_fingerprint": without, "isolated": isolated}
-
-
-def _what_if(pop: Population, edges: Edges, k: int, radius: int) -> dict[str, Any]:
-    actual = sum(s in review.REASONS for s in pop.status)
-    rows, mismatches = [], 0
-    for t in range(radius + 1):
-        decisions = replay(pop, edges.earlier, t)
-        c = Counter(decisions)
-        drops = c["exact_duplicate"] + c["near_duplicate"]
-        rows.append({"threshold": t, "dropped": drops, "exact_duplicate": c["exact_duplicate"],
-                     "near_duplicate": c["near_duplicate"], "kept": c["kept"],
-                     "change": drops - actual, "actual": t == k})
-        if t == k:
-            mismatches = sum(a != b for a, b in zip(decisions, pop.status, strict=True))
-    return {"actual_dropped": actual, "rows": rows, "mismatches": mismatches,
-            "adjusted_pairs": edges.adjusted, "unmatched_drops": edges.unmatched}
-
-
-def _near_misses(pop: Population, edges: Edges, k: int, radius: int,
-                 db_arg: str | None) -> dict[str, Any]:
-    import shlex
-
-    pairs = []
-    for i, found in enumerate(edges.earlier):
-        for j, distance in found:
-            both_kept = {pop.status[i], pop.status[j]} <= {"kept", "prior"}
-            if k < distance <= radius and both_kept and "kept" in (pop.status[i], pop.status[j]):
-                pairs.append((distance, pop.urls[j], pop.urls[i]))
-    pairs.sort()
-    db_part = f" --db {shlex.quote(db_arg)}" if db_arg else ""
-    listed = [{"distance": d, "a": a, "b": b,
-               "command": f"scrapy dropped{db_part} --pair {shlex.quote(a)} {shlex.quote(b)}"}
-              for d, a, b in pairs[:NEAR_MISS_LISTED]]
-    by_distance = Counter(d for d, _, _ in pairs)
-    return {"count": len(pairs), "by_distance": {str(d): by_distance[d]
-                                                  for d in range(k + 1, radius + 1)},
-            "listed": listed}
-
-
-# --- HTML ------------------------------------------------------------------------------------
-
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1000px;color:#222;padding:0 1em}
-h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
-svg{max-width:100%;height:auto}table{border-collapse:collapse;margin:.5em 0}
-td,th{padding:.2em .7em;border-bottom:1px solid #eee;
-text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-tr.actual{background:#fff4d6;font-weight:600}code{font-size:.9em;word-break:break-all}
-.note{color:#666}.kept{fill:#4c78a8}.dropped{fill:#e45756}.legend span{display:inline-block;
-width:.9em;height:.9em;margin:0 .3em 0 1em;vertical-align:middle}svg text{font-size:11px;fill:#333}
-"""
-KEPT_COLOUR, DROPPED_COLOUR = "#4c78a8", "#e45756"
-
-
-def _e(value: object) -> str:
-    from html import escape
-
-    return escape("" if value is None else str(value), quote=True)
-
-
-def _table(headers: list[str], rows: list[list[object]], numeric: set[int] | None = None,
-           table_id: str = "", row_attrs: list[str] | None = None) -> str:
-    numeric = numeric or set()
-    head = "".join(f'<th class="n">{_e(h)}</th>' if i in numeric else f"<th>{_e(h)}</th>"
-                   for i, h in enumerate(headers))
-    body = []
-    for r, row in enumerate(rows):
-        cells = "".join(f'<td class="n">{_e(v)}</td>' if i in numeric else f"<td>{_e(v)}</td>"
-                        for i, v in enumerate(row))
-        attrs = row_attrs[r] if row_attrs else ""
-        body.append(f"<tr{attrs}>{cells}</tr>")
-    ident = f' id="{table_id}"' if table_id else ""
-    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def histogram_svg(hist: dict[str, Any], width: int = 900, height: int = 260) -> str:
-    """Stacked bars (kept below, dropped on top), one ``<g class="bar">`` per distance."""
-    buckets = hist["buckets"]
-    left, bottom, top = 44, 36, 14
-    plot_w, plot_h = width - left - 10, height - bottom - top
-    peak = max([b["kept"] + b["dropped"] for b in buckets] + [1])
-    step = plot_w / len(buckets)
-    parts = [f'<svg id="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             'aria-label="nearest-neighbour distance histogram">',
-             f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
-             'stroke="#999"/>']
-    for tick in sorted({0, peak // 2, peak}):
-        y = top + plot_h - plot_h * tick / peak
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick}</text>')
-    label_every = max(1, len(buckets) // 16)
-    for i, b in enumerate(buckets):
-        x = left + i * step
-        kept_h = plot_h * b["kept"] / peak
-        drop_h = plot_h * b["dropped"] / peak
-        base = top + plot_h
-        parts.append(
-            f'<g class="bar" data-distance="{b["distance"]}" data-kept="{b["kept"]}" '
-            f'data-dropped="{b["dropped"]}"><title>distance {b["distance"]}: {b["kept"]} kept, '
-            f'{b["dropped"]} dropped</title>'
-            f'<rect class="kept" fill="{KEPT_COLOUR}" x="{x + 1:.1f}" y="{base - kept_h:.1f}" '
-            f'width="{max(step - 2, 1):.1f}" height="{kept_h:.1f}"/>'
-            f'<rect class="dropped" fill="{DROPPED_COLOUR}" x="{x + 1:.1f}" '
-            f'y="{base - kept_h - drop_h:.1f}" width="{max(step - 2, 1):.1f}" '
-            f'height="{drop_h:.1f}"/></g>')
-        if i % label_every == 0:
-            parts.append(f'<text x="{x + step / 2:.1f}" y="{base + 14}" '
-                         f'text-anchor="middle">{b["distance"]}</text>')
-    k_x = left + (hist["threshold"] + 1) * step
-    parts.append(f'<line id="threshold" x1="{k_x:.1f}" y1="{top - 4}" x2="{k_x:.1f}" '
-                 f'y2="{top + plot_h}" stroke="#222" stroke-dasharray="4 3"/>'
-                 f'<text x="{k_x + 4:.1f}" y="{top + 8}">k = {hist["threshold"]}</text>'
-                 f'<text x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle">'
-                 'bits to the nearest other page</text></svg>')
-    return "".join(parts)
-
-
-def render_html(data: dict[str, Any]) -> str:
-    """One self-contained HTML page (inline CSS and SVG, no script) with every number."""
-    crawl, totals, k = data["crawl"], data["totals"], data["threshold"]
-    sections = [
-        f"<h1>Dedup report — crawl {_e(crawl['id'])}</h1>",
-        f'<p class="note">{_e(data["database"])}, generated {_e(data["generated_at"])}. '
-        f"{_sample_note(data['sample'])}</p>",
-        "<h2>Crawl and totals</h2>", _totals_table(crawl, totals),
-        "<h2>Distance to the nearest other page</h2>", _histogram_section(data["histogram"]),
-        "<h2>What if the threshold were different?</h2>", _what_if_section(data, k),
-        "<h2>Near misses (kept pairs just above the threshold)</h2>",
-        _near_miss_section(data["near_misses"], k),
-        "<h2>By reason</h2>",
-        _table(["reason", "pages"], [[r, n] for r, n in data["by_reason"].items()], {1},
-               "by-reason", [f' data-reason="{_e(r)}"' for r in data["by_reason"]]),
-        "<h2>By host</h2>", _host_table(data["by_host"]),
-        "<h2>Settings that shape dedup</h2>",
-        _table(["setting", "value"], [[n, v] for n, v in sorted(data["settings"].items())],
-               table_id="settings"),
-    ]
-    if data["stats"]:
-        sections += ["<h2>Crawl stats</h2>",
-                     _table(["stat", "value"], [[n, v] for n, v in data["stats"].items()],
-                            table_id="stats")]
-    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>Dedup report — crawl {_e(crawl['id'])}</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(sections)}</body></html>\n")
-
-
-def _sample_note(sample: dict[str, Any]) -> str:
-    if sample["exact"]:
-        return f"Exact: all {sample['pages']} pages compared."
-    return (f"Sampled: distances and what-if use a uniform random sample of "
-            f"{sample['sample_size']} of {sample['pages']} pages (seed {sample['seed']}); "
-            "totals cover every page.")
-
-
-def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
-    rows = [("crawl", crawl["id"], "crawl-id"), ("started", crawl["started_at"], "started"),
-            ("finished", crawl["finished_at"], "finished"),
-            ("finish reason", crawl["finish_reason"], "finish-reason"),
-            ("pages decided", totals["pages"], "total-pages"),
-            ("kept", totals["kept"], "total-kept"), ("dropped", totals["dropped"], "total-dropped"),
-            ("exact duplicates", totals["exact_duplicate"], "total-exact_duplicate"),
-            ("near duplicates", totals["near_duplicate"], "total-near_duplicate"),
-            ("duplicate rate", f"{totals['duplicate_rate']:.1%}", "duplicate-rate"),
-            ("originals kept over copies stored first", totals.get("canonical_swaps", 0),
-             "canonical-swaps"),
-            ("documents of earlier crawls", totals["prior_documents"], "prior-documents")]
-    body = "".join(f'<tr><th>{_e(label)}</th><td id="{ident}">{_e(value)}</td></tr>'
-                   for label, value, ident in rows)
-    return f'<table id="totals"><tbody>{body}</tbody></table>'
-
-
-def _host_table(rows: list[dict[str, Any]]) -> str:
-    return _table(["host", "pages", "kept", "exact", "near"],
-                  [[r["host"], r["pages"], r["kept"], r["exact_duplicate"], r["near_duplicate"]]
-                   for r in rows], {1, 2, 3, 4}, "by-host",
-                  [f' data-host="{_e(r["host"])}"' for r in rows])
-
-
-def _histogram_section(hist: dict[str, Any]) -> str:
-    legend = (f'<p class="legend"><span style="background:{KEPT_COLOUR}"></span>kept'
-              f'<span style="background:{DROPPED_COLOUR}"></span>dropped; dashed line: '
-              f"threshold k = {hist['threshold']} (a page at or left of it has a near duplicate)."
-              "</p>")
-    notes = []
-    if hist["isolated"]:
-        notes.append(f"{hist['isolated']} page(s) had no other page to compare with.")
-    if hist["without_fingerprint"]:
-        notes.append(f"{hist['without_fingerprint']} page(s) have no SimHash (too few tokens: "
-                     "checked for exact copies only) and are not drawn.")
-    help_text = ("A clear gap between the duplicates on the left and the distinct pages on the "
-                 "right means the threshold is safe anywhere inside it; kept bars close to the "
-                 "line are near misses, dropped bars at the line are the decisions to check.")
-    return (legend + histogram_svg(hist) + f'<p class="note">{_e(" ".join(notes))}</p>'
-            f'<p id="advice">{_e(advice(hist))}</p><p>{_e(help_text)}</p>')
+    hist = {"buckets": buckets, "threshold": k,
+            "pages": sum(kept.values()) + sum(dropped.values()),
+            "without_fingerprint": without, "isolated": isolated,
+            "zoom": [max(0, k - 3), min(top, k + 8)]}
+    hist["advice"] = advice(hist)
+    return hist
 
 
 def advice(hist: dict[str, Any]) -> str:
@@ -540,36 +449,240 @@ def advice(hist: dict[str, Any]) -> str:
             "the near misses and the drops at the line before changing it.")
 
 
-def _what_if_section(data: dict[str, Any], k: int) -> str:
-    w = data["what_if"]
-    rows = [[r["threshold"], r["dropped"], r["exact_duplicate"], r["near_duplicate"], r["kept"],
-             f"{r['change']:+d}"] for r in w["rows"]]
-    attrs = [f' data-threshold="{r["threshold"]}"' + (' class="actual"' if r["actual"] else "")
-             for r in w["rows"]]
-    table = _table(["threshold k", "dropped", "exact", "near", "kept", "vs actual"], rows,
-                   {0, 1, 2, 3, 4, 5}, "what-if", attrs)
-    note = (f"Replayed greedily in fetch order, as the pipeline decides; the highlighted row "
-            f"is this crawl's k = {k} ({w['actual_dropped']} pages actually dropped).")
-    if w["adjusted_pairs"]:
-        note += (f" {w['adjusted_pairs']} kept pair(s) are within k by their stored fingerprints "
-                 "but were judged distinct by the crawl (fingerprints refreshed after template "
-                 "learning, or a host's first pages): they count as k + 1 bits.")
-    if w["mismatches"]:
-        note += (f" {w['mismatches']} page(s) decided differently in the replay than in the "
-                 f"crawl ({w['unmatched_drops']} drop(s) whose kept page is not in this crawl's "
-                 "rows: deleted, re-crawled later, or outside the sample).")
-    return table + f'<p class="note">{_e(note)}</p>'
+def _what_if(pop: Population, edges: Edges, k: int, radius: int) -> dict[str, Any]:
+    actual = sum(s in review.REASONS for s in pop.status)
+    replays = [replay_matches(pop, edges.earlier, t) for t in range(radius + 1)]
+    rows, mismatches = [], 0
+    for t, (decisions_t, _) in enumerate(replays):
+        c = Counter(decisions_t)
+        drops = c["exact_duplicate"] + c["near_duplicate"]
+        rows.append({"threshold": t, "dropped": drops, "exact_duplicate": c["exact_duplicate"],
+                     "near_duplicate": c["near_duplicate"], "kept": c["kept"],
+                     "change": drops - actual, "actual": t == k,
+                     "changes": _changes(pop, replays, t, k)})
+        if t == k:
+            mismatches = sum(a != b for a, b in zip(decisions_t, pop.status, strict=True))
+    return {"actual_dropped": actual, "rows": rows, "mismatches": mismatches,
+            "adjusted_pairs": edges.adjusted, "unmatched_drops": edges.unmatched}
 
 
-def _near_miss_section(near: dict[str, Any], k: int) -> str:
-    counts = ", ".join(f"{n} at distance {d}" for d, n in near["by_distance"].items())
-    head = f"<p>{near['count']} kept pair(s) within k+1..k+3 bits: {_e(counts)}.</p>"
-    if not near["listed"]:
-        return head
-    rows = [[m["distance"], m["a"], m["b"]] for m in near["listed"]]
-    table = _table(["bits", "page", "page"], rows, {0}, "near-misses")
-    commands = "".join(f"<li><code>{_e(m['command'])}</code></li>" for m in near["listed"])
-    more = near["count"] - len(near["listed"])
-    extra = f'<p class="note">… and {more} more not listed.</p>' if more > 0 else ""
-    return (head + table + extra + "<p>Compare a pair side by side:</p>"
-            f'<ul id="near-miss-commands">{commands}</ul>')
+def _changes(pop: Population, replays: list[tuple[list[str], list[tuple[int, int] | None]]],
+             t: int, k: int) -> dict[str, Any]:
+    """The pages decided differently at ``t`` than one bit closer to ``k`` (none at k)."""
+    if t == k or not 0 <= (t - 1 if t > k else t + 1) < len(replays):
+        return {"dropped": [], "kept": [], "dropped_count": 0, "kept_count": 0}
+    here, matched = replays[t]
+    there = replays[t - 1 if t > k else t + 1][0]
+    newly_dropped = [i for i, (a, b) in enumerate(zip(here, there, strict=True))
+                     if a in review.REASONS and b not in review.REASONS]
+    newly_kept = [i for i, (a, b) in enumerate(zip(here, there, strict=True))
+                  if a == "kept" and b in review.REASONS]
+    listed_drops = []
+    for i in newly_dropped[:CHANGES_LISTED]:
+        j, distance = matched[i] or (None, None)
+        listed_drops.append({"url": pop.urls[i], "title": pop.titles[i], "reason": here[i],
+                             "distance": distance,
+                             "duplicate_of": None if j is None else pop.urls[j],
+                             "duplicate_title": None if j is None else pop.titles[j]})
+    return {"dropped": listed_drops,
+            "kept": [{"url": pop.urls[i], "title": pop.titles[i]}
+                     for i in newly_kept[:CHANGES_LISTED]],
+            "dropped_count": len(newly_dropped), "kept_count": len(newly_kept)}
+
+
+def _near_misses(pop: Population, edges: Edges, k: int, radius: int,
+                 db_arg: str | None) -> dict[str, Any]:
+    pairs = []
+    for i, found in enumerate(edges.earlier):
+        for j, distance in found:
+            both_kept = {pop.status[i], pop.status[j]} <= {"kept", "prior"}
+            if k < distance <= radius and both_kept and "kept" in (pop.status[i], pop.status[j]):
+                pairs.append((distance, j, i))
+    pairs.sort(key=lambda p: (p[0], pop.urls[p[1]], pop.urls[p[2]]))
+    listed = [{"distance": d, "a": pop.urls[a], "b": pop.urls[b],
+               "a_title": pop.titles[a], "b_title": pop.titles[b],
+               "command": _command(db_arg, "--pair", pop.urls[a], pop.urls[b])}
+              for d, a, b in pairs[:NEAR_MISS_LISTED]]
+    by_distance = Counter(d for d, _, _ in pairs)
+    return {"count": len(pairs), "by_distance": {str(d): by_distance[d]
+                                                  for d in range(k + 1, radius + 1)},
+            "listed": listed}
+
+
+def _command(db_arg: str | None, option: str, *urls: str) -> str:
+    db_part = f" --db {shlex.quote(db_arg)}" if db_arg else ""
+    return f"scrapy dropped{db_part} {option} " + " ".join(shlex.quote(u) for u in urls)
+
+
+# --- decisions to check ----------------------------------------------------------------------
+
+
+def decisions(db: CrawlDB, ids: list[int], k: int, db_arg: str | None = None) -> dict[str, Any]:
+    """The drops a person should check: near drops closest to ``k`` first, exact groups.
+
+    Near drops are sorted by distance (largest first), then URL; at most
+    :data:`DECISIONS_LISTED` are listed with both titles, a one-line difference (the first line
+    only in each page, from :func:`crawler.review.compare`) and the ``--explain`` command.
+    Exact copies are grouped by the kept page, largest group first, at most
+    :data:`GROUPS_LISTED` groups of which :data:`COPIES_LISTED` copies each.
+    """
+    x = db.dropped_table
+    rows = db._rows(sa.select(x.c.id, x.c.url, x.c.reason, x.c.duplicate_of, x.c.distance,
+                              *_optional(x, "title", "rule"))
+                    .where(x.c.crawl_id.in_(ids)))
+    near = sorted((r for r in rows if r["reason"] == "near_duplicate"),
+                  key=lambda r: (-(r["distance"] or 0), r["url"]))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted((r for r in rows if r["reason"] == "exact_duplicate"),
+                      key=lambda r: r["url"]):
+        groups.setdefault(row["duplicate_of"] or "", []).append(row)
+    ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), g[0]))[:GROUPS_LISTED]
+    listed_near = near[:DECISIONS_LISTED]
+    wanted = listed_near + [c for _, copies in ordered for c in copies[:COPIES_LISTED]]
+    texts = _drop_texts(db, [r["id"] for r in wanted])
+    kept = _kept_pages(db, {r["duplicate_of"] for r in wanted if r["duplicate_of"]})
+    by_distance = Counter(r["distance"] for r in near)
+    return {
+        "near": [_decision(r, texts, kept, k, db_arg) for r in listed_near],
+        "near_count": len(near),
+        "near_by_distance": {str(d): by_distance[d] for d in sorted(by_distance, reverse=True)
+                             if d is not None},
+        "exact_groups": [_exact_group(url, copies, texts, kept, k, db_arg)
+                         for url, copies in ordered],
+        "exact_group_count": len(groups),
+        "exact_count": sum(len(c) for c in groups.values()),
+        "listed_limit": DECISIONS_LISTED,
+    }
+
+
+def _chunks(values: list[Any], size: int = 500) -> list[list[Any]]:
+    return [values[i:i + size] for i in range(0, len(values), size)]
+
+
+def _drop_texts(db: CrawlDB, ids: list[int]) -> dict[int, str]:
+    x = db.dropped_table
+    if "text" not in x.c:
+        return {}
+    out: dict[int, str] = {}
+    for chunk in _chunks(ids):
+        for row in db._rows(sa.select(x.c.id, x.c.text).where(x.c.id.in_(chunk))):
+            out[row["id"]] = row["text"] or ""
+    return out
+
+
+def _kept_pages(db: CrawlDB, urls: set[str]) -> dict[str, dict[str, Any]]:
+    """Kept documents by URL, found on ``url`` or ``canonical_url`` (a drop names either)."""
+    d = db.documents
+    columns = [d.c.url, *_optional(d, "canonical_url", "title", "text", "content_hash")]
+    out: dict[str, dict[str, Any]] = {}
+    for name in ("url", "canonical_url"):
+        missing = sorted(u for u in urls if u not in out)
+        if name not in d.c or not missing:
+            continue
+        for chunk in _chunks(missing):
+            for row in db._rows(sa.select(*columns).where(d.c[name].in_(chunk))):
+                out.setdefault(row[name], row)
+    return out
+
+
+def _decision(row: dict[str, Any], texts: dict[int, str], kept: dict[str, dict[str, Any]],
+              k: int, db_arg: str | None) -> dict[str, Any]:
+    match = kept.get(row["duplicate_of"] or "")
+    text = texts.get(row["id"])
+    return {"url": row["url"], "title": row.get("title"), "reason": row["reason"],
+            "distance": row["distance"], "rule": row.get("rule"),
+            "duplicate_of": row["duplicate_of"],
+            "duplicate_title": match.get("title") if match else None,
+            "difference": difference(text, match.get("text") if match else None, k),
+            "command": _command(db_arg, "--explain", row["url"])}
+
+
+def _exact_group(url: str, copies: list[dict[str, Any]], texts: dict[int, str],
+                 kept: dict[str, dict[str, Any]], k: int, db_arg: str | None) -> dict[str, Any]:
+    match = kept.get(url)
+    return {"duplicate_of": url, "duplicate_title": match.get("title") if match else None,
+            "size": 1 + len(copies), "copies": [_decision(r, texts, kept, k, db_arg)
+                                                for r in copies[:COPIES_LISTED]]}
+
+
+def difference(dropped: str | None, kept: str | None, k: int) -> dict[str, Any]:
+    """The text lines only in each page: the first of each (cut), and how many there are.
+
+    ``None`` on a side whose text is not stored (an older database, a deleted kept page).
+    """
+    if dropped is None or kept is None:
+        return {"only_dropped": None, "only_kept": None, "more_dropped": 0, "more_kept": 0,
+                "same_text": None, "summary": "text not stored: run the --explain command"}
+    a = review.Page("", None, dropped, None, None, kept=False)
+    b = review.Page("", None, kept, None, None, kept=True)
+    result = review.compare(a, b, "near_duplicate", None, k, k + 1)
+    only_a, only_b = list(result.lines_only_dropped), list(result.lines_only_kept)
+    out = {"only_dropped": _cut(only_a[0]) if only_a else None,
+           "only_kept": _cut(only_b[0]) if only_b else None,
+           "more_dropped": max(0, len(only_a) - 1), "more_kept": max(0, len(only_b) - 1),
+           "same_text": result.identical_text}
+    out["summary"] = _summary(out)
+    return out
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= DIFF_CHARS else line[:DIFF_CHARS - 1] + "…"
+
+
+def _summary(diff: dict[str, Any]) -> str:
+    if diff["same_text"]:
+        return "same text"
+    if not diff["only_dropped"] and not diff["only_kept"]:
+        return "same lines, in another order or spacing"
+    parts = []
+    for side, label in (("dropped", "only in dropped"), ("kept", "only in kept")):
+        line = diff[f"only_{side}"]
+        if line:
+            more = diff[f"more_{side}"]
+            parts.append(f"{label}: “{line}”" + (f" (+{more} more)" if more else ""))
+    return "; ".join(parts)
+
+
+def largest_groups(pop: Population, limit: int = LARGEST_GROUPS) -> dict[str, Any]:
+    """Kept pages with the most drops: size (the kept page and its drops) and reasons."""
+    titles = {url: pop.titles[i] for i, url in enumerate(pop.urls)
+              if pop.status[i] in ("kept", "prior")}
+    groups: dict[str, Counter[str]] = {}
+    for i, status in enumerate(pop.status):
+        url = pop.matches[i][0]
+        if status in review.REASONS and url:
+            groups.setdefault(url, Counter())[status] += 1
+    ordered = sorted(groups.items(), key=lambda g: (-sum(g[1].values()), g[0]))
+    return {"count": len(groups),
+            "listed": [{"url": url, "title": titles.get(url), "size": 1 + sum(c.values()),
+                        "exact_duplicate": c["exact_duplicate"],
+                        "near_duplicate": c["near_duplicate"]} for url, c in ordered[:limit]]}
+
+
+def url_dedup(stats: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    """The URL-dedup counters of the crawls' stats (summed over a job's crawls).
+
+    The crawl counts no stripped tracking parameters (no stat), so the stripped names
+    (``URLNORM_STRIP_PARAMS``) are given instead.
+    """
+    total: Counter[str] = Counter()
+    for one in stats:
+        for key, value in one.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                total[key] += value
+    keys = ["dupefilter/filtered", "dedup/links_extracted", "dedup/links_skipped_seen",
+            "dedup/links_not_http", "dedup/links_offsite", "dedup/bloom/false_positives_avoided"]
+    prefixed = sorted(key for key in total if key.startswith(("urlnorm/trap/", "urlnorm/dropped/")))
+    strip = settings.get("URLNORM_STRIP_PARAMS")
+    return {"counters": {key: total.get(key, 0) for key in [*keys, *prefixed]},
+            "traps": sum(total[key] for key in prefixed if key.startswith("urlnorm/trap/")),
+            "filtered_total": total["dupefilter/filtered"] + total["dedup/links_skipped_seen"],
+            "strip_params": list(strip) if isinstance(strip, (list, tuple)) else
+            [p for p in str(strip or "").split(",") if p]}
+
+
+def render_html(data: dict[str, Any]) -> str:
+    """One self-contained HTML page of ``data`` (see :mod:`crawler.report_html`)."""
+    from crawler.report_html import render_html as render
+
+    return render(data)

@@ -22,9 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler import report
+from crawler.report_html import human
 from crawler.review import CrawlDB, ReviewError
 from crawler.storage import Store
-from tests.conftest import IN_CI, ROOT, CrawlRun
+from tests.conftest import IN_CI, ROOT, CrawlRun, run_crawl
 from tests.test_review import build_db
 
 KEPT_RGB = (0x4C, 0x78, 0xA8)
@@ -121,8 +122,9 @@ def test_report_numbers_equal_the_database(demo_crawl: CrawlRun, demo_report: di
     assert int(page.by_id["total-dropped"]) == exact + near
     assert int(page.by_id["total-pages"]) == kept + exact + near
     (host,) = {r["host"] for r in demo_report["data"]["by_host"]}
-    assert page.row(**{"data-host": host})[1:] == [str(kept + exact + near), str(kept),
-                                                   str(exact), str(near)]
+    assert page.row(**{"data-host": host})[1:] == [
+        str(kept + exact + near), str(kept), str(exact), str(near),
+        f"{(exact + near) / (kept + exact + near):.1%}"]
     assert page.row(**{"data-reason": "near_duplicate"})[1] == str(near)
 
 
@@ -134,7 +136,8 @@ def test_what_if_row_for_the_crawls_threshold_equals_the_drops(
     assert dropped > 0, "the dedup pipeline dropped nothing on the demo site"
     cells = page.row(**{"data-threshold": str(k)})
     assert int(cells[1]) == dropped and cells[5] == "+0"
-    assert [r["threshold"] for r in data["what_if"]["rows"]] == list(range(k + 4))
+    rows = [r["threshold"] for r in data["what_if"]["rows"]]
+    assert rows == list(range(len(rows))) and rows[-1] >= k + 8
     assert data["what_if"]["mismatches"] == 0
     drops = [r["dropped"] for r in data["what_if"]["rows"]]
     assert drops == sorted(drops), "a looser threshold never drops fewer pages"
@@ -150,11 +153,15 @@ def test_histogram_has_one_bar_per_distance_bucket(demo_report: dict) -> None:
     assert sum(d for _, _, d in bars) > 0, "dropped pages are drawn"
 
 
-def test_html_is_self_contained(demo_report: dict) -> None:
+def test_html_is_self_contained(demo_crawl: CrawlRun, demo_report: dict) -> None:
     text = demo_report["html"].read_text()
     tags = demo_report["page"].tags
     assert not [t for t, a in tags if t in ("script", "link", "img", "iframe")]
-    assert not [a for _, a in tags if any(k in a for k in ("src", "href"))]
+    assert not [a for _, a in tags if "src" in a]
+    hrefs = {a["href"] for t, a in tags if "href" in a}
+    crawled = {row[0] for row in demo_crawl.rows("SELECT url FROM documents UNION "
+                                                 "SELECT url FROM dropped")}
+    assert hrefs and hrefs <= crawled, "links only to the crawled pages"
     assert "url(" not in text and "@import" not in text
 
 
@@ -223,34 +230,6 @@ def png_pixels(data: bytes) -> tuple[int, int, int, bytes]:
     return width, height, bpp, bytes(out)
 
 
-def test_report_renders_in_headless_chromium(demo_report: dict, tmp_path: Path) -> None:
-    browser = _browser()
-    probe = tmp_path / "probe.html"  # a copy with a script that measures the drawn SVG
-    probe.write_text(demo_report["html"].read_text().replace(
-        "</body>", "<script>const r = document.getElementById('histogram')"
-        ".getBoundingClientRect(); document.body.setAttribute('data-svg', "
-        "Math.round(r.width) + 'x' + Math.round(r.height));</script></body>"))
-    dom = _chromium(browser, tmp_path, "--dump-dom", probe.as_uri())
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    width, height = _svg_size(dom.stdout)
-    assert width > 100 and height > 50
-    shot = tmp_path / "shot.png"
-    result = _chromium(browser, tmp_path, f"--screenshot={shot}", demo_report["html"].as_uri())
-    assert result.returncode == 0 and shot.exists(), result.stderr[-2000:]
-    _, _, bpp, pixels = png_pixels(shot.read_bytes())
-    colours = {pixels[i:i + 3] for i in range(0, len(pixels), bpp * 7)}
-    assert len(colours) > 8, "the screenshot is blank"
-    assert any(pixels[i:i + 3] == bytes(KEPT_RGB) for i in range(0, len(pixels), bpp)), \
-        "no histogram bar in the screenshot"
-
-
-def _svg_size(dom: str) -> tuple[int, int]:
-    page = Page.parse(dom)
-    (body,) = [a for t, a in page.tags if t == "body"]
-    w, h = body["data-svg"].split("x")
-    return int(w), int(h)
-
-
 # --- hand-made databases --------------------------------------------------------------------
 
 
@@ -292,7 +271,7 @@ def test_neighbours_equal_brute_force(values: list[int | None], radius: int) -> 
         assert sorted(nb.earlier[i]) == sorted((j, d) for d, j in others if j < i and d <= radius)
 
 
-def test_report_errors(cli: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_report_errors(cli: Any, tmp_path: Path) -> None:
     code, _, err = cli("dedupreport", "--db", str(tmp_path / "none.db"), "-o",
                        str(tmp_path / "r.html"))
     assert code == 1 and "does not exist" in err and not (tmp_path / "r.html").exists()
@@ -324,7 +303,7 @@ def test_kept_pairs_within_k_count_as_k_plus_1(tmp_path: Path) -> None:
         data = report.build_report(db)
     w = data["what_if"]
     assert w["adjusted_pairs"] == 1 and w["mismatches"] == 0
-    assert [r["dropped"] for r in w["rows"]] == [1, 1, 3, 3, 4, 4, 4]
+    assert [r["dropped"] for r in w["rows"]][:7] == [1, 1, 3, 3, 4, 4, 4]
     assert data["near_misses"]["count"] == 1
     assert data["near_misses"]["listed"][0]["distance"] == 4
 
@@ -367,4 +346,228 @@ def test_a_second_crawl_is_replayed_against_the_first_ones_pages(tmp_path: Path)
     rows = data["what_if"]["rows"]
     assert data["what_if"]["mismatches"] == 0 and [r["dropped"] for r in rows[:3]] == [0, 1, 1]
     assert data["by_host"] == [{"host": "site.test", "pages": 2, "kept": 1,
-                                "exact_duplicate": 0, "near_duplicate": 1}]
+                                "exact_duplicate": 0, "near_duplicate": 1,
+                                "duplicate_rate": 0.5}]
+
+
+# --- a crafted crawl: near duplicates at 1..k bits, a kept pair at k+1 -----------------------
+
+HOSTILE_TITLE = '<script>alert("t")</script> Two & "quotes"'
+
+
+def _fingerprint(html: str) -> int:
+    """The pipeline's SimHash of a page without template blocks (none are shared here)."""
+    from crawler.simhash import features, fingerprint
+    from crawler.text import extract
+    from crawler.tokens import block_tokens, main_tokens
+
+    return fingerprint(features(main_tokens(block_tokens(extract(html).blocks), 20), 1))
+
+
+def _article(title: str, paragraphs: list[list[str]], nav: str = "") -> str:
+    from crawler.sitegen.site import escape
+
+    body = "".join(f"<p>{escape(' '.join(p))}</p>" for p in paragraphs)
+    return (f"<!DOCTYPE html><html><head><title>{escape(title)}</title></head><body>"
+            f"<nav>{nav}</nav><main><h1>{escape(title)}</h1>{body}</main></body></html>")
+
+
+def _variant(rng: Any, words: list[str], paragraphs: list[list[str]], target: int,
+             ) -> list[list[str]]:
+    """Paragraphs whose SimHash is exactly ``target`` bits from ``paragraphs``' (greedy)."""
+    base = _fingerprint(_article("t", paragraphs))
+    current = paragraphs
+    for _ in range(100):
+        best: tuple[int, list[list[str]]] | None = None
+        for _ in range(40):
+            cand = [list(p) for p in current]
+            p = rng.randrange(len(cand))
+            cand[p][rng.randrange(len(cand[p]))] = rng.choice(words)
+            gap = abs((_fingerprint(_article("t", cand)) ^ base).bit_count() - target)
+            if gap == 0:
+                return cand
+            if best is None or gap < best[0]:
+                best = (gap, cand)
+        assert best is not None
+        current = best[1]
+    raise AssertionError(f"no variant at {target} bits")
+
+
+def near_site(distances: tuple[int, ...], seed: int = 7) -> Any:
+    """A site of pairs ``/gD/a`` (original) and ``/gD/b`` (a copy D SimHash bits away): at
+    D <= k the crawl drops one of them, above k it keeps both. The copy at 2 bits has a
+    hostile title."""
+    import random
+
+    from crawler.sitegen.site import Site, page
+    from crawler.sitegen.text import load_words
+
+    rng = random.Random(seed)
+    words = [w for values in load_words().sections.values() for w in values
+             if w.isalpha() and " " not in w]
+    pages, nav = {}, "".join(f'<a href="/g{d}/{s}">g{d}{s}</a> ' for d in distances
+                             for s in "ab")
+    pages["/"] = page(_article("Index", [[rng.choice(words) for _ in range(25)]], nav))
+    for d in distances:
+        original = [[rng.choice(words) for _ in range(25)] for _ in range(8)]
+        copy = _variant(rng, words, original, d)
+        title = HOSTILE_TITLE if d == 2 else f"Copy at {d} bits"
+        pages[f"/g{d}/a"] = page(_article(f"Original {d}", original, nav))
+        pages[f"/g{d}/b"] = page(_article(title, copy, nav))
+    return Site("near", pages, canonical_pages=set(pages))
+
+
+def crawl_near_site(workdir: Path, distances: tuple[int, ...], k: int) -> CrawlRun:
+    from crawler.siteserver import SiteServer
+
+    with SiteServer(near_site(distances)) as server:
+        run = run_crawl(workdir, urls=[server.base_url + "/"],
+                        settings={"SIMHASH_MAX_DISTANCE": k, "ROBOTSTXT_OBEY": False})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+@pytest.fixture(scope="module")
+def near_crawl(tmp_path_factory: pytest.TempPathFactory) -> CrawlRun:
+    return crawl_near_site(tmp_path_factory.mktemp("near"), (1, 2, 3, 4), 3)
+
+
+@pytest.fixture(scope="module")
+def near_report(near_crawl: CrawlRun) -> dict:
+    with CrawlDB.open(str(near_crawl.db_path)) as db:
+        return report.build_report(db, db_arg=str(near_crawl.db_path))
+
+
+def test_decisions_list_the_drops_closest_to_k_first(near_crawl: CrawlRun,
+                                                     near_report: dict) -> None:
+    recorded = sorted(d for (d,) in near_crawl.rows("SELECT distance FROM dropped"))
+    assert recorded == [1, 2, 3], "the crafted copies sit at 1, 2 and 3 bits"
+    dec = near_report["decisions"]
+    assert [d["distance"] for d in dec["near"]] == [3, 2, 1] and dec["near_count"] == 3
+    titles = dict(near_crawl.rows("SELECT url, title FROM documents UNION ALL "
+                                  "SELECT url, title FROM dropped"))
+    for d in dec["near"]:
+        assert d["title"] == titles[d["url"]] and d["duplicate_title"] == titles[d["duplicate_of"]]
+        assert d["url"].rsplit("/", 2)[1] == d["duplicate_of"].rsplit("/", 2)[1]  # same group
+        assert d["difference"]["only_dropped"] and d["difference"]["only_kept"]
+        assert "only in dropped: “" in d["difference"]["summary"]
+        assert d["command"] == (f"scrapy dropped --db {near_crawl.db_path} --explain "
+                                f"{d['url']}")
+    assert dec["exact_groups"] == [] and dec["exact_count"] == 0
+
+
+def test_explain_commands_of_the_report_run(cli: Any, near_report: dict) -> None:
+    for d in near_report["decisions"]["near"]:
+        code, out, err = cli(*d["command"].split()[1:])
+        assert code == 0, err
+        assert f"Distance: {d['distance']} bits" in out and d["duplicate_of"] in out
+
+
+def test_what_if_reaches_the_first_change_and_names_its_pages(near_crawl: CrawlRun,
+                                                              near_report: dict) -> None:
+    w = near_report["what_if"]
+    rows = {r["threshold"]: r for r in w["rows"]}
+    assert w["mismatches"] == 0 and w["first_change_above"] == 4
+    assert max(rows) == 3 + 8
+    assert [rows[t]["dropped"] for t in range(6)] == [0, 1, 2, 3, 4, 4]
+    (extra,) = rows[4]["changes"]["dropped"]  # the one page a 4th bit would drop
+    assert extra["distance"] == 4 and "/g4/" in extra["url"] and "/g4/" in extra["duplicate_of"]
+    assert extra["title"] in ("Original 4", "Copy at 4 bits")
+    (spared,) = rows[2]["changes"]["kept"]  # one bit fewer keeps the copy at 3 bits
+    assert "/g3/" in spared["url"]
+    assert rows[3]["changes"] == {"dropped": [], "kept": [], "dropped_count": 0, "kept_count": 0}
+    assert near_report["near_misses"]["count"] == 1
+    assert near_report["near_misses"]["listed"][0]["distance"] == 4
+    buckets = {b["distance"]: b for b in near_report["histogram"]["buckets"]}
+    assert buckets[4]["kept"] == 2 and sum(buckets[d]["dropped"] for d in (1, 2, 3)) == 3
+
+
+def test_html_decision_list_links_and_escapes(near_crawl: CrawlRun, near_report: dict) -> None:
+    text = report.render_html(near_report)
+    page = Page.parse(text)
+    assert not [t for t, _ in page.tags if t == "script"], "a page title became a script"
+    assert "&lt;script&gt;alert(&quot;t&quot;)&lt;/script&gt; Two &amp;" in text
+    items = [a for t, a in page.tags if t == "li" and a.get("class") == "decision"]
+    assert [a["data-distance"] for a in items] == ["3", "2", "1"]
+    hrefs = [a["href"] for t, a in page.tags if t == "a"]
+    for d in near_report["decisions"]["near"]:
+        assert d["url"] in hrefs and d["duplicate_of"] in hrefs
+    cells = page.row(**{"data-threshold": "4", "class": "changed"})
+    assert cells[1] == str(near_report["what_if"]["actual_dropped"] + 1) and "/g4/" in cells[6]
+
+
+def test_hostile_urls_are_never_live_links(tmp_path: Path) -> None:
+    from tests.test_review import doc, drop
+
+    store = Store(f"sqlite:///{tmp_path / 'crawl.db'}")
+    cid = store.start_crawl("web", [], {"SIMHASH_MAX_DISTANCE": 3})
+    kept = doc(0, 0xFF00, title="<img src=x onerror=alert(1)>", crawl_id=cid)
+    bad = drop("javascript:alert(1)", kept, "near_duplicate", 0xFF01, 5,
+               "<b>bold</b>\nline", title="</title><script>x()</script>", crawl_id=cid)
+    store.write_batch([kept], [bad])
+    store.finish_crawl(cid, "finished", {})
+    store.close()
+    with CrawlDB.open(str(tmp_path / "crawl.db")) as db:
+        text = report.render_html(report.build_report(db))
+    page = Page.parse(text)
+    assert not [t for t, _ in page.tags if t in ("script", "img")]
+    hrefs = [a["href"] for t, a in page.tags if t == "a"]
+    assert hrefs == [kept["url"]] * len(hrefs) and hrefs, "javascript: is text, not a link"
+    assert "javascript:alert(1)" in text and "&lt;/title&gt;&lt;script&gt;x()" in text
+
+
+def test_a_jobs_crawls_are_reported_as_one(tmp_path: Path) -> None:
+    """A JOBDIR job's crawls (a killed run and its resume): union of pages, latest settings."""
+    from datetime import timedelta
+
+    from tests.test_review import T0, doc, drop
+
+    store = Store(f"sqlite:///{tmp_path / 'crawl.db'}")
+    first = store.start_crawl("web", [], {"SIMHASH_MAX_DISTANCE": 3})
+    a = doc(0, 0x0, crawl_id=first)
+    store.write_batch([a], [drop("http://site.test/m.html", a, "near_duplicate", 0b11, 3, "x",
+                                 crawl_id=first)])
+    store.finish_crawl(first, "shutdown", {"dupefilter/filtered": 5, "urlnorm/trap/path_depth": 1})
+    second = store.start_crawl("web", [], {"SIMHASH_MAX_DISTANCE": 5})
+    b = doc(1, 0xFFFF_FFFF_0000_0000, crawl_id=second, fetched_at=T0 + timedelta(hours=1))
+    late = drop("http://site.test/n.html", b, "near_duplicate", b["simhash"] ^ 0b11111,
+                3700, "y", crawl_id=second)
+    store.write_batch([b], [late])
+    store.finish_crawl(second, "finished", {"dupefilter/filtered": 7})
+    store.close()
+    with CrawlDB.open(str(tmp_path / "crawl.db")) as db:
+        job = report.build_report(db, [second, first])
+        one = report.build_report(db, first)
+        assert len(report.load_population(db, [first, second], False)) == 4
+    assert job["crawl"]["ids"] == [first, second] and job["crawl"]["id"] == second
+    assert job["threshold"] == 5 and one["threshold"] == 3
+    assert job["totals"]["pages"] == 4 and one["totals"]["pages"] == 2
+    assert job["what_if"]["mismatches"] == 0
+    assert [d["distance"] for d in job["decisions"]["near"]] == [5, 2]
+    assert job["url_dedup"]["counters"]["dupefilter/filtered"] == 12
+    assert job["url_dedup"]["traps"] == 1
+    assert "crawls 1, 2 (one job)" in report.render_html(job)
+
+
+def test_settings_and_stats_read_as_people_write_them() -> None:
+    assert human(1.9188420200000564, "elapsed_time_seconds") == "1.92 s"
+    assert human(0.1865, "dedup/summary/duplicate_rate") == "18.6 %"
+    assert human(1.4e-05, "dedup/bloom/fill_ratio") == "0.0014 %"
+    assert human(145968817, "dedup/bloom/bits") == "145,968,817 (17.4 MiB)"
+    assert human(10_000_000, "BLOOM_CAPACITY", "URLs") == "10,000,000 URLs"
+    assert human(["utm_*", "gclid"]) == "utm_*, gclid"
+    assert human({"b": 2, "a": True}) == "a: on, b: 2"
+    assert human(None) == "not set" and human(False) == "off"
+    assert human("postgresql+psycopg://u:secret@db/c") == "postgresql+psycopg://u:***@db/c"
+
+
+def test_demo_report_formats_settings_and_zooms_on_k(demo_report: dict) -> None:
+    page, data = demo_report["page"], demo_report["data"]
+    text = demo_report["html"].read_text()
+    assert "[" not in page.by_id["settings"] and "1.9188" not in text
+    k = data["threshold"]
+    zoom = [(t, a) for t, a in page.tags if t == "g" and a.get("class") == "zoom-bin"]
+    assert [int(a["data-distance"]) for _, a in zoom] == list(range(max(0, k - 3), k + 9))
+    decisions = [a for t, a in page.tags if t == "li" and a.get("class") == "decision"]
+    assert len(decisions) == data["decisions"]["near_count"] > 0
+    assert data["what_if"]["first_change_above"] is not None
