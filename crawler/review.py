@@ -8,6 +8,11 @@ Tables are reflected from the database (``documents``, ``dropped``, ``crawls``, 
 :mod:`crawler.storage`), so optional columns (``title``, ``text``) may be absent in an older file.
 Every query is SQLAlchemy Core with bound parameters.
 
+Which crawls a command reports: :func:`select_crawls` (``--crawl ID``, ``--job [JOB]`` or
+neither: the latest crawl) returns the ids and a one-line note for stderr; a crawl resumed from
+``JOBDIR`` records one ``crawls`` row per run, tied by ``crawls.job`` (revision 0007; a database
+not yet upgraded reads as having no jobs).
+
 Records come out as :class:`DropRecord`: the JSON Lines fields of the drop log (``url``,
 ``reason``, ``duplicate_of``, ``distance``, ``simhash``/``duplicate_simhash`` as 16 hex digits,
 ``time`` ISO 8601 UTC, ``crawl_id``) plus ``canonical_url`` and ``title`` when the source has them.
@@ -364,6 +369,51 @@ class CrawlDB:
         if crawl_id is not None:
             self.crawl(crawl_id)
 
+    # --- runs and jobs (crawls.job / crawls.command: revision 0007) ------------------------
+
+    def runs(self) -> list[Run]:
+        """Every crawl as a :class:`Run`, oldest first (job and command None before 0007)."""
+        if self.crawls is None:
+            return []
+        c = self.crawls.c
+        extra = [c[name] for name in ("job", "command") if name in c]
+        rows = self._rows(sa.select(c.id, *extra).order_by(c.id))
+        return [Run(row["id"], row.get("job"), row.get("command")) for row in rows]
+
+    def latest_crawl(self) -> int | None:
+        """The id of the newest crawl; None when the database records none."""
+        ids = self.crawl_ids()
+        return ids[-1] if ids else None
+
+    def job_crawls(self, job: str) -> list[int]:
+        """The ids of every run of ``job``, oldest first ([] for an unknown job)."""
+        return [run.id for run in self.runs() if run.job == job]
+
+    def has_pages(self, crawl_id: int) -> bool:
+        """True when the crawl owns a stored page or a drop record (what a report counts)."""
+        return self._owns(self.documents, crawl_id) or self.has_drops(crawl_id)
+
+    def has_drops(self, crawl_id: int) -> bool:
+        return self._owns(self.dropped_table, crawl_id)
+
+    def crawls_with_pages(self) -> list[int]:
+        """Ids of the crawls that own pages or drops, oldest first (one indexed probe each)."""
+        return [crawl_id for crawl_id in self.crawl_ids() if self.has_pages(crawl_id)]
+
+    def latest_with_pages(self) -> int | None:
+        return next((i for i in reversed(self.crawl_ids()) if self.has_pages(i)), None)
+
+    def latest_with_drops(self) -> int | None:
+        return next((i for i in reversed(self.crawl_ids()) if self.has_drops(i)), None)
+
+    def _owns(self, table: sa.Table, crawl_id: int) -> bool:
+        query = sa.select(table.c.id).where(table.c.crawl_id == crawl_id).limit(1)
+        return bool(self._rows(query))
+
+    def select(self, crawl_id: int | None = None, job: str | None = None) -> Selection:
+        """The crawls a command reports: see :func:`select_crawls`."""
+        return select_crawls(self, crawl_id, job)
+
     # --- dropped pages -------------------------------------------------------------------
 
     def dropped(self, flt: DropFilter | None = None) -> list[DropRecord]:
@@ -427,6 +477,144 @@ class CrawlDB:
             if rows:
                 return rows[0]
         return None
+
+
+# --- choosing the crawls to report ------------------------------------------------------------
+
+LATEST_JOB = "latest"  # ``--job`` without an id; generated job ids are hex, never this word
+
+
+@dataclass(frozen=True)
+class Run:
+    """One ``crawls`` row as the selection sees it."""
+
+    id: int
+    job: str | None  # JOBDIR job id (revision 0007); None without JOBDIR or before 0007
+    command: str | None  # "crawl" | "parse"; None before revision 0007
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The crawls a command reports, oldest first, and the one-line note saying why."""
+
+    crawl_ids: list[int]
+    note: str
+    job: str | None = None
+
+    @property
+    def report_arg(self) -> int | list[int]:
+        """What ``report.build_report`` takes: one id, or the list of a job's runs."""
+        return self.crawl_ids[0] if len(self.crawl_ids) == 1 else list(self.crawl_ids)
+
+    @property
+    def label(self) -> str:
+        if self.job is None:
+            return f"crawl {self.crawl_ids[0]}"
+        return f"job {self.job} ({_crawls_phrase(self.crawl_ids)})"
+
+
+def select_crawls(db: CrawlDB, crawl_id: int | None = None,
+                  job: str | None = None) -> Selection:
+    """The crawls to report for ``--crawl ID``, ``--job [ID]`` or neither.
+
+    * neither: the latest crawl; the note says so, and when that crawl is one run of a JOBDIR
+      job with several runs, that ``--job`` reports them all as one;
+    * ``crawl_id``: that crawl;
+    * ``job``: every run of that job (:data:`LATEST_JOB`: of the newest crawl that has a job).
+
+    Raises :class:`ReviewError` (one line) for both given, an unknown crawl or job, a job asked
+    of crawls that ran without JOBDIR, and a chosen crawl or job without pages — naming the
+    crawls that have pages and the option to use.
+    """
+    if crawl_id is not None and job is not None:
+        raise ReviewError("--crawl and --job each pick the crawls to report; give one of them")
+    runs = db.runs()
+    if not runs:
+        raise ReviewError(f"database {masked(db.url)} records no crawl")
+    if job is not None:
+        return _select_job(db, runs, job)
+    return _select_crawl(db, runs, crawl_id)
+
+
+def _select_crawl(db: CrawlDB, runs: list[Run], crawl_id: int | None) -> Selection:
+    by_id = {run.id: run for run in runs}
+    latest = runs[-1].id
+    if crawl_id is not None and crawl_id not in by_id:
+        db.crawl(crawl_id)  # raises: unknown crawl, naming those that exist
+    run = by_id[latest if crawl_id is None else crawl_id]
+    siblings = [r.id for r in runs if run.job is not None and r.job == run.job]
+    if not db.has_pages(run.id):
+        raise ReviewError(empty_crawl_message(db, run, siblings))
+    if crawl_id is None:
+        how = "the only crawl" if len(runs) == 1 else f"latest of {len(runs)}"
+    else:
+        how = f"as asked; the latest is {latest}"
+    parse = ", a scrapy parse run" if run.command == "parse" else ""
+    note = f"report of crawl {run.id} ({how}{parse})"
+    if len(siblings) > 1:
+        note += (f"; it is run {siblings.index(run.id) + 1} of {len(siblings)} of JOBDIR job "
+                 f"{run.job} ({_crawls_phrase(siblings)}): --job {run.job} reports them as one")
+    elif len(runs) > 1:
+        note += "; --crawl ID for another"
+    return Selection([run.id], note)
+
+
+def _select_job(db: CrawlDB, runs: list[Run], job: str) -> Selection:
+    jobs = [run.job for run in runs if run.job is not None]
+    how = f"job {job}"
+    if job == LATEST_JOB:
+        if not jobs:
+            raise ReviewError(_no_jobs_message(db, runs))
+        job, how = jobs[-1], f"job {jobs[-1]} (the latest job)"
+    ids = [run.id for run in runs if run.job == job]
+    if not ids:
+        known = ", ".join(dict.fromkeys(reversed(jobs))) if jobs else "none"
+        raise ReviewError(f"unknown job {job!r} in {masked(db.url)} (jobs, newest first: "
+                          f"{known}); --job alone picks the latest")
+    if not any(db.has_pages(crawl_id) for crawl_id in ids):
+        raise ReviewError(f"job {job} has no pages: its runs ({_crawls_phrase(ids)}) stored and "
+                          f"dropped nothing{_pages_hint(db)}")
+    note = f"report of {how}: {_crawls_phrase(ids)} as one; --crawl ID for one run"
+    return Selection(ids, note, job)
+
+
+def empty_crawl_message(db: CrawlDB, run: Run, siblings: list[int]) -> str:
+    """``crawl 2 has no pages (a scrapy parse run); crawls with pages: 1; use --crawl 1``."""
+    why = "a scrapy parse run" if run.command == "parse" else "it stored and dropped nothing"
+    message = f"crawl {run.id} has no pages ({why})"
+    job_pages = [i for i in siblings if i != run.id and db.has_pages(i)]
+    if job_pages:
+        return (f"{message}; other runs of its JOBDIR job {run.job} have pages "
+                f"({_crawls_phrase(job_pages)}); use --job {run.job}")
+    return message + _pages_hint(db)
+
+
+def _pages_hint(db: CrawlDB) -> str:
+    with_pages = db.crawls_with_pages()
+    if not with_pages:
+        return "; no crawl in this database has pages"
+    hint = f"; crawls with pages: {_id_list(with_pages)}; use --crawl {with_pages[-1]}"
+    runs = db.runs()
+    job = next(run.job for run in runs if run.id == with_pages[-1])
+    if job is not None and sum(run.job == job for run in runs) > 1:
+        hint += f", or --job {job} for all runs of its JOBDIR job"
+    return hint
+
+
+def _no_jobs_message(db: CrawlDB, runs: list[Run]) -> str:
+    message = f"no crawl in {masked(db.url)} ran with JOBDIR, so none belongs to a job"
+    if db.crawls is not None and "job" not in db.crawls.c:
+        message += " (its schema predates jobs: a new crawl into it adds them)"
+    return message + f"; use --crawl ID (latest: {runs[-1].id})"
+
+
+def _id_list(ids: list[int], shown: int = 10) -> str:
+    text = ", ".join(map(str, ids[-shown:]))
+    return text if len(ids) <= shown else f"… {text} ({len(ids)} in all)"
+
+
+def _crawls_phrase(ids: list[int]) -> str:
+    return f"crawl {ids[0]}" if len(ids) == 1 else f"crawls {_id_list(ids)}"
 
 
 def _lookups(url: str, table: sa.Table) -> list[tuple[str, str]]:

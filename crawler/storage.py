@@ -15,7 +15,9 @@ on open; a database at a newer revision than this code is refused):
     decision can be explained after the crawl.
 ``crawls``
     One row per crawl: start, finish, finish reason, spider, seeds, the settings that shape
-    dedup (JSON) and the final stats (JSON); and the order-free fingerprints of what it stored
+    dedup (JSON) and the final stats (JSON); the JOBDIR ``job`` it belongs to (every run of one
+    JOBDIR shares it; NULL without JOBDIR) and its ``command`` (``crawl`` | ``parse``); and the
+    order-free fingerprints of what it stored
     (:mod:`crawler.setfp`: ``url_fingerprint``/``url_count``, ``content_fingerprint``/
     ``content_count``, ``page_fingerprint``, 32 hex digits each), updated in every batch's
     transaction, so two crawls compare in O(1).
@@ -170,6 +172,10 @@ class Crawl(Base):
     seeds: Mapped[list[str] | None] = mapped_column(sa.JSON)
     settings: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     stats: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    # revision 0007: the JOBDIR job this run belongs to (crawler.jobstate.job_id; NULL without
+    # JOBDIR) and the command that ran it ("crawl" | "parse"; NULL before 0007)
+    job: Mapped[str | None] = mapped_column(sa.String(64))
+    command: Mapped[str | None] = mapped_column(sa.String(16))
     # order-free fingerprints of what the crawl stored (crawler.setfp; revision 0005), kept
     # up to date in each batch's transaction from ``crawl_documents``
     url_fingerprint: Mapped[str] = mapped_column(sa.String(32), default=ZERO_HEX,
@@ -937,12 +943,15 @@ class Store:
 
     def start_crawl(
         self, spider: str, seeds: list[str] | None = None,
-        settings: Mapping[str, Any] | None = None,
+        settings: Mapping[str, Any] | None = None, *, job: str | None = None,
+        command: str | None = None,
     ) -> int:
-        """Record a new crawl; returns its id."""
+        """Record a new crawl; returns its id. ``job``: the JOBDIR job id of the run (None
+        without JOBDIR); ``command``: ``"crawl"`` or ``"parse"``."""
         self.check()
         row = {"spider": spider, "seeds": jsonable(list(seeds or [])),
-               "settings": jsonable(dict(settings or {})), "started_at": utcnow()}
+               "settings": jsonable(dict(settings or {})), "started_at": utcnow(),
+               "job": job, "command": command}
         with self._errors("recording the crawl start"), self.engine.begin() as conn:
             result = conn.execute(sa.insert(Crawl).returning(Crawl.id), row)
             return int(result.scalar_one())

@@ -313,7 +313,7 @@ def test_a_recrawl_meeting_other_spellings_updates_the_stored_pages(db_url: str,
 def test_migrations_create_the_schema_and_record_the_version(store: Store) -> None:
     assert store.schema_revision() is None or store.schema_revision() == migrations.head()
     store.check()
-    assert store.schema_revision() == migrations.head() == "0006"
+    assert store.schema_revision() == migrations.head() == "0007"
     tables = set(sa.inspect(store.engine).get_table_names())
     assert {"documents", "dropped", "crawls", "alembic_version"} <= tables
     with store.engine.connect() as conn:  # the migration builds exactly the models' schema
@@ -322,7 +322,7 @@ def test_migrations_create_the_schema_and_record_the_version(store: Store) -> No
     store.check()  # idempotent, on a new Store too
     with Store(store.sa_url) as again:
         again.check()
-        assert again.schema_revision() == "0006"
+        assert again.schema_revision() == "0007"
 
 
 def test_stores_opening_at_once_migrate_once(db_url: str) -> None:
@@ -342,7 +342,7 @@ def test_stores_opening_at_once_migrate_once(db_url: str) -> None:
     for t in threads:
         t.join(30)
     assert errors == []
-    assert stores[0].schema_revision() == "0006"
+    assert stores[0].schema_revision() == "0007"
     for s in stores:
         s.close()
 

@@ -2,7 +2,7 @@
 
 ::
 
-    scrapy dedupreport -o report.html [--db URL] [--crawl ID] [--format html|json]
+    scrapy dedupreport -o report.html [--db URL] [--crawl ID | --job [JOB]] [--format html|json]
 
 The report (see :mod:`crawler.report` for how each number is computed) shows the crawl's dedup
 settings and totals, counts by reason and by host, a histogram of the distance from each page to
@@ -10,10 +10,19 @@ its nearest other page (kept and dropped in two colours, the threshold drawn), t
 (kept pairs at k+1..k+3 bits with the command that compares them) and a what-if table for every
 threshold 0..k+3. The HTML has inline CSS and SVG only: it opens offline and can be mailed.
 
+Which crawl: the latest by default; ``--crawl ID`` another; ``--job`` every run of the latest
+JOBDIR job (``--job JOB`` of that job) reported as one — a crawl resumed from ``JOBDIR`` records
+one ``crawls`` row per run, all with the job id of ``JOBDIR/dedup/job.json``. A one-line note on
+stderr says which crawls were picked and how to pick others (and, when the latest crawl is one
+run of a job with several, that ``--job`` reports them all); a chosen crawl without pages (a
+``scrapy parse`` run, say) is an error naming the crawls that have pages
+(:func:`crawler.review.select_crawls`).
+
 ``--format json`` writes the same numbers; ``-o -`` (the default for json) writes to stdout.
 The output file is written atomically (temp file, then rename). ``--db`` takes a SQLAlchemy URL
 or a SQLite file path (default ``STORAGE_URL``); a missing file is reported, never created.
-Exit status 1 when the database is missing or empty, the crawl is unknown or has no pages.
+Exit status 1 when the database is missing or empty, the crawl or job is unknown or has no
+pages; 2 for ``--crawl`` with ``--job``.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "-o report.html [--db URL] [--crawl ID] [--format html|json]"
+        return "-o report.html [--db URL] [--crawl ID | --job [JOB]] [--format html|json]"
 
     def short_desc(self) -> str:
         return "Write an HTML (or JSON) report of a crawl's duplicate detection"
@@ -47,6 +56,8 @@ class Command(ScrapyCommand):
                            help="output file ('-' for stdout; default report.html, or - for json)")
         group.add_argument("--db", metavar="URL", help="crawl database (default STORAGE_URL)")
         group.add_argument("--crawl", type=int, metavar="ID", help="crawl id (default: latest)")
+        group.add_argument("--job", nargs="?", const="", metavar="JOB",
+                           help="every run of a JOBDIR job as one (default JOB: the latest)")
         group.add_argument("--format", default="html", choices=("html", "json"))
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -55,13 +66,19 @@ class Command(ScrapyCommand):
 
         if args:
             raise UsageError(f"unexpected argument {args[0]!r}", print_help=False)
+        if opts.crawl is not None and opts.job is not None:
+            raise UsageError("--crawl and --job each pick the crawls to report; give one",
+                             print_help=False)
         assert self.settings is not None
         output = opts.output or ("-" if opts.format == "json" else "report.html")
         db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
         try:
             with review.CrawlDB.open(db_url) as db:
                 db.require_content()
-                data = report.build_report(db, opts.crawl, db_arg=opts.db)
+                job = review.LATEST_JOB if opts.job == "" else opts.job  # bare --job
+                picked = db.select(opts.crawl, job)
+                print(picked.note, file=sys.stderr)
+                data = report.build_report(db, picked.report_arg, db_arg=opts.db)
         except review.ReviewError as exc:
             print(f"error: {exc}", file=sys.stderr)
             self.exitcode = 1
@@ -83,7 +100,7 @@ class Command(ScrapyCommand):
             return
         if output != "-":
             totals = data["totals"]
-            print(f"wrote {output}: crawl {data['crawl']['id']}, {totals['pages']} pages, "
+            print(f"wrote {output}: {picked.label}, {totals['pages']} pages, "
                   f"{totals['dropped']} dropped ({totals['exact_duplicate']} exact, "
                   f"{totals['near_duplicate']} near)", file=sys.stderr)
 

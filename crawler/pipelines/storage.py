@@ -1,7 +1,10 @@
 """``StoragePipeline``: kept pages and drop records into the crawl database, in batches.
 
 * At open: records a ``crawls`` row and publishes its id as the stat ``dedup/crawl_id`` and the
-  attribute ``crawler.dedup_crawl_id``.
+  attribute ``crawler.dedup_crawl_id``. With ``JOBDIR`` the row carries the job id of
+  ``JOBDIR/dedup/job.json`` (:func:`crawler.jobstate.job_id`, created by the first run), so
+  every run of a resumed crawl names the same job; ``command`` is ``parse`` when ``scrapy
+  parse`` runs the spider (it replaces the spider's ``start``), else ``crawl``.
 * ``process_item`` queues a ``documents`` row; the ``item_dropped`` signal queues a
   ``dropped`` row for a :class:`~crawler.exceptions.DuplicatePage` (text cut to
   ``DROPPED_TEXT_MAX_CHARS``). Any dropped page's request fingerprints join the batch too, so the
@@ -119,6 +122,25 @@ def dropped_row(
     }
 
 
+def run_command(spider: Any) -> str:
+    """``"parse"`` when ``scrapy parse`` runs the spider, else ``"crawl"``.
+
+    ``scrapy parse`` sets the spider class's ``start`` to a function of its own module: the one
+    trace it leaves (the command name is not in the settings). May change with Scrapy.
+    """
+    start = getattr(type(spider), "start", None)
+    return "parse" if getattr(start, "__module__", "") == "scrapy.commands.parse" else "crawl"
+
+
+def _job(crawler: Crawler | None) -> str | None:
+    jobdir = crawler.settings.get("JOBDIR") if crawler is not None else None
+    if not jobdir:
+        return None
+    from crawler.jobstate import job_id
+
+    return job_id(jobdir)
+
+
 def _seed_urls(spider: Any) -> list[str]:
     seeds = getattr(spider, "seeds", None)
     urls = getattr(seeds, "urls", None) if seeds is not None else None
@@ -191,9 +213,7 @@ class StoragePipeline:
         settings = dedup_settings(self.crawler.settings) if self.crawler else {}
         self._opening = True
         try:
-            self.crawl_id = await run_in_thread(
-                self.store.start_crawl, name, _seed_urls(spider), settings
-            )
+            self.crawl_id, job = await run_in_thread(self._start_crawl, spider, name, settings)
         finally:
             self._opening = False
         if self.crawler is not None:
@@ -202,10 +222,18 @@ class StoragePipeline:
         if self._close_reason is not None:  # another component failed to open meanwhile
             await self._finish(self._close_reason)
             return
-        logger.info("Storing pages in %s (crawl %d)", self.store.url, self.crawl_id,
-                    extra={"spider": spider})
+        logger.info("Storing pages in %s (crawl %d%s)", self.store.url, self.crawl_id,
+                    f", job {job}" if job else "", extra={"spider": spider})
         self._timer = create_looping_call(self._tick)
         self._timer.start(self.batch_seconds, now=False)
+
+    def _start_crawl(self, spider: Any, name: str,
+                     settings: dict[str, Any]) -> tuple[int, str | None]:
+        """The new crawl's id and job (blocking: file and database work, in a thread)."""
+        job = _job(self.crawler)
+        crawl_id = self.store.start_crawl(name, _seed_urls(spider), settings, job=job,
+                                          command=run_command(spider))
+        return crawl_id, job
 
     async def process_item(self, item: Any) -> Any:
         page = ItemAdapter(item)
