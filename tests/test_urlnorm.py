@@ -386,6 +386,10 @@ def test_property_resolution_is_idempotent(base: str, ref: str) -> None:
 @PROPERTY
 @given(urlish())
 def test_property_fragment_and_tracking_never_matter(url: str) -> None:
+    # A URL's leading and trailing C0 controls and spaces are stripped (WHATWG), so the
+    # fragment goes after the URL proper: 'http://0 ' is http://0/, 'http://0 #frag' has a
+    # space in its host (found by hypothesis).
+    url = url.rstrip("".join(map(chr, range(0x21))))
     result = _normalize_or_none(url)
     if result is not None and "#" not in url:
         assert _normalize_or_none(url + "#frag") == result
