@@ -77,6 +77,38 @@ def check_servers(settings: SettingsLike) -> None:
         check_redis(settings)
 
 
+def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
+    """:func:`check_spider` and :func:`check_input`; on bad input, print its one line and exit 2
+    (``crawl`` and ``parse`` call this before Scrapy sets up logging)."""
+    # Imported here: Scrapy imports every project command for every `scrapy` invocation.
+    from crawler.config import SettingError
+    from crawler.feeds import FeedError
+    from crawler.seeds import SeedError
+
+    try:
+        check_spider(settings, spider)
+        check_input(settings, spargs, spider=spider)
+    except (SeedError, SettingError, FeedError, UnknownSpiderError) as exc:  # usage error
+        fail(exc, 2)
+
+
+def preflight_servers(settings: Any) -> None:
+    """:func:`check_servers`; when one fails, print its one line (password masked), exit 1."""
+    from crawler.backends.common import RedisBackendError
+    from crawler.feeds import FeedError
+    from crawler.storage import StorageError
+
+    try:
+        check_servers(settings)
+    except (StorageError, RedisBackendError, FeedError) as exc:
+        fail(exc, 1)
+
+
+def fail(exc: Exception, code: int) -> None:
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(code)
+
+
 class Command(ScrapyCrawlCommand):
     def short_desc(self) -> str:
         return "Run a spider, after checking its seeds, settings and database"
@@ -88,16 +120,9 @@ class Command(ScrapyCrawlCommand):
         if len(args) != 1:
             return  # Scrapy's usage error comes from run()
         assert self.settings is not None
-        # Imported here: Scrapy imports every project command for every `scrapy` invocation.
-        from crawler.config import SettingError
-        from crawler.feeds import FeedError, apply_export_fields
-        from crawler.seeds import SeedError
+        from crawler.feeds import apply_export_fields
 
-        try:
-            check_spider(self.settings, args[0])
-            check_input(self.settings, opts.spargs, spider=args[0])
-        except (SeedError, SettingError, FeedError, UnknownSpiderError) as exc:  # usage error
-            self._fail(exc, 2)
+        preflight_input(self.settings, opts.spargs, args[0])
         apply_export_fields(self.settings)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -106,14 +131,7 @@ class Command(ScrapyCrawlCommand):
             super().run(args, opts)  # Scrapy's usage errors
             return
         assert self.settings is not None
-        from crawler.backends.common import RedisBackendError
-        from crawler.feeds import FeedError
-        from crawler.storage import StorageError
-
-        try:
-            check_servers(self.settings)
-        except (StorageError, RedisBackendError, FeedError) as exc:  # a server: one line
-            self._fail(exc, 1)
+        preflight_servers(self.settings)
         crawler = self._create_crawler(args[0])
         assert self.crawler_process is not None
         self.crawler_process.crawl(crawler, **opts.spargs)
@@ -124,8 +142,3 @@ class Command(ScrapyCrawlCommand):
         if reason in FAILED_FINISH_REASONS:
             print(f"crawl stopped early: {reason} (see the log above)", file=sys.stderr)
             self.exitcode = 1
-
-    @staticmethod
-    def _fail(exc: Exception, code: int) -> None:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(code)
