@@ -126,8 +126,9 @@ def check_feeds(settings: Any) -> None:
             extra = " (pip install 'dedup-crawler[s3]')" if scheme == "s3" else ""
             raise FeedError(uri, f"storage {scheme!r} unavailable: {exc}{extra}") from None
         except Exception as exc:  # a storage refusing its URI: say which and why, one line
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise FeedError(uri, f"storage {scheme!r} refuses the URI: {first}") from None
+            from crawler.storage import first_line
+
+            raise FeedError(uri, f"storage {scheme!r} refuses the URI: {first_line(exc)}") from None
         if scheme == "file":
             _check_folder(uri)
 

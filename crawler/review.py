@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import sqlalchemy as sa
 
 from crawler import defaults
+from crawler.storage import first_line
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -264,8 +265,7 @@ def _driver_problem(exc: BaseException) -> str:
     """One line for a URL SQLAlchemy cannot open: a missing driver or an unknown dialect."""
     if isinstance(exc, ModuleNotFoundError):
         return f"its driver {exc.name!r} is not installed"
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return first
+    return first_line(exc)
 
 
 class CrawlDB:
@@ -298,8 +298,7 @@ class CrawlDB:
             meta.reflect(bind=engine)
         except sa.exc.SQLAlchemyError as exc:
             engine.dispose()
-            reason = str(getattr(exc, "orig", exc)).splitlines()[0]
-            raise ReviewError(f"cannot read database {masked(url)}: {reason}") from None
+            raise ReviewError(f"cannot read database {masked(url)}: {first_line(exc)}") from None
         missing = [name for name in ("documents", "dropped") if name not in meta.tables]
         if missing:
             engine.dispose()
@@ -323,8 +322,7 @@ class CrawlDB:
             with self.engine.connect() as conn:
                 return [dict(row._mapping) for row in conn.execute(query)]
         except sa.exc.SQLAlchemyError as exc:
-            reason = str(getattr(exc, "orig", exc)).splitlines()[0]
-            raise ReviewError(f"query on {masked(self.url)} failed: {reason}") from None
+            raise ReviewError(f"query on {masked(self.url)} failed: {first_line(exc)}") from None
 
     def _scalar(self, query: sa.Select) -> Any:
         rows = self._rows(query)

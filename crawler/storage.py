@@ -389,7 +389,9 @@ def _hint(url: URL) -> str:
     )
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first non-blank line of an error (of the driver's error for a SQLAlchemy one), or
+    its type's name: every one-line error message quotes its cause this way."""
     orig = getattr(exc, "orig", None) or exc
     lines = [line.strip() for line in str(orig).splitlines() if line.strip()]
     return lines[0] if lines else type(orig).__name__
@@ -403,7 +405,7 @@ def wrap_error(exc: Exception, url: URL, action: str) -> StorageError:
         exc, (IntegrityError, DataError, ProgrammingError))
     hint = _hint(url) if transient else "check the data written and STORAGE_URL"
     masked = mask_url(url)
-    return StorageError(f"{action} on {masked} failed: {_first_line(exc)} ({hint})",
+    return StorageError(f"{action} on {masked} failed: {first_line(exc)} ({hint})",
                         masked, transient)
 
 
@@ -581,7 +583,7 @@ class Store:
         try:
             self.engine = acquire_engine(self.sa_url)
         except (ArgumentError, ImportError) as exc:  # e.g. an unknown +driver
-            raise StorageError(f"STORAGE_URL {self.url!r}: {_first_line(exc)}", self.url) from None
+            raise StorageError(f"STORAGE_URL {self.url!r}: {first_line(exc)}", self.url) from None
         self._closed = False
 
     @classmethod
