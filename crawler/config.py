@@ -57,12 +57,8 @@ def known_setting_names() -> set[str]:
 
     names = {n for n in dir(default_settings) if n.isupper()}
     names |= {n for n in dir(defaults) if n.isupper()}
-    for module in ("crawler.settings.base", "crawler.settings.distributed",
-                   "settings.base", "settings.distributed"):
-        try:
-            names |= {n for n in dir(importlib.import_module(module)) if n.isupper()}
-        except ImportError:
-            continue
+    for module in ("crawler.settings.base", "crawler.settings.distributed"):
+        names |= {n for n in dir(importlib.import_module(module)) if n.isupper()}
     return names
 
 
