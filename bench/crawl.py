@@ -84,17 +84,23 @@ PROBE = "bench.probe.CrawlProbe"
 KINDS = ("ours", "stock")
 
 
+def add_site_arguments(parser: argparse.ArgumentParser, pages: int, runs_of: str) -> None:
+    """The site, size, runs and crawl options every crawl benchmark takes."""
+    parser.add_argument("--site", choices=("linkheavy", "demo"), default="linkheavy")
+    parser.add_argument("--pages", type=int, default=pages,
+                        help=f"link-heavy site pages ({pages})")  # fmt: skip
+    parser.add_argument("--links", type=int, default=100, help="links per page (100)")
+    parser.add_argument("--runs", type=int, default=3, help=f"crawls of each {runs_of} (3)")
+    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight (16)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawl (1800)")
+    parser.add_argument("--quick", action="store_true", help="500 pages x 50 links, 1 run")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.crawl", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--site", choices=("linkheavy", "demo"), default="linkheavy")
-    parser.add_argument("--pages", type=int, default=5000, help="link-heavy site pages (5000)")
-    parser.add_argument("--links", type=int, default=100, help="links per page (100)")
-    parser.add_argument("--runs", type=int, default=3, help="crawls of each spider (3)")
-    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight (16)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawl (1800)")
-    parser.add_argument("--quick", action="store_true", help="500 pages x 50 links, 1 run")
+    add_site_arguments(parser, pages=5000, runs_of="spider")
     parser.add_argument("--profile", action="store_true", help="one cProfile run of each too")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server/crawler CPUs")
     parser.add_argument(

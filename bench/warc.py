@@ -5,8 +5,8 @@
 SQLite storage in a temp directory) of a generated site served on 127.0.0.1, alternating
 plain / WARC / WARC / plain ... so drift hits both alike; the crawler is pinned to one CPU and
 the server to the other as in :mod:`bench.crawl` (whose child-process harness this reuses).
-The WARC runs add :class:`crawler.warc.extension.WarcWriter` and
-:class:`crawler.warc.capture.RawCaptureMiddleware` and write into the temp directory.
+The WARC runs set ``WARC_OUTPUT`` (the project's settings list the WARC components) and write
+into the temp directory.
 
 Per configuration: pages/s and CPU ms per page (median and range), and for WARC the bytes of
 all files per stored page and per fetched page. Writes ``bench/results/warc.json``.
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.crawl import PROBE, ROOT, build_site, command, measure, pin_cpus, run_child
+from bench.crawl import ROOT, add_site_arguments, build_site, command, measure, pin_cpus, run_child
 from crawler.siteserver import SiteServer
 
 KINDS = ("plain", "warc")
@@ -32,13 +32,7 @@ KINDS = ("plain", "warc")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.warc",
                                      description=__doc__.split("\n")[0])  # fmt: skip
-    parser.add_argument("--site", choices=("linkheavy", "demo"), default="linkheavy")
-    parser.add_argument("--pages", type=int, default=2000, help="link-heavy site pages (2000)")
-    parser.add_argument("--links", type=int, default=100, help="links per page (100)")
-    parser.add_argument("--runs", type=int, default=3, help="crawls of each configuration (3)")
-    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight (16)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawl (1800)")
-    parser.add_argument("--quick", action="store_true", help="500 pages x 50 links, 1 run")
+    add_site_arguments(parser, pages=2000, runs_of="configuration")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server/crawler CPUs")
     parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
                         help="extra Scrapy setting for both configurations (repeatable)")
@@ -49,13 +43,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def warc_settings(work: Path) -> list[str]:
-    import settings.base as base
-
-    extensions = {**base.EXTENSIONS, PROBE: 800, "crawler.warc.extension.WarcWriter": 810}
-    middlewares = {**getattr(base, "DOWNLOADER_MIDDLEWARES", {}),
-                   "crawler.warc.capture.RawCaptureMiddleware": 950}  # fmt: skip
-    return [f"WARC_OUTPUT={work / 'warc'}/", f"EXTENSIONS={json.dumps(extensions)}",
-            f"DOWNLOADER_MIDDLEWARES={json.dumps(middlewares)}"]
+    """The project's settings list the WARC components; WARC_OUTPUT turns them on."""
+    return [f"WARC_OUTPUT={work / 'warc'}/"]
 
 
 def crawl_once(kind: str, server: SiteServer, cpu: int | None,
