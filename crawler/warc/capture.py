@@ -17,18 +17,17 @@ or a retry never carries an old one. HEAD requests are skipped. Off (``NotConfig
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy.exceptions import NotConfigured
 from scrapy.http.request import NO_CALLBACK
-from warcio.timeutils import datetime_to_iso_date
 
 from crawler.fingerprint import canonical_url_of
 from crawler.urlnorm import UrlPolicy
 from crawler.warc import warc_options
-from crawler.warc.records import Capture, HeaderList
+from crawler.warc.records import Capture, HeaderList, warc_date
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -64,8 +63,7 @@ def capture_of(request: Request, response: Response, policy: UrlPolicy | None = 
     sent = header_list(request.headers)
     if not any(name.lower() == "host" for name, _ in sent):
         sent.insert(0, ("Host", parts.netloc))
-    stamp = datetime_to_iso_date((now or datetime.now(UTC)).replace(tzinfo=None),
-                                 use_micros=True)  # fmt: skip
+    stamp = warc_date(now)
     ip = getattr(response, "ip_address", None)
     return Capture(
         url=response.url,

@@ -55,16 +55,16 @@ import scrapy
 import warcio
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
-from warcio.timeutils import datetime_to_iso_date
 
 from crawler import __version__ as VERSION
 from crawler import signals as dedup_signals
 from crawler.exceptions import CANONICAL_RULE, EXACT_DUPLICATE, REFRESHED_RULE, DuplicatePage
-from crawler.storage import dedup_settings, utcnow
+from crawler.simhash import to_hex
+from crawler.storage import dedup_settings
 from crawler.warc import WarcOptions, check_warc, warc_options
 from crawler.warc.capture import CAPTURE_META
 from crawler.warc.files import WarcFiles
-from crawler.warc.records import record_id
+from crawler.warc.records import record_id, warc_date
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -135,7 +135,7 @@ class WarcWriter:
 
     # --- captures in and out ----------------------------------------------------------------
 
-    def _fingerprint(self, request: Request) -> str | None:
+    def _fingerprint(self, request: Request) -> str:
         if self.crawler is None or self.crawler.request_fingerprinter is None:
             return request.url
         return self.crawler.request_fingerprinter.fingerprint(request).hex()
@@ -144,7 +144,7 @@ class WarcWriter:
                           **_: Any) -> None:
         capture = request.meta.pop(CAPTURE_META, None)
         if capture is not None:
-            self._pending[self._fingerprint(request) or request.url] = capture
+            self._pending[self._fingerprint(request)] = capture
 
     def request_finished(self, fingerprints: Sequence[str] = (), **_: Any) -> None:
         for fp in fingerprints:
@@ -153,7 +153,7 @@ class WarcWriter:
     def spider_error(self, failure: Any, response: Response, spider: Any = None,
                      **_: Any) -> None:
         if response is not None and response.request is not None:
-            self._pending.pop(self._fingerprint(response.request) or "", None)
+            self._pending.pop(self._fingerprint(response.request), None)
 
     # --- fates --------------------------------------------------------------------------------
 
@@ -201,7 +201,7 @@ class WarcWriter:
     def _pop_response(self, response: Response | None) -> Capture | None:
         if response is None or response.request is None:
             return None
-        return self._pending.pop(self._fingerprint(response.request) or "", None)
+        return self._pending.pop(self._fingerprint(response.request), None)
 
     # --- records ------------------------------------------------------------------------------
 
@@ -252,7 +252,7 @@ class WarcWriter:
         archived = self._forget(url)
         note = "stored earlier, no longer kept: a duplicate of duplicate-of"
         fields = [*duplicate_fields(row), ("note", note)]
-        date = datetime_to_iso_date(utcnow().replace(tzinfo=None), use_micros=True)
+        date = warc_date()
         record = self.builder.metadata(url, date, fields,
                                        refers_to=archived.record_id if archived else None)
         self._write([record], "warc/metadata/demoted")
@@ -298,13 +298,9 @@ def duplicate_fields(row: Mapping[str, Any]) -> list[tuple[str, object]]:
         ("reason", row.get("reason")),
         ("distance", row.get("distance")),
         ("rule", row.get("rule")),
-        ("simhash", _hex64(row.get("simhash"))),
-        ("duplicate-simhash", _hex64(row.get("duplicate_simhash"))),
+        ("simhash", to_hex(row.get("simhash"))),
+        ("duplicate-simhash", to_hex(row.get("duplicate_simhash"))),
     ]
-
-
-def _hex64(value: Any) -> str | None:
-    return None if value is None else f"{int(value) & (2**64 - 1):016x}"
 
 
 def warcinfo_fields(crawler: Crawler, options: WarcOptions) -> dict[str, object]:

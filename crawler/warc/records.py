@@ -26,10 +26,12 @@ import hashlib
 import io
 import zlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
 from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 if TYPE_CHECKING:
@@ -42,6 +44,11 @@ if TYPE_CHECKING:
 GZIP_LEVEL = 6
 WARC_VERSION = "1.1"
 HeaderList = list[tuple[str, str]]
+
+
+def warc_date(now: datetime | None = None) -> str:
+    """A WARC-Date (ISO 8601 UTC with microseconds) of ``now`` (default: the current time)."""
+    return datetime_to_iso_date((now or datetime.now(UTC)).replace(tzinfo=None), use_micros=True)
 
 
 def sha1_digest(data: bytes) -> str:
