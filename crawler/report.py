@@ -111,17 +111,27 @@ def _optional(table: sa.Table, *names: str) -> list[sa.Column[Any]]:
     return [table.c[name] for name in names if name in table.c]
 
 
-def load_population(db: CrawlDB, crawl_id: int | Sequence[int], persist: bool) -> Population:
+def load_drops(db: CrawlDB, ids: list[int]) -> list[dict[str, Any]]:
+    """The ``dropped`` rows of the crawls ``ids``: what the population, the decision list and
+    the canonical-swap count are built from (read once)."""
+    x = db.dropped_table
+    return db._rows(sa.select(x.c.url, x.c.reason, x.c.simhash, x.c.dropped_at, x.c.id,
+                              x.c.duplicate_of, x.c.distance,
+                              *_optional(x, "content_hash", "title", "rule"))
+                    .where(x.c.crawl_id.in_(ids)))
+
+
+def load_population(db: CrawlDB, crawl_id: int | Sequence[int], persist: bool,
+                    drops: list[dict[str, Any]] | None = None) -> Population:
     """Every page of ``crawl_id`` (one id, or a job's ids: their union), and prior documents
-    (stored by other crawls) when ``persist``, in decision order."""
+    (stored by other crawls) when ``persist``, in decision order. ``drops`` are the crawls'
+    :func:`load_drops` rows when the caller has read them already."""
     ids = crawl_id_list(crawl_id)
-    d, x = db.documents, db.dropped_table
+    d = db.documents
     docs = db._rows(sa.select(d.c.url, d.c.content_hash, d.c.simhash, d.c.fetched_at,
                               d.c.crawl_id, d.c.id, *_optional(d, "title")))
-    drops = db._rows(sa.select(x.c.url, x.c.reason, x.c.simhash, x.c.dropped_at, x.c.id,
-                               x.c.duplicate_of, x.c.distance,
-                               *_optional(x, "content_hash", "title"))
-                     .where(x.c.crawl_id.in_(ids)))
+    if drops is None:
+        drops = load_drops(db, ids)
     entries = []
     for row in docs:
         status = "kept" if row["crawl_id"] in ids else "prior"
@@ -167,18 +177,28 @@ class Neighbours:
 
     nearest: np.ndarray  # uint8, _NO_NEIGHBOUR where no other page has a SimHash
     earlier: list[list[tuple[int, int]]]  # per page: (earlier page index, distance)
+    #: with ``status``: the smallest distance from a kept page to an earlier kept or prior
+    #: page (None when there is no such pair): where a higher threshold starts to drop pages
+    closest_kept: int | None = None
 
 
-def neighbours(simhashes: list[int | None], radius: int) -> Neighbours:
+def neighbours(simhashes: list[int | None], radius: int,
+               status: Sequence[str] | None = None) -> Neighbours:
     """Exact nearest distances and within-``radius`` earlier neighbours (numpy, chunked).
 
     Each unordered pair is compared once: a chunk of rows against every later column, the
-    column minimum folded into the later pages' nearest distance.
+    column minimum folded into the later pages' nearest distance. Given the pages' ``status``,
+    the same pass also finds :attr:`Neighbours.closest_kept`.
     """
     n = len(simhashes)
     index = np.flatnonzero(np.array([s is not None for s in simhashes], dtype=bool))
     values = np.array([simhashes[i] for i in index], dtype=np.uint64)
     m = len(values)
+    closest = _NO_NEIGHBOUR
+    if status is not None:  # an earlier kept or prior page (row) and a later kept page (column)
+        decided = [status[i] for i in index.tolist()]
+        src = np.array([s in ("kept", "prior") for s in decided], dtype=bool)
+        dst = np.array([s == "kept" for s in decided], dtype=bool)
     nearest_c = np.full(m, _NO_NEIGHBOUR, dtype=np.uint8)
     earlier: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     start = 0
@@ -192,6 +212,11 @@ def neighbours(simhashes: list[int | None], radius: int) -> Neighbours:
                    out=nearest_c[start:start + len(block)])
         np.minimum(nearest_c[start:], dist.min(axis=0), out=nearest_c[start:])
         width = m - start
+        if status is not None:
+            pair = src[start:start + len(block), None] & dst[None, start:]
+            pair &= np.arange(width)[None, :] > own[:, None]
+            if pair.any():
+                closest = min(closest, int(dist[pair].min()))
         for flat in np.flatnonzero(dist <= radius).tolist():
             i, j = divmod(flat, width)
             if j > i:  # page start+j comes after page start+i
@@ -199,7 +224,7 @@ def neighbours(simhashes: list[int | None], radius: int) -> Neighbours:
         start += len(block)
     nearest = np.full(n, _NO_NEIGHBOUR, dtype=np.uint8)
     nearest[index] = nearest_c
-    return Neighbours(nearest, earlier)
+    return Neighbours(nearest, earlier, None if closest == _NO_NEIGHBOUR else closest)
 
 
 @dataclass
@@ -250,14 +275,10 @@ def effective_edges(pop: Population, nb: Neighbours, k: int) -> Edges:
     return Edges(earlier, nearest, adjusted, unmatched)
 
 
-def replay(pop: Population, earlier: list[list[tuple[int, int]]], threshold: int) -> list[str]:
-    """The pipeline's greedy decisions at ``threshold``: a status per page (prior stays)."""
-    return replay_matches(pop, earlier, threshold)[0]
-
-
 def replay_matches(pop: Population, earlier: list[list[tuple[int, int]]], threshold: int,
                    ) -> tuple[list[str], list[tuple[int, int] | None]]:
-    """:func:`replay`, plus each dropped page's match: (kept page index, distance)."""
+    """The pipeline's greedy decisions at ``threshold`` (a status per page; prior stays) and
+    each dropped page's match: (kept page index, distance)."""
     kept_hashes: dict[str, int] = {}
     kept = [False] * len(pop)
     out: list[str] = []
@@ -285,35 +306,6 @@ def replay_matches(pop: Population, earlier: list[list[tuple[int, int]]], thresh
     return out, matched
 
 
-def first_change_above(pop: Population, k: int) -> int | None:
-    """The smallest threshold above ``k`` at which the replay differs from the crawl.
-
-    Replaying at t > k changes nothing until a kept page has an earlier kept (or prior) page
-    within t, so this is the smallest such distance, never below k + 1 (kept pairs within k
-    count as k + 1, as in :func:`effective_edges`); ``None`` when no kept page has an earlier
-    kept page with a fingerprint. Exact, numpy, chunked like :func:`neighbours`.
-    """
-    index = [i for i, s in enumerate(pop.status)
-             if s in ("kept", "prior") and pop.simhashes[i] is not None]
-    if len(index) < 2:
-        return None
-    values = np.array([pop.simhashes[i] for i in index], dtype=np.uint64)
-    own = np.array([pop.status[i] == "kept" for i in index], dtype=bool)
-    best = _NO_NEIGHBOUR
-    start, m = 1, len(values)
-    while start < m:
-        rows = max(1, _CHUNK_CELLS // start)
-        block = values[start:start + rows]
-        dist = np.bitwise_count(block[:, None] ^ values[None, :start + len(block)])
-        later = np.arange(start + len(block))[None, :] >= np.arange(start, start + len(block))[
-            :, None]
-        dist[later] = _NO_NEIGHBOUR  # only earlier pages count
-        dist[~own[start:start + len(block)]] = _NO_NEIGHBOUR  # a prior page is never decided
-        best = min(best, int(dist.min()))
-        start += len(block)
-    return None if best == _NO_NEIGHBOUR else max(best, k + 1)
-
-
 def _truthy(value: object, default: bool = True) -> bool:
     if value is None or value == "":
         return default
@@ -336,7 +328,8 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
     crawl = crawls[-1]
     settings = crawl["settings"]
     k, blocks = review.crawl_thresholds(settings)
-    pop = load_population(db, ids, _truthy(settings.get("SIMHASH_PERSIST")))
+    drops = load_drops(db, ids)
+    pop = load_population(db, ids, _truthy(settings.get("SIMHASH_PERSIST")), drops)
     counts = Counter(s for s in pop.status)
     own = len(pop) - counts["prior"]
     if not own:
@@ -344,11 +337,15 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
         raise review.ReviewError(f"{named} has no pages (nothing kept or dropped): "
                                  "nothing to report")
     sample = sample_population(pop, exact_limit, seed)
-    first_change = first_change_above(sample, k)
     radius = min(64, k + WHATIF_EXTRA)
-    if first_change is not None and len(sample) <= EXTEND_LIMIT:
-        radius = min(64, max(radius, first_change))
-    edges = effective_edges(sample, neighbours(sample.simhashes, radius), k)
+    nb = neighbours(sample.simhashes, radius, sample.status)
+    # Replaying above k changes nothing below the closest kept pair; kept pairs within k count
+    # as k + 1, as in effective_edges.
+    first_change = None if nb.closest_kept is None else max(nb.closest_kept, k + 1)
+    if first_change is not None and first_change > radius and len(sample) <= EXTEND_LIMIT:
+        radius = min(64, first_change)  # extend the what-if to the first change: one more pass
+        nb = neighbours(sample.simhashes, radius)
+    edges = effective_edges(sample, nb, k)
     dropped = counts["exact_duplicate"] + counts["near_duplicate"]
     what_if = _what_if(sample, edges, k, radius)
     what_if["first_change_above"] = first_change
@@ -364,7 +361,7 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
                    "near_duplicate": counts["near_duplicate"],
                    "duplicate_rate": round(dropped / own, 4),
                    "prior_documents": counts["prior"],
-                   "canonical_swaps": sum(db.canonical_swaps(i) for i in ids)},
+                   "canonical_swaps": sum(r.get("rule") == "canonical" for r in drops)},
         "by_reason": {r: counts[r] for r in review.REASONS},
         "by_host": _by_host(pop),
         "sample": {"exact": len(sample) == len(pop), "pages": len(pop),
@@ -372,7 +369,7 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
         "histogram": _histogram(sample, edges, k, radius),
         "what_if": what_if,
         "near_misses": _near_misses(sample, edges, k, min(64, k + NEAR_MISS_EXTRA), db_arg),
-        "decisions": decisions(db, ids, k, db_arg),
+        "decisions": decisions(db, drops, k, db_arg),
         "largest_groups": largest_groups(pop),
         "url_dedup": url_dedup([c["stats"] for c in crawls], settings),
         "stats": {key: value for key, value in sorted(crawl["stats"].items())
@@ -517,7 +514,8 @@ def _command(db_arg: str | None, option: str, *urls: str) -> str:
 # --- decisions to check ----------------------------------------------------------------------
 
 
-def decisions(db: CrawlDB, ids: list[int], k: int, db_arg: str | None = None) -> dict[str, Any]:
+def decisions(db: CrawlDB, rows: list[dict[str, Any]], k: int,
+              db_arg: str | None = None) -> dict[str, Any]:
     """The drops a person should check: near drops closest to ``k`` first, exact groups.
 
     Near drops are sorted by distance (largest first), then URL; at most
@@ -526,10 +524,6 @@ def decisions(db: CrawlDB, ids: list[int], k: int, db_arg: str | None = None) ->
     Exact copies are grouped by the kept page, largest group first, at most
     :data:`GROUPS_LISTED` groups of which :data:`COPIES_LISTED` copies each.
     """
-    x = db.dropped_table
-    rows = db._rows(sa.select(x.c.id, x.c.url, x.c.reason, x.c.duplicate_of, x.c.distance,
-                              *_optional(x, "title", "rule"))
-                    .where(x.c.crawl_id.in_(ids)))
     near = sorted((r for r in rows if r["reason"] == "near_duplicate"),
                   key=lambda r: (-(r["distance"] or 0), r["url"]))
     groups: dict[str, list[dict[str, Any]]] = {}

@@ -447,16 +447,6 @@ class CrawlDB:
             rule=row.get("rule"),
         )
 
-    def canonical_swaps(self, crawl_id: int | None) -> int:
-        """Pages of the crawl stored first, then dropped for the page they name canonical."""
-        t = self.dropped_table
-        if "rule" not in t.c:  # a database written before revision 0004
-            return 0
-        query = sa.select(sa.func.count()).select_from(t).where(t.c.rule == "canonical")
-        if crawl_id is not None:
-            query = query.where(t.c.crawl_id == crawl_id)
-        return int(self._scalar(query) or 0)
-
     def dropped_row(self, url: str) -> dict[str, Any] | None:
         """The newest ``dropped`` row for ``url``: on url, then canonical_url (also normalized)."""
         t = self.dropped_table

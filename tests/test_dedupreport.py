@@ -271,6 +271,18 @@ def test_neighbours_equal_brute_force(values: list[int | None], radius: int) -> 
         assert sorted(nb.earlier[i]) == sorted((j, d) for d, j in others if j < i and d <= radius)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 2**64 - 1)),
+                          st.sampled_from(["kept", "prior", "near_duplicate"])), max_size=40))
+def test_closest_kept_pair_equals_brute_force(pages: list[tuple[int | None, str]]) -> None:
+    values, status = [v for v, _ in pages], [s for _, s in pages]
+    nb = report.neighbours(values, 3, status)
+    pairs = [(values[i] ^ values[j]).bit_count() for j in range(len(pages))
+             for i in range(j) if values[i] is not None and values[j] is not None
+             and status[i] in ("kept", "prior") and status[j] == "kept"]
+    assert nb.closest_kept == (min(pairs) if pairs else None)
+
+
 def test_report_errors(cli: Any, tmp_path: Path) -> None:
     code, _, err = cli("dedupreport", "--db", str(tmp_path / "none.db"), "-o",
                        str(tmp_path / "r.html"))
