@@ -423,7 +423,7 @@ def _histogram(pop: Population, edges: Edges, k: int, radius: int) -> dict[str, 
     hist = {"buckets": buckets, "threshold": k,
             "pages": sum(kept.values()) + sum(dropped.values()),
             "without_fingerprint": without, "isolated": isolated,
-            "zoom": [max(0, k - 3), min(top, k + 8)]}
+            "zoom": [max(0, k - 3), min(top, k + WHATIF_EXTRA)]}
     hist["advice"] = advice(hist)
     return hist
 

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crawler import review
+from crawler.report import WHATIF_EXTRA
 
 KEPT_COLOUR, DROPPED_COLOUR = "#4c78a8", "#e45756"
 BREAK_RATIO = 3  # a bar over 3x the next tallest is cut (broken axis)
@@ -239,7 +240,7 @@ def _bar(b: dict[str, Any], x: float, step: float, top: int, plot_h: int, peak: 
 def render_html(data: dict[str, Any]) -> str:
     """One self-contained HTML page (inline CSS and SVG, no script) with every number."""
     crawl, k = data["crawl"], data["threshold"]
-    ids = crawl.get("ids") or [crawl["id"]]
+    ids = crawl["ids"]
     name = (f"crawl {ids[0]}" if len(ids) == 1
             else "crawls " + ", ".join(map(str, ids)) + " (one job)")
     sections = [
@@ -279,7 +280,7 @@ def _sample_note(sample: dict[str, Any]) -> str:
 
 
 def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
-    rows = [("crawl", ", ".join(map(str, crawl.get("ids") or [crawl["id"]])), "crawl-id"),
+    rows = [("crawl", ", ".join(map(str, crawl["ids"])), "crawl-id"),
             ("started", crawl["started_at"], "started"),
             ("finished", crawl["finished_at"], "finished"),
             ("finish reason", crawl["finish_reason"], "finish-reason"),
@@ -288,7 +289,7 @@ def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
             ("exact duplicates", totals["exact_duplicate"], "total-exact_duplicate"),
             ("near duplicates", totals["near_duplicate"], "total-near_duplicate"),
             ("duplicate rate", f"{totals['duplicate_rate']:.1%}", "duplicate-rate"),
-            ("originals kept over copies stored first", totals.get("canonical_swaps", 0),
+            ("originals kept over copies stored first", totals["canonical_swaps"],
              "canonical-swaps"),
             ("documents of earlier crawls", totals["prior_documents"], "prior-documents")]
     body = "".join(f'<tr><th>{_e(label)}</th><td id="{ident}">{_e(value)}</td></tr>'
@@ -356,7 +357,7 @@ def _histogram_section(hist: dict[str, Any]) -> str:
     if hist["without_fingerprint"]:
         notes.append(f"{hist['without_fingerprint']} page(s) have no SimHash (too few tokens: "
                      "checked for exact copies only) and are not drawn.")
-    lo, hi = hist.get("zoom") or (0, hist["threshold"] + 8)
+    lo, hi = hist["zoom"]
     zoom = (f'<h3>Around the threshold: {lo}..{hi} bits, its own scale</h3>'
             + histogram_svg(hist, 900, 200, svg_id="histogram-zoom", bar_class="zoom-bin",
                             lo=lo, hi=hi))
@@ -370,7 +371,7 @@ def _histogram_section(hist: dict[str, Any]) -> str:
 def _what_if_section(data: dict[str, Any], k: int) -> str:
     w = data["what_if"]
     first = w.get("first_change_above")
-    shown = [r for r in w["rows"] if r["threshold"] <= k + 8 or r["change"]
+    shown = [r for r in w["rows"] if r["threshold"] <= k + WHATIF_EXTRA or r["change"]
              or r["threshold"] == first]
     rows, attrs, last = [], [], None
     for r in shown:
