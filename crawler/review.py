@@ -532,7 +532,7 @@ def _select_crawl(db: CrawlDB, runs: list[Run], crawl_id: int | None) -> Selecti
     run = by_id[latest if crawl_id is None else crawl_id]
     siblings = [r.id for r in runs if run.job is not None and r.job == run.job]
     if not db.has_pages(run.id):
-        raise ReviewError(empty_crawl_message(db, run, siblings))
+        raise ReviewError(empty_crawl_message(db, runs, run, siblings))
     if crawl_id is None:
         how = "the only crawl" if len(runs) == 1 else f"latest of {len(runs)}"
     else:
@@ -561,12 +561,12 @@ def _select_job(db: CrawlDB, runs: list[Run], job: str) -> Selection:
                           f"{known}); --job alone picks the latest")
     if not any(db.has_pages(crawl_id) for crawl_id in ids):
         raise ReviewError(f"job {job} has no pages: its runs ({_crawls_phrase(ids)}) stored and "
-                          f"dropped nothing{_pages_hint(db)}")
+                          f"dropped nothing{_pages_hint(db, runs)}")
     note = f"report of {how}: {_crawls_phrase(ids)} as one; --crawl ID for one run"
     return Selection(ids, note, job)
 
 
-def empty_crawl_message(db: CrawlDB, run: Run, siblings: list[int]) -> str:
+def empty_crawl_message(db: CrawlDB, runs: list[Run], run: Run, siblings: list[int]) -> str:
     """``crawl 2 has no pages (a scrapy parse run); crawls with pages: 1; use --crawl 1``."""
     why = "a scrapy parse run" if run.command == "parse" else "it stored and dropped nothing"
     message = f"crawl {run.id} has no pages ({why})"
@@ -574,15 +574,14 @@ def empty_crawl_message(db: CrawlDB, run: Run, siblings: list[int]) -> str:
     if job_pages:
         return (f"{message}; other runs of its JOBDIR job {run.job} have pages "
                 f"({_crawls_phrase(job_pages)}); use --job {run.job}")
-    return message + _pages_hint(db)
+    return message + _pages_hint(db, runs)
 
 
-def _pages_hint(db: CrawlDB) -> str:
+def _pages_hint(db: CrawlDB, runs: list[Run]) -> str:
     with_pages = db.crawls_with_pages()
     if not with_pages:
         return "; no crawl in this database has pages"
     hint = f"; crawls with pages: {_id_list(with_pages)}; use --crawl {with_pages[-1]}"
-    runs = db.runs()
     job = next(run.job for run in runs if run.id == with_pages[-1])
     if job is not None and sum(run.job == job for run in runs) > 1:
         hint += f", or --job {job} for all runs of its JOBDIR job"

@@ -132,8 +132,7 @@ class Command(ScrapyCommand):
             with review.CrawlDB.open(self._db_url(opts)) as db:
                 db.require_content()
                 db.check_crawl(flt.crawl_id)
-                ids = db.crawl_ids()
-                latest = ids[-1] if ids else None
+                latest = db.latest_crawl()
                 if not self._pick_crawl(opts, flt, latest, lambda: drop_counts(db)):
                     return write_records([], opts.format, sys.stdout, quiet=True)
                 records = db.dropped(flt)
