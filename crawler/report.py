@@ -52,6 +52,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from crawler import review
+from crawler.storage import chunked
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -549,16 +550,12 @@ def decisions(db: CrawlDB, rows: list[dict[str, Any]], k: int,
     }
 
 
-def _chunks(values: list[Any], size: int = 500) -> list[list[Any]]:
-    return [values[i:i + size] for i in range(0, len(values), size)]
-
-
 def _drop_texts(db: CrawlDB, ids: list[int]) -> dict[int, str]:
     x = db.dropped_table
     if "text" not in x.c:
         return {}
     out: dict[int, str] = {}
-    for chunk in _chunks(ids):
+    for chunk in chunked(ids):
         for row in db._rows(sa.select(x.c.id, x.c.text).where(x.c.id.in_(chunk))):
             out[row["id"]] = row["text"] or ""
     return out
@@ -573,7 +570,7 @@ def _kept_pages(db: CrawlDB, urls: set[str]) -> dict[str, dict[str, Any]]:
         missing = sorted(u for u in urls if u not in out)
         if name not in d.c or not missing:
             continue
-        for chunk in _chunks(missing):
+        for chunk in chunked(missing):
             for row in db._rows(sa.select(*columns).where(d.c[name].in_(chunk))):
                 out.setdefault(row[name], row)
     return out
