@@ -181,17 +181,20 @@ class LocalContentIndex:
         """The kept page ``page`` duplicates, or None after recording ``page`` as kept."""
         canonical = page.canonical_url or page.url
         old = self._row_of(canonical)
-        match = None
-        for _ in range(_MAX_GONE):
-            try:
-                match = self._check(page, old)
-                break
-            except _Gone as gone:  # deleted from storage meanwhile: nothing to duplicate
-                logger.debug("content index: stored document of row %d is gone", gone.row)
-                self._remove_row(gone.row)
+        match = self._decide(page, old)
         if match is None:
             self._keep(page, canonical, old)
         return match
+
+    def _decide(self, page: PageSignature, old: int | None) -> Match | None:
+        """:meth:`_check`, dropping rows whose stored document is gone (retried a few times)."""
+        for _ in range(_MAX_GONE):
+            try:
+                return self._check(page, old)
+            except _Gone as gone:  # deleted from storage meanwhile: nothing to duplicate
+                logger.debug("content index: stored document of row %d is gone", gone.row)
+                self._remove_row(gone.row)
+        return None
 
     def _keep(self, page: PageSignature, canonical: str, old: int | None) -> None:
         if old is not None:
@@ -204,22 +207,14 @@ class LocalContentIndex:
         """Keep ``page`` instead of the kept page whose canonical URL is ``kept_canonical``
         (which names ``page`` canonical): that page's row is removed, ``page`` recorded as
         :meth:`check_and_add` records a kept page."""
-        kept = self._row_of(kept_canonical)
-        if kept is not None:
-            self._remove_row(kept)
+        self.remove(kept_canonical)
         canonical = page.canonical_url or page.url
         self._keep(page, canonical, self._row_of(canonical))
 
     def check(self, page: PageSignature) -> Match | None:
         """The kept page ``page`` duplicates, as :meth:`check_and_add` decides, recording
         nothing (a kept page whose fingerprint changed asks this before it is re-recorded)."""
-        old = self._row_of(page.canonical_url or page.url)
-        for _ in range(_MAX_GONE):
-            try:
-                return self._check(page, old)
-            except _Gone as gone:
-                self._remove_row(gone.row)
-        return None
+        return self._decide(page, self._row_of(page.canonical_url or page.url))
 
     def remove(self, canonical: str) -> bool:
         """Forget the kept page whose canonical URL is ``canonical``; whether it was held."""
