@@ -1064,7 +1064,7 @@ class RedisContentIndex(_RedisBacked):
     def remove(self, canonical: str) -> bool:
         """Forget the kept page whose canonical URL is ``canonical``; whether it was held."""
         ck8 = url_key(canonical).to_bytes(8, "big")
-        stored = b"" if self.standalone else self._stored_version(ck8)
+        stored = self._stored_version(ck8)  # b"n" without a resolver (standalone)
         return bool(self._run(self._remove, [self.base], [*self._head, ck8, stored]))
 
     def _decide(self, page: PageSignature, query_only: bool) -> Match | None:
@@ -1121,9 +1121,7 @@ class RedisContentIndex(_RedisBacked):
         canonical = page.canonical_url or page.url
         args = self._page_args(page.url, canonical, page.content_hash, page.simhash, page.names)
         kept_ck8 = url_key(kept_canonical).to_bytes(8, "big")
-        kept_old = own_old = b""
-        if not self.standalone:
-            kept_old, own_old = self._stored_version(kept_ck8), self._stored_version(args[0])
+        kept_old, own_old = self._stored_version(kept_ck8), self._stored_version(args[0])
         self._run(self._replace, [self.base], [
             *self._head, self.owner, kept_ck8, kept_old, *args, "1" if self.standalone else "",
             own_old, self._ck_filter.shard_bits])  # fmt: skip
