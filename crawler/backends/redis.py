@@ -560,6 +560,15 @@ local function remember(C, ck8, enc, info)
   redis.call('HSET', C.base .. ':c', ck8, enc)
   for _, id in ipairs(ids(enc)) do redis.call('HSET', C.base .. ':u', id, info) end
 end
+-- the version of a kept page: its SimHash and content key, or its content key alone
+local function encode(fp, c8) return fp ~= '' and ('s' .. fp .. c8) or ('x' .. c8) end
+-- record a page kept by worker ``me`` (pending until committed; remembered when standalone)
+local function keep(C, me, ck8, ck16, enc, info, canonical, standalone, shard_bits)
+  add_version(C, enc)
+  bloom_check(C.base .. ':ck:bloom', ck16, 'add', true, shard_bits)
+  if me ~= '' then mark(C, me, ck8, enc, info, canonical) end
+  if standalone then remember(C, ck8, enc, info) end
+end
 -- forget the version held for a canonical key (else ``given``, its stored version: '' unknown,
 -- 'n' none): its records and its pending and remembered entries; returns that version
 local function forget(C, ck8, given)
@@ -670,11 +679,7 @@ if fp ~= '' then  -- rule 3: the nearest kept fingerprint within k, ties to the 
 end
 if query_only then return false end
 if old then drop_version(C, old) end
-local enc = fp ~= '' and ('s' .. fp .. c8) or ('x' .. c8)
-add_version(C, enc)
-bloom_check(ckmeta, ck16, 'add', true, shard_bits)
-if me ~= '' then mark(C, me, ck8, enc, info, canonical) end
-if standalone then remember(C, ck8, enc, info) end
+keep(C, me, ck8, ck16, encode(fp, c8), info, canonical, standalone, shard_bits)
 return false
 """
 ).replace("SEQB", str(SEQ_BYTES)).replace("XREC", str(EXACT_REC))
@@ -694,7 +699,7 @@ local loaded = 0
 for i = a + 3, #ARGV, 7 do
   local ck8, ck16, c8, fp, info, canonical, old_arg = ARGV[i], ARGV[i + 1], ARGV[i + 2],
     ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  local enc = fp ~= '' and ('s' .. fp .. c8) or ('x' .. c8)
+  local enc = encode(fp, c8)
   local old = held_version(C, ck8)
   if mode == 'absent' then
     if not old then
@@ -745,11 +750,8 @@ for i = 1, #all, 2 do
   local ck8 = all[i + 1]
   local v = redis.call('HGET', C.base .. ':pc', ck8)
   if v then
-    local owner, enc = head(v)
-    if owner == dead then
-      drop_version(C, enc)
-      redis.call('HDEL', C.base .. ':pc', ck8)
-      redis.call('HDEL', C.base .. ':c', ck8)
+    if (head(v)) == dead then
+      forget(C, ck8, '')  -- the pending version its owner will never commit
       removed = removed + 1
     end
   end
@@ -773,11 +775,7 @@ local ck8, ck16, c8, fp, info, canonical = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
 local standalone, pold, shard_bits = ARGV[a + 9] == '1', ARGV[a + 10], tonumber(ARGV[a + 11])
 local replaced = forget(C, kck8, kold)
 forget(C, ck8, pold)  -- the page's own earlier version, as check-and-add replaces it
-local enc = fp ~= '' and ('s' .. fp .. c8) or ('x' .. c8)
-add_version(C, enc)
-bloom_check(C.base .. ':ck:bloom', ck16, 'add', true, shard_bits)
-if me ~= '' then mark(C, me, ck8, enc, info, canonical) end
-if standalone then remember(C, ck8, enc, info) end
+keep(C, me, ck8, ck16, encode(fp, c8), info, canonical, standalone, shard_bits)
 return replaced and 1 or 0
 """
 )
