@@ -25,7 +25,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from crawler.fingerprint import canonical_url_of, fingerprint_url
+from crawler.fingerprint import canonical_url_of, chain_fingerprints
 from crawler.items import PageItem
 from crawler.text import extract, is_binary
 from crawler.urlnorm import InvalidUrl, normalize_url
@@ -70,18 +70,13 @@ def page_item(response: Response, crawler: Crawler | None = None) -> PageItem:
 
 
 def _fingerprints(response: Response, crawler: Crawler | None) -> list[str]:
-    request = response.request
-    prints: list[str] = []
-    if request is not None:
-        fingerprinter = getattr(crawler, "request_fingerprinter", None)
-        if fingerprinter is not None:
-            prints.append(fingerprinter.fingerprint(request).hex())
-        else:
-            prints.append(fingerprint_url(_canonical(request.url), request.method,
-                                          request.body).hex())  # fmt: skip
-        prints += [fingerprint_url(_canonical(url)).hex()
-                   for url in response.meta.get("redirect_urls", ())]  # fmt: skip
-    return prints
+    if response.request is None:
+        return []
+    fingerprinter = getattr(crawler, "request_fingerprinter", None)
+    # the crawl's URL policy, so redirect URLs are keyed as the dupefilter keyed them
+    policy = getattr(fingerprinter, "policy", None)
+    return chain_fingerprints(response.request, response.meta.get("redirect_urls", ()),
+                              fingerprinter, policy)
 
 
 def _canonical(url: str) -> str:

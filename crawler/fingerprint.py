@@ -26,6 +26,7 @@ refuses is fingerprinted as written; the fingerprinter never raises for a URL.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
@@ -36,8 +37,10 @@ from crawler.urlnorm import DEFAULT_POLICY, InvalidUrl, UrlPolicy, normalize_url
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.utils.request import RequestFingerprinterProtocol
 
-__all__ = ["CanonicalRequestFingerprinter", "canonical_url_of", "fingerprint_url"]
+__all__ = ["CanonicalRequestFingerprinter", "canonical_url_of", "chain_fingerprints",
+           "fingerprint_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,3 +97,19 @@ class CanonicalRequestFingerprinter:
         value = fingerprint_url(canonical, request.method, request.body)
         self._cache[request] = value
         return value
+
+
+def chain_fingerprints(request: Request, redirect_urls: Iterable[str] = (),
+                       fingerprinter: RequestFingerprinterProtocol | None = None,
+                       policy: UrlPolicy | None = None) -> list[str]:
+    """Hex fingerprints of ``request`` (by ``fingerprinter``, default ours with ``policy``) and
+    of every URL it was redirected from (``response.meta["redirect_urls"]``): the requests that
+    led to one page, which the dupefilter's journal marks finished together."""
+    prints = [(fingerprinter or CanonicalRequestFingerprinter(policy)).fingerprint(request).hex()]
+    for url in redirect_urls:
+        try:
+            canonical = normalize_url(url, policy=policy)
+        except InvalidUrl:
+            canonical = url
+        prints.append(fingerprint_url(canonical).hex())
+    return prints

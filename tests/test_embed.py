@@ -126,3 +126,24 @@ def test_page_item_fills_what_the_pipelines_read():
     binary = page_item(HtmlResponse("http://example.com/x", body=b"%PDF-1.4\x00\x01",
                                     request=Request("http://example.com/x")))  # fmt: skip
     assert binary.binary and binary.text == "" and binary.blocks is None
+
+
+def test_redirect_fingerprints_follow_the_crawls_url_policy():
+    """A page reached through a redirect marks the redirect's request finished under the key
+    the dupefilter gave it: with URLNORM_SORT_QUERY=False the query stays in its order (the
+    default policy sorted it, so the journal kept the redirect's request pending)."""
+    from scrapy.utils.test import get_crawler
+
+    from crawler.urlnorm import UrlPolicy, normalize_url
+
+    crawler = get_crawler(settings_dict={
+        "REQUEST_FINGERPRINTER_CLASS": "crawler.fingerprint.CanonicalRequestFingerprinter",
+        "URLNORM_SORT_QUERY": False})  # fmt: skip
+    policy = UrlPolicy(sort_query=False)
+    first = "http://example.com/p?b=2&a=1"
+    request = Request("http://example.com/final", meta={"redirect_urls": [first]})
+    response = HtmlResponse(request.url, body=b"<html><p>x</p></html>", request=request)
+    item = page_item(response, crawler)
+    assert item.fingerprints[1] == fingerprint_url(normalize_url(first, policy=policy)).hex()
+    assert item.fingerprints[1] != fingerprint_url(normalize_url(first)).hex()
+    assert item.fingerprints[0] == crawler.request_fingerprinter.fingerprint(request).hex()

@@ -56,7 +56,7 @@ from scrapy.utils.response import get_base_url
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
-from crawler.fingerprint import canonical_url_of, fingerprint_url
+from crawler.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
 from crawler.items import PageItem
 from crawler.seeds import canonical_host, seeds_from_args
 from crawler.text import extract, is_binary
@@ -323,27 +323,17 @@ class WebSpider(Spider):
 
     # --- helpers ----------------------------------------------------------------------------
 
-    def _canonical(self, url: str) -> str:
-        try:
-            return normalize_url(url, policy=self.policy)
-        except InvalidUrl:
-            return url
-
     def _chain_fingerprints(self, response: Response) -> list[str]:
         """Hex fingerprints of the final request and of every URL it was redirected from."""
-        fingerprinter = self.crawler.request_fingerprinter
-        prints = [fingerprinter.fingerprint(response.request).hex()] if response.request else []
-        for url in response.meta.get("redirect_urls", ()):
-            prints.append(fingerprint_url(self._canonical(url)).hex())
-        return prints
+        if response.request is None:
+            return []
+        return chain_fingerprints(response.request, response.meta.get("redirect_urls", ()),
+                                  self.crawler.request_fingerprinter, self.policy)
 
     def _finished(self, request: Request, response: Response | None) -> None:
-        fps = [self.crawler.request_fingerprinter.fingerprint(request).hex()]
-        if response is not None:
-            fps += [
-                fingerprint_url(self._canonical(u)).hex()
-                for u in response.meta.get("redirect_urls", ())
-            ]
+        redirects = response.meta.get("redirect_urls", ()) if response is not None else ()
+        fps = chain_fingerprints(request, redirects, self.crawler.request_fingerprinter,
+                                 self.policy)
         lease = request.meta.get(dedup_signals.LEASE_META)
         self.crawler.signals.send_catch_log(dedup_signals.request_finished, fingerprints=fps,
                                             leases=[lease] if lease else [])  # fmt: skip
