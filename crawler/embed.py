@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from crawler.fingerprint import canonical_url_of, chain_fingerprints
 from crawler.items import PageItem
-from crawler.text import extract, is_binary
+from crawler.text import extract, is_binary, media_type
 from crawler.urlnorm import InvalidUrl, normalize_url
 
 if TYPE_CHECKING:
@@ -50,11 +50,10 @@ def page_item(response: Response, crawler: Crawler | None = None) -> PageItem:
     html = "" if binary else getattr(response, "text", "")
     page = None if binary else extract(html, response.url, tokenize=False)
     referer = request.headers.get("Referer") if request is not None else None
-    content_type = (response.headers.get("Content-Type") or b"").decode("latin-1")
     return PageItem(
         url=response.url,
         status=response.status,
-        content_type=content_type.split(";", 1)[0].strip().lower(),
+        content_type=media_type(response.headers.get("Content-Type")),
         title="" if page is None else page.title,
         text="" if page is None else page.text,
         html=html,

@@ -219,3 +219,10 @@ def _utf16_lanes(head: bytes, nuls: int) -> bool:
     """NULs only on even or only on odd offsets, about half the bytes: UTF-16 ASCII text."""
     even = head[0::2].count(0)
     return nuls >= len(head) // 4 and (even == nuls or even == 0)
+
+
+def media_type(content_type: bytes | str | None) -> str:
+    """The media type of a Content-Type header value, lower-cased, parameters cut
+    (``b"Text/HTML; charset=utf-8"`` -> ``"text/html"``); ``""`` when there is none."""
+    raw = content_type.decode("latin-1") if isinstance(content_type, bytes) else content_type
+    return (raw or "").split(";", 1)[0].strip().lower()

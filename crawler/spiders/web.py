@@ -59,7 +59,7 @@ from crawler import signals as dedup_signals
 from crawler.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
 from crawler.items import PageItem
 from crawler.seeds import canonical_host, seeds_from_args
-from crawler.text import extract, is_binary
+from crawler.text import extract, is_binary, media_type
 from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class WebSpider(Spider):
         return PageItem(
             url=response.url,
             status=response.status,
-            content_type=_content_type(response),
+            content_type=media_type(response.headers.get("Content-Type")),
             title=title,
             text="" if page is None else page.text,
             html=html,
@@ -444,8 +444,3 @@ def fetch_url(url: str, canonical: str) -> str:
     if url.isascii():
         return url
     return urlunsplit(urlsplit(url)._replace(netloc=urlsplit(canonical).netloc))
-
-
-def _content_type(response: Response) -> str:
-    raw = response.headers.get("Content-Type") or b""
-    return raw.decode("latin-1").split(";", 1)[0].strip().lower()

@@ -25,6 +25,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http.request import NO_CALLBACK
 
 from crawler.fingerprint import canonical_url_of
+from crawler.text import media_type
 from crawler.urlnorm import UrlPolicy
 from crawler.warc import warc_options
 from crawler.warc.records import Capture, HeaderList, warc_date
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 #: ``request.meta`` key of the :class:`Capture` of the request's response (taken out quickly).
 CAPTURE_META = "warc_capture"
-_HTML_TYPES = (b"text/html", b"application/xhtml+xml")
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
 def header_list(headers: Headers) -> HeaderList:
@@ -51,7 +52,7 @@ def wants_capture(request: Request, response: Response) -> bool:
         return False
     if not 200 <= response.status < 300:
         return False
-    ctype = (response.headers.get(b"Content-Type") or b"").split(b";", 1)[0].strip().lower()
+    ctype = media_type(response.headers.get(b"Content-Type"))
     return not ctype or ctype in _HTML_TYPES
 
 
