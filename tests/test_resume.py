@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from crawler.pipelines.storage import MAX_QUEUED_BATCHES
+
 from .conftest import ROOT, crawl_command
 
 pytestmark = pytest.mark.slow
@@ -42,6 +44,10 @@ SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "TELNETCONSOLE_ENABLED": False,
 }
+
+#: At most this many pages fetched by a killed run are not committed (see ``Crawl.check``).
+UNCOMMITTED_BOUND = (SETTINGS["CONCURRENT_REQUESTS"]
+                     + (MAX_QUEUED_BATCHES + 2) * SETTINGS["STORAGE_BATCH_SIZE"])
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +133,14 @@ class Crawl:
             if i:
                 again = set(run["fetched"]) & set(run["committed_before"])
                 assert not again, f"run {i + 1} fetched committed pages again: {sorted(again)}"
-                refetched += len(set(run["fetched"]) & set(self.runs[i - 1]["fetched"]))
+                previous = self.runs[i - 1]
+                # What a kill can lose: the pages fetched but not yet committed, which the
+                # pipeline's backpressure bounds (queued batches plus the one pending and the one
+                # being written, plus the downloads in flight). How many it does lose depends on
+                # the machine's commit latency, so the bound is the code's, not a timing guess.
+                uncommitted = set(previous["fetched"]) - set(run["committed_before"])
+                assert len(uncommitted) <= UNCOMMITTED_BOUND, (i, sorted(uncommitted))
+                refetched += len(set(run["fetched"]) & set(previous["fetched"]))
         return refetched
 
 
@@ -140,7 +153,7 @@ def test_sigkill_early_then_again_then_resume(site_server, tmp_path) -> None:
     crawl.run_to_end()
     refetched = crawl.check()
     print(f"two kills: {refetched} pages fetched again (uncommitted or in flight at a kill)")
-    assert refetched <= 2 * SETTINGS["CONCURRENT_REQUESTS"] + 2 * SETTINGS["STORAGE_BATCH_SIZE"]
+    assert 0 < refetched <= 2 * UNCOMMITTED_BOUND
 
 
 def test_sigkill_while_the_snapshot_is_written(site_server, tmp_path) -> None:
