@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crawler import defaults
-from crawler.urlnorm import InvalidUrl, normalize_url
+from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _HOST_PORT = re.compile(r"^[^/?#\s]+:\d+(?:[/?#]|$)")
@@ -56,6 +56,12 @@ class Seeds:
     def hosts(self) -> set[str]:
         """The hosts the crawl stays within (IDN hosts in punycode, no port)."""
         return {canonical_host(url) for url in self.canonical}
+
+    def keyed(self, policy: UrlPolicy) -> Seeds:
+        """The same seeds with their canonical forms under the crawl's ``policy`` (a seed's
+        key must be the key its links get, or a seed linked from its own page is fetched
+        twice). The policy changes only the query, so every seed stays valid."""
+        return Seeds(list(self.urls), [normalize_url(url, policy=policy) for url in self.urls])
 
 
 def canonical_host(canonical_url: str) -> str:

@@ -105,6 +105,7 @@ class WebSpider(Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> WebSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.policy = UrlPolicy.from_settings(crawler.settings)
+        spider.seeds = spider.seeds.keyed(spider.policy)
         spider.early_skip = config.get_bool(
             crawler.settings, "DEDUP_EARLY_SKIP", defaults.DEDUP_EARLY_SKIP
         )
