@@ -14,7 +14,8 @@ Behaviour:
   never records anything. On a shared seen set (Redis) it is one round trip per call at most:
   fingerprints this worker already knows to be seen (answered "seen" before, or recorded by its
   own enqueues; at most :data:`KNOWN_SEEN_MAX`, then forgotten and learnt again) are answered
-  without asking, which is exact because a Bloom filter never forgets a key.
+  without asking, which is exact because a Bloom filter never forgets a key. The contract the spider
+  relies on is written once, in :class:`EarlySkip`.
 * Saturation: with ``BLOOM_ON_FULL=stop`` the first new URL past ``BLOOM_CAPACITY`` closes the
   spider with finish reason ``bloom_full`` (stat ``dedup/bloom/full`` = 1); the ``crawl`` command
   exits 1 for it.
@@ -43,7 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scrapy import Request, signals
 from scrapy.dupefilters import BaseDupeFilter
@@ -111,6 +112,32 @@ def stop_on_redis_error(crawler: Crawler | None, exc: Exception, url: str) -> No
         return
     if engine is not None:
         _schedule_coro(engine.close_spider_async(reason=REDIS_ERROR))
+
+
+@runtime_checkable
+class EarlySkip(Protocol):
+    """The early-skip contract: what the spider asks of the crawl's dupefilter to skip a
+    page's already-seen links before building a ``Request`` for each.
+
+    ``seen_fingerprints(fps)`` answers, for each request fingerprint in order, True when it is
+    (probably) seen; it records nothing (the dupefilter's ``request_seen`` stays the one
+    authority that records a URL as seen) and asks a shared seen set once per call at most.
+    ``note_skipped(url, referer)`` logs one skipped link; the spider calls it only when
+    ``debug`` (``DUPEFILTER_DEBUG``) is on. :class:`BloomDupeFilter` keeps the contract; a
+    crawl whose dupefilter does not (:func:`early_skip_of` answers None) skips nothing early.
+    """
+
+    debug: bool
+
+    def seen_fingerprints(self, fps: Sequence[bytes]) -> list[bool]: ...
+    def note_skipped(self, url: str, referer: str | None = None) -> None: ...
+
+
+def early_skip_of(scheduler: object) -> EarlySkip | None:
+    """The dupefilter of ``scheduler`` (``df``, in Scrapy's scheduler and scrapy-redis's) when
+    it keeps the :class:`EarlySkip` contract, else None."""
+    dupefilter = getattr(scheduler, "df", None)
+    return dupefilter if isinstance(dupefilter, EarlySkip) else None
 
 
 class BloomDupeFilter(BaseDupeFilter):

@@ -299,6 +299,8 @@ def test_early_skip_asks_about_the_links_of_a_page_in_one_batch():
     from scrapy.http import HtmlResponse, Request
     from scrapy.utils.test import get_crawler
 
+    from crawler.bloom import LocalSeenSet
+    from crawler.dupefilter import BloomDupeFilter
     from crawler.fingerprint import fingerprint_url
     from crawler.spiders.web import WebSpider, html_tree
 
@@ -306,18 +308,16 @@ def test_early_skip_asks_about_the_links_of_a_page_in_one_batch():
     spider = WebSpider.from_crawler(crawler, urls="http://h/")
     crawler.spider = spider
     crawler.stats.open_spider()
-    seen = {fingerprint_url("http://h/seen")}
     asked: list[list[bytes]] = []
 
-    class Dupefilter:
+    class Dupefilter(BloomDupeFilter):  # the real one, counting the questions
         def seen_fingerprints(self, fps):
             asked.append(list(fps))
-            return [fp in seen for fp in fps]
+            return super().seen_fingerprints(fps)
 
-        def seen_fingerprint(self, fp):
-            raise AssertionError("asked about one link at a time")
-
-    crawler.engine = SimpleNamespace(scheduler=SimpleNamespace(df=Dupefilter()))
+    dupefilter = Dupefilter(LocalSeenSet(capacity=1000))
+    dupefilter.seen.add(fingerprint_url("http://h/seen"))
+    crawler.engine = SimpleNamespace(scheduler=SimpleNamespace(df=dupefilter))
     hrefs = ["/seen", "/a", "/b#x", "/a", "seen", "mailto:x@h", "http://other/", "/b"]
     url = "http://h/"
     response = HtmlResponse(url, body=_page(url, hrefs), encoding="utf-8", request=Request(url))
@@ -338,13 +338,15 @@ def test_a_link_another_page_is_still_requesting_is_skipped_unless_that_page_is_
     from scrapy.http import HtmlResponse, Request
     from scrapy.utils.test import get_crawler
 
+    from crawler.bloom import LocalSeenSet
+    from crawler.dupefilter import BloomDupeFilter
     from crawler.spiders.web import WebSpider, html_tree
 
     crawler = get_crawler(WebSpider)
     spider = WebSpider.from_crawler(crawler, urls="http://h/")
     crawler.spider = spider
     crawler.stats.open_spider()
-    nothing_seen = SimpleNamespace(seen_fingerprints=lambda fps: [False] * len(fps))
+    nothing_seen = BloomDupeFilter(LocalSeenSet(capacity=1000))
     crawler.engine = SimpleNamespace(scheduler=SimpleNamespace(df=nothing_seen))
 
     def links(url: str, hrefs: list[str], depth: int):
@@ -501,4 +503,34 @@ def test_a_seed_is_keyed_with_the_crawls_url_policy(tmp_path, targets, settings)
         fetched = {t: n for t, n in server.hits.items() if t.startswith("/p")}
     assert run.returncode == 0, run.stderr[-3000:]
     assert fetched == {targets[0]: 1}, fetched
-    assert run.stats.get("dupefilter/filtered", 0) + run.stats.get("dedup/links_skipped_seen", 0) >= 1
+    filtered = run.stats.get("dupefilter/filtered", 0)
+    assert filtered + run.stats.get("dedup/links_skipped_seen", 0) >= 1
+
+
+def test_a_dupefilter_without_the_early_skip_contract_means_no_early_skip():
+    """Scrapy's own RFPDupeFilter has no read-only batch check: every link becomes a request
+    and the scheduler's dupefilter filters the seen ones, as in stock Scrapy."""
+    from types import SimpleNamespace
+
+    from scrapy.dupefilters import RFPDupeFilter
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.test import get_crawler
+
+    from crawler.bloom import LocalSeenSet
+    from crawler.dupefilter import BloomDupeFilter, EarlySkip, early_skip_of
+    from crawler.spiders.web import WebSpider, html_tree
+
+    assert early_skip_of(SimpleNamespace(df=RFPDupeFilter())) is None
+    ours = BloomDupeFilter(LocalSeenSet(capacity=10))
+    assert isinstance(ours, EarlySkip) and early_skip_of(SimpleNamespace(df=ours)) is ours
+    crawler = get_crawler(WebSpider)
+    spider = WebSpider.from_crawler(crawler, urls="http://h/")
+    crawler.spider = spider
+    crawler.stats.open_spider()
+    crawler.engine = SimpleNamespace(scheduler=SimpleNamespace(df=RFPDupeFilter()))
+    url = "http://h/"
+    response = HtmlResponse(url, body=_page(url, ["/a", "/a"]), encoding="utf-8",
+                            request=Request(url))
+    assert [r.url for r in spider._links(response, html_tree(response))] == [
+        "http://h/a", "http://h/a"]  # fmt: skip
+    assert crawler.stats.get_value("dedup/links_skipped_seen") is None

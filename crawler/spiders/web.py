@@ -56,6 +56,7 @@ from scrapy.utils.response import get_base_url
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
+from crawler.dupefilter import early_skip_of
 from crawler.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
 from crawler.items import PageItem
 from crawler.seeds import canonical_host, seeds_from_args
@@ -300,19 +301,15 @@ class WebSpider(Spider):
             stats.inc_value("dedup/links_not_http", dropped)
 
     def _seen_check(self) -> tuple[Any, Any]:
-        """The dupefilter's read-only batch check ``seen_fingerprints`` (a one-at-a-time
-        ``seen_fingerprint`` wrapped; None when early skip is off) and, with
-        ``DUPEFILTER_DEBUG``, its ``note_skipped`` logger (else None)."""
+        """The dupefilter's read-only batch check ``seen_fingerprints`` (None when early skip
+        is off or the dupefilter does not keep the :class:`~crawler.dupefilter.EarlySkip`
+        contract) and, with ``DUPEFILTER_DEBUG``, its ``note_skipped`` logger (else None)."""
         if not self.early_skip or self.crawler.engine is None:
             return None, None
-        dupefilter = getattr(self.crawler.engine.scheduler, "df", None)
-        debug = getattr(dupefilter, "debug", False)
-        note = getattr(dupefilter, "note_skipped", None) if debug else None
-        many = getattr(dupefilter, "seen_fingerprints", None)
-        one = getattr(dupefilter, "seen_fingerprint", None)
-        if many is None and one is not None:
-            return (lambda fps: [one(fp) for fp in fps]), note
-        return many, note
+        dupefilter = early_skip_of(self.crawler.engine.scheduler)
+        if dupefilter is None:
+            return None, None
+        return dupefilter.seen_fingerprints, dupefilter.note_skipped if dupefilter.debug else None
 
     def _request(self, url: str, canonical: str) -> Request:
         return Request(
