@@ -36,17 +36,17 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import sqlalchemy as sa
 
 from crawler.backends.redis import clear_namespace, connect
 from crawler.droplog import read_drop_log
 from crawler.sitegen import Site, demo_site, template_site
 from crawler.siteserver import SiteServer, item_pages, serve_web, web_duplicate_groups
+from crawler.storage import Store
+from crawler.storage.scratch import scratch_schema
 from crawler.urlnorm import normalize_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,27 +201,15 @@ class Cluster:
                 worker.proc.wait(10)
 
 
-@contextmanager
 def fresh_schema(pg_url: str = PG_URL, prefix: str = "bench_cluster",
-                 password: str | None = None) -> Iterator[str]:  # fmt: skip
-    """A STORAGE_URL whose connections use a new PostgreSQL schema, dropped (CASCADE) after.
+                 password: str | None = None) -> AbstractContextManager[str]:  # fmt: skip
+    """A STORAGE_URL whose connections use a new PostgreSQL schema, dropped (CASCADE) after
+    (:func:`crawler.storage.scratch.scratch_schema`).
 
     The database is shared by every test, benchmark and CI run on the machine, so each gets its
     own schema. ``password`` is set in the URL (trust auth ignores it: a test proves it never
     leaks)."""
-    schema = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))  # a generated name, not user input
-    url = sa.make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    if password is not None:
-        url = url.set(password=password)
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    return scratch_schema(pg_url, prefix, password)
 
 
 @contextmanager
@@ -263,11 +251,8 @@ def local_crawl(servers: list[SiteServer], workdir: Path, **settings: Any) -> se
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"the local crawl failed: {proc.stderr[-2000:]}")
-    engine = sa.create_engine(f"sqlite:///{db}")
-    with engine.connect() as conn:
-        stored = {r[0] for r in conn.execute(sa.text("SELECT canonical_url FROM documents"))}
-    engine.dispose()
-    return stored
+    with Store(f"sqlite:///{db}", create=False) as store:
+        return {canonical for _, canonical, _, _ in store.iter_fingerprints()}
 
 
 # --- what a crawl left ----------------------------------------------------------------------------
@@ -296,12 +281,9 @@ def kept_twice(servers: list[SiteServer], stored_canonical: set[str]) -> tuple[i
 
 def outcome(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
     """Every figure the guarantees are about, for a finished cluster crawl."""
-    engine = sa.create_engine(cluster.storage_url)
-    with engine.connect() as conn:
-        documents = conn.execute(sa.text("SELECT url, canonical_url FROM documents")).all()
-        dropped = conn.execute(
-            sa.text("SELECT url, canonical_url, duplicate_of FROM dropped")).all()  # fmt: skip
-    engine.dispose()
+    with Store(cluster.storage_url, create=False) as store:
+        documents = [(url, canonical) for url, canonical, _, _ in store.iter_fingerprints()]
+        dropped = [(d.url, d.canonical_url, d.duplicate_of) for d in store.dropped()]
     stored_urls = {url for url, _ in documents}
     canonical = [c for _, c in documents]
     decided = set(canonical) | {c for _, c, _ in dropped}

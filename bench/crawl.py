@@ -441,7 +441,9 @@ def pin_cpus(no_pin: bool) -> int | None:
 # --- scale-out mode: --workers N ------------------------------------------------------------------
 
 #: Lua scripts of the distributed profile, by the name a round trip is reported under.
-SCRIPT_MODULES = ("crawler.backends.frontier", "crawler.backends.cluster", "crawler.backends.redis")
+SCRIPT_MODULES = ("crawler.backends.frontier", "crawler.backends.cluster",
+                  "crawler.backends.redis.bloom_lua", "crawler.backends.redis.index_lua",
+                  "crawler.backends.redis.pending")  # fmt: skip
 WORKER_PROBE = "bench.crawl.WorkerProbe"
 _TRIPS: Counter[str] | None = None
 _WAITS: dict[str, float] = {}  # seconds spent in read_response, by command

@@ -39,16 +39,18 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from crawler.backends.local import LocalContentIndex, PageSignature
 from crawler.simindex import content_key, url_key
-from crawler.storage import Store, to_signed64
+from crawler.storage import StorageError, Store, to_signed64
+from crawler.storage.scratch import bulk_load_documents, ensure_schema
 
 RESULTS = Path(__file__).resolve().parent / "results" / "indexload.json"
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 CACHE = "/tmp/dedup-bench-indexload-{n}.db"
 PROBES = 2000
+#: The ``documents`` columns of :func:`rows`, in order.
+COLUMNS = ("url", "canonical_url", "title", "text", "content_hash", "simhash", "status",
+           "content_type", "fetched_at", "content_key", "canonical_key")
 K = 3
 
 
@@ -83,10 +85,8 @@ def build_sqlite(n: int) -> str:
     con.execute("PRAGMA journal_mode=DELETE")
     con.execute("PRAGMA synchronous=OFF")
     con.execute("PRAGMA cache_size=-2000000")  # 2 GB: random-key index inserts stay in memory
-    con.executemany(
-        "INSERT INTO documents (url, canonical_url, title, text, content_hash, simhash, status,"
-        " content_type, fetched_at, content_key, canonical_key)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows(n))
+    con.executemany(f"INSERT INTO documents ({', '.join(COLUMNS)})"
+                    f" VALUES ({', '.join('?' * len(COLUMNS))})", rows(n))
     con.commit()
     con.execute("PRAGMA journal_mode=WAL")
     con.close()
@@ -98,31 +98,17 @@ def build_sqlite(n: int) -> str:
 def build_pg(n: int, pg_url: str) -> str | None:
     """A PostgreSQL copy of the ``n``-document database (schema kept as cache), or None."""
     schema = f"bench_indexload_{n}"
-    url = sa.make_url(pg_url).update_query_dict(
-        {"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
     try:
-        admin = sa.create_engine(pg_url)
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-        admin.dispose()
-    except sa.exc.OperationalError as exc:
-        print(f"PostgreSQL skipped: {str(exc).splitlines()[0]}")
+        url = ensure_schema(pg_url, schema)
+    except StorageError as exc:
+        print(f"PostgreSQL skipped: {exc}")
         return None
     with Store(url) as store:
         store.check()
         if store.count_documents() == n:
             return url
         print(f"copying {n:,} documents into PostgreSQL schema {schema} (once)...", flush=True)
-        with store.engine.begin() as conn:
-            conn.execute(sa.text("TRUNCATE documents"))
-            raw: Any = conn.connection.dbapi_connection  # psycopg 3: COPY is the fast path
-            with raw.cursor() as cur, cur.copy(
-                "COPY documents (url, canonical_url, title, text, content_hash, simhash, status,"
-                " content_type, fetched_at, content_key, canonical_key) FROM STDIN") as copy:
-                for row in rows(n):
-                    copy.write_row(row)
-        with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(sa.text("VACUUM ANALYZE documents"))  # visibility map: index-only scan
+        bulk_load_documents(store, COLUMNS, rows(n))  # COPY, then VACUUM ANALYZE
     return url
 
 

@@ -15,6 +15,7 @@ internals: they are for comparing two versions of the code on the same sets.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import time
 from collections import Counter
@@ -106,7 +107,7 @@ class Evaluation:
             out.tokens, out.every_block = self._main_tokens(page.html, host)
         before, vetoes = self._snapshot(), self._vetoes()
         try:
-            out.simhash = self.pipe.check(_item(page)).simhash
+            out.simhash = asyncio.run(self.pipe.process_item(_item(page))).simhash
         except DuplicatePage as exc:
             out.kept, out.simhash, out.reason = False, exc.simhash, exc.reason
             out.duplicate_of, out.distance = exc.duplicate_of, exc.distance

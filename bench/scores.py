@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crawler import defaults
-from crawler.exceptions import NEAR_DUPLICATE
+from crawler.vocab import NEAR_DUPLICATE
 
 K = defaults.SIMHASH_MAX_DISTANCE
 EXAMPLES = 5  # wrong drops and kept-twice groups listed per set

@@ -170,8 +170,6 @@ def read_settings(settings: SettingsLike) -> dict[str, Any]:
     }
 
 
-config.register(read_settings)
-
 
 class LocalSeenSet:
     """In-process seen set: chained Bloom layers, optional exact verification, snapshots.

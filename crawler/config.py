@@ -1,18 +1,15 @@
-"""Setting validation shared by every component.
+"""Reading a setting, checked: the typed helpers every component reads its settings with.
 
-Each component reads its settings through the typed helpers below, which raise
-:class:`SettingError` naming the setting, the bad value and the allowed range. The ``crawl`` and
-``demo`` commands call :func:`validate_settings` before the crawler starts, so a bad value stops
-the crawl with one line and a non-zero exit instead of a traceback from inside Scrapy.
-
-Validators register themselves with :func:`register`; a module that owns settings calls it at
-import time and ``validate_settings`` imports those modules.
+Each helper raises :class:`SettingError` naming the setting, the bad value and the allowed
+range. A component reads (and so checks) its own settings when it is built; the ``crawl``
+command runs the same checks before the crawler exists, from the one explicit list of
+:func:`crawler.preflight.settings_checks`, so a bad value stops the crawl with one line and a
+non-zero exit instead of a traceback from inside Scrapy.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 
@@ -28,54 +25,6 @@ class SettingError(ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(f"setting {name}={value!r} is invalid: allowed {allowed}")
-
-
-class UnknownSettingError(SettingError):
-    """A setting with one of the project's prefixes that no component reads (a typo)."""
-
-    def __init__(self, name: str, value: object, suggestions: list[str]) -> None:
-        super().__init__(name, value, "")
-        hint = (f"did you mean {' or '.join(suggestions)}?" if suggestions
-                else "no setting of dedup-crawler has this name (README, \"Settings\")")
-        self.args = (f"unknown setting {name}={value!r}: {hint}",)
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-#: Prefixes of the project's own settings: an unknown name with one of them is a typo.
-PROJECT_PREFIXES = ("SIMHASH_", "BLOOM_", "DEDUP_", "URLNORM_", "STORAGE_", "TRAP_", "DROPPED_",
-                    "WARC_", "JOBDIR_SNAPSHOT_", "DISTRIBUTED_")
-
-
-def known_setting_names() -> set[str]:
-    """Every setting name the crawler knows: Scrapy's defaults, the project's defaults
-    (:mod:`crawler.defaults`) and the names its settings profiles define."""
-    from scrapy.settings import default_settings
-
-    from crawler import defaults
-
-    names = {n for n in dir(default_settings) if n.isupper()}
-    names |= {n for n in dir(defaults) if n.isupper()}
-    for module in ("crawler.settings.base", "crawler.settings.distributed"):
-        names |= {n for n in dir(importlib.import_module(module)) if n.isupper()}
-    return names
-
-
-def check_unknown_settings(settings: Any) -> None:
-    """Refuse a setting that starts with one of :data:`PROJECT_PREFIXES` and that no component
-    reads (``-s SIMHASH_MAX_DISTANC=2`` would otherwise crawl with the default k), naming the
-    closest known names. ``settings`` is Scrapy's settings object (or any mapping)."""
-    import difflib
-
-    known = known_setting_names()
-    for name in sorted(str(n) for n in settings):
-        if name in known or not name.upper().startswith(PROJECT_PREFIXES):
-            continue
-        candidates = sorted(n for n in known if n.startswith(PROJECT_PREFIXES)
-                            and not n.endswith(("_CHOICES", "_RANGE")))
-        close = difflib.get_close_matches(name.upper(), candidates, n=2, cutoff=0.75)
-        raise UnknownSettingError(name, settings.get(name), close)
 
 
 def _raw(settings: SettingsLike, name: str, default: Any) -> Any:
@@ -163,43 +112,3 @@ def _range_text(lo: object, hi: object, kind: str, open_interval: bool = False) 
     if hi is not None:
         return f"{kind} {'<' if open_interval else '<='} {hi}"
     return kind
-
-
-# --- registry ----------------------------------------------------------------------------------
-
-Validator = Callable[[SettingsLike], object]
-_VALIDATORS: list[Validator] = []
-
-#: Modules whose import registers their validators; imported lazily by validate_settings.
-VALIDATED_MODULES = (
-    "crawler.urlnorm",
-    "crawler.bloom",
-    "crawler.jobstate",
-    "crawler.simindex",
-    "crawler.storage",
-    "crawler.middlewares.links",
-    "crawler.backends",
-    "crawler.backends.cluster",
-    "crawler.progress",
-    "crawler.pipelines.neardup",
-    "crawler.warc",
-)
-
-
-def register(validator: Validator) -> Validator:
-    """Register ``validator(settings)``, which raises SettingError on a bad value."""
-    if validator not in _VALIDATORS:
-        _VALIDATORS.append(validator)
-    return validator
-
-
-def validate_settings(settings: SettingsLike) -> None:
-    """Run every registered validator; raises the first :class:`SettingError`."""
-    for module in VALIDATED_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-    for validator in list(_VALIDATORS):
-        validator(settings)

@@ -11,6 +11,10 @@ A page moved to the drop log after it was stored has one more key at the end, ``
 fingerprint, recomputed once its site's template was learned, is within k of another kept
 page); see :mod:`crawler.pipelines.neardup`.
 
+Each record is written from one :class:`crawler.vocab.Drop` (:func:`drop_record`); a row of
+the ``dropped`` table reads as one with :func:`row_drop`. Which drops reach the log, and when,
+is decided by :class:`crawler.pipelines.drops.DropWriter`. No Scrapy here.
+
 The file is opened in append mode, so successive crawls accumulate (``crawl_id`` tells them
 apart). Each record is written with one ``write`` and flushed at once: a killed crawler loses at
 most the line being written. :func:`read_drop_log` skips a torn last line (not JSON; a complete
@@ -23,14 +27,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import IO, Any
 
-from crawler.exceptions import DuplicatePage
+from crawler.formats import utc_iso
 from crawler.simhash import to_hex
+from crawler.vocab import Drop
 
-__all__ = ["FIELDS", "DropLog", "DropLogError", "drop_record", "read_drop_log", "row_record"]
+__all__ = ["FIELDS", "DropLog", "DropLogError", "drop_record", "read_drop_log", "row_drop",
+           "row_record", "utc_iso"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -44,46 +50,45 @@ class DropLogError(ValueError):
     """A drop log line is damaged (not a torn last line)."""
 
 
-def utc_iso(moment: datetime | None = None) -> str:
-    moment = moment or datetime.now(UTC)
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def drop_record(
-    exc: DuplicatePage, crawl_id: int | None = None, time: datetime | None = None
+    drop: Drop, crawl_id: int | None = None, time: datetime | None = None
 ) -> dict[str, Any]:
-    """The drop log object of one :class:`DuplicatePage`."""
+    """The drop log object of one :class:`~crawler.vocab.Drop` (``time`` default: now)."""
     record = {
-        "url": exc.url,
-        "reason": exc.reason,
-        "duplicate_of": exc.duplicate_of,
-        "distance": exc.distance,
-        "simhash": to_hex(exc.simhash),
-        "duplicate_simhash": to_hex(exc.duplicate_simhash),
+        "url": drop.url,
+        "reason": drop.reason,
+        "duplicate_of": drop.duplicate_of,
+        "distance": drop.distance,
+        "simhash": to_hex(drop.simhash),
+        "duplicate_simhash": to_hex(drop.duplicate_simhash),
         "time": utc_iso(time),
         "crawl_id": crawl_id,
     }
-    if exc.rule:
-        record["rule"] = exc.rule
+    if drop.rule:
+        record["rule"] = drop.rule
     return record
 
 
-def row_record(row: dict[str, Any]) -> dict[str, Any]:
-    """The drop log object of a ``dropped`` row (:func:`crawler.pipelines.storage.dropped_row`)."""
+def row_drop(row: Mapping[str, Any]) -> Drop:
+    """The :class:`~crawler.vocab.Drop` a ``dropped`` row records
+    (:func:`crawler.pipelines.storage.dropped_row`, or a demoted page's row)."""
+    return Drop(
+        url=row["url"],
+        reason=row["reason"],
+        duplicate_of=row["duplicate_of"],
+        distance=row["distance"],
+        simhash=row.get("simhash"),
+        duplicate_simhash=row.get("duplicate_simhash"),
+        content_hash=row.get("content_hash"),
+        rule=row.get("rule") or None,
+    )
+
+
+def row_record(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The drop log object of a ``dropped`` row: its drop, crawl and ``dropped_at`` time."""
     moment = row.get("dropped_at")
-    record = {
-        "url": row["url"],
-        "reason": row["reason"],
-        "duplicate_of": row["duplicate_of"],
-        "distance": row["distance"],
-        "simhash": to_hex(row.get("simhash")),
-        "duplicate_simhash": to_hex(row.get("duplicate_simhash")),
-        "time": utc_iso(moment if isinstance(moment, datetime) else None),
-        "crawl_id": row.get("crawl_id"),
-    }
-    if row.get("rule"):
-        record["rule"] = row["rule"]
-    return record
+    return drop_record(row_drop(row), row.get("crawl_id"),
+                       moment if isinstance(moment, datetime) else None)
 
 
 class DropLog:
@@ -108,8 +113,11 @@ class DropLog:
         handle.flush()
         self.written += 1
 
-    def write_drop(self, exc: DuplicatePage, crawl_id: int | None = None) -> dict[str, Any]:
-        record = drop_record(exc, crawl_id)
+    def write_drop(
+        self, drop: Drop, crawl_id: int | None = None, time: datetime | None = None
+    ) -> dict[str, Any]:
+        """Append the record of ``drop`` (:func:`drop_record`); returns it."""
+        record = drop_record(drop, crawl_id, time)
         self.write(record)
         return record
 

@@ -21,12 +21,12 @@ Behaviour:
   exits 1 for it.
 * Redis outage (``DEDUP_BACKEND=redis``): the first failed Redis call closes the spider with
   finish reason ``redis_error`` (the ``crawl`` command exits 1) and logs ONE error line naming the
-  masked ``REDIS_URL`` and what to check (:func:`stop_on_redis_error`, shared with the
-  near-duplicate pipeline; stat ``dedup/redis_error`` = 1). From then on Redis is not asked
+  masked ``REDIS_URL`` and what to check (:func:`crawler.closing.stop_on_redis_error`, shared with
+  the near-duplicate pipeline; stat ``dedup/redis_error`` = 1). From then on Redis is not asked
   again: new requests are dropped (``dedup/redis_error/requests_dropped``, not counted as
   filtered) and ``seen_fingerprint`` answers True, so nothing more is fetched while the crawl
-  closes. Pages already stored are untouched; the storage pipeline writes what it holds. A
-  failure only while closing (the final stats) is a warning: the crawl ended for its own reason.
+  closes. Pages already stored are untouched; the storage pipeline writes what it holds. A failure
+  only while closing (the final stats) is a warning: the crawl ended for its own reason.
 * ``JOBDIR`` (local backend): state in ``JOBDIR/dedup`` (:mod:`crawler.jobstate`). Scrapy's
   ``requests.queue`` is discarded at start — it is not crash-safe — and every request seen but
   never finished is re-scheduled once the spider opens, through this filter with the meta flag
@@ -42,20 +42,20 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scrapy import Request, signals
 from scrapy.dupefilters import BaseDupeFilter
-from scrapy.utils.defer import _schedule_coro
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import load_object
 from scrapy.utils.request import referer_str
 
-from crawler import config, defaults
+from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_seen_set
+from crawler.backends.common import REDIS_ERROR, redis_errors
+from crawler.closing import close_crawl, stop_on_redis_error
 
 if TYPE_CHECKING:
     from scrapy.core.engine import ExecutionEngine
@@ -75,43 +75,6 @@ RESUME_META = "dedup_resumed"
 STATS_SECONDS = 60.0
 #: Fingerprints a worker of a shared crawl remembers as seen (~100 bytes each), then forgets.
 KNOWN_SEEN_MAX = 1 << 17
-REDIS_ERROR = "redis_error"  # finish reason and stat name of a Redis outage
-
-
-@cache
-def redis_errors() -> tuple[type[Exception], ...]:
-    """What a Redis backend raises when the server fails (imported on first use)."""
-    import redis
-
-    from crawler.backends.redis import RedisBackendError
-
-    return (RedisBackendError, redis.RedisError)
-
-
-def stop_on_redis_error(crawler: Crawler | None, exc: Exception, url: str) -> None:
-    """Close the spider with finish reason ``redis_error`` after a failed Redis call.
-
-    The first call of a crawl (whichever component failed) logs one ERROR line (the masked
-    ``url`` and what to check), sets the stat ``dedup/redis_error`` to 1 and schedules the close;
-    later calls do nothing. Without a crawler (``from_settings``) ``exc`` is raised again.
-    """
-    if crawler is None or crawler.stats is None:
-        raise exc
-    if crawler.stats.get_value(f"dedup/{REDIS_ERROR}"):
-        return
-    crawler.stats.set_value(f"dedup/{REDIS_ERROR}", 1)
-    from crawler.backends.redis import RedisBackendError
-
-    error = exc if isinstance(exc, RedisBackendError) else RedisBackendError(url, exc)
-    logger.error("%s. Closing the spider (%s): pages already stored are kept, pages not yet "
-                 "checked for duplicates are not stored", " ".join(str(error).split()),
-                 REDIS_ERROR)
-    try:  # Crawler.engine raises until the crawl starts
-        engine = crawler.engine
-    except RuntimeError:
-        return
-    if engine is not None:
-        _schedule_coro(engine.close_spider_async(reason=REDIS_ERROR))
 
 
 @runtime_checkable
@@ -219,13 +182,7 @@ class BloomDupeFilter(BaseDupeFilter):
             logger.info("JOBDIR %s: discarding Scrapy's requests.queue (not crash-safe); the "
                         "dedup journal re-schedules what was not finished", jobdir)
             shutil.rmtree(queue)
-        return JobState(
-            jobdir, seen,
-            snapshot_records=config.get_int(settings, "JOBDIR_SNAPSHOT_RECORDS",
-                                            defaults.JOBDIR_SNAPSHOT_RECORDS, lo=1),
-            snapshot_seconds=config.get_float(settings, "JOBDIR_SNAPSHOT_SECONDS",
-                                              defaults.JOBDIR_SNAPSHOT_SECONDS, lo=0.0),
-        )
+        return JobState.from_settings(settings, jobdir, seen)
 
     # --- the dupefilter API ------------------------------------------------------------------
 
@@ -446,9 +403,7 @@ class BloomDupeFilter(BaseDupeFilter):
             return None
 
     def _close_spider(self, reason: str) -> None:
-        engine = self._engine()
-        if engine is not None:
-            _schedule_coro(engine.close_spider_async(reason=reason))
+        close_crawl(self.crawler, reason)
 
     def _spider_opened(self, spider: Spider) -> None:
         engine = self._engine()

@@ -1,48 +1,59 @@
-"""Exceptions shared across components."""
+"""The Scrapy exception of a duplicate page: :class:`DuplicatePage`.
+
+What a drop *is* (its reason, the kept page, the distance...) is the plain value
+:class:`crawler.vocab.Drop`, importable without Scrapy; this exception only carries one through
+Scrapy's item pipeline (``process_item`` raises it, the ``item_dropped`` signal hands it on).
+"""
 
 from __future__ import annotations
 
 from scrapy.exceptions import DropItem
 
-EXACT_DUPLICATE = "exact_duplicate"
-NEAR_DUPLICATE = "near_duplicate"
-#: A shared index's answer when the matching page is kept by another worker but not yet stored.
-PENDING = "pending"
-#: ``dropped.rule`` of a stored page dropped once the page it names canonical was kept.
-CANONICAL_RULE = "canonical"
-#: ``dropped.rule`` of a stored page dropped once its host's template became known: its new
-#: fingerprint (template left out) is within k of another kept page.
-REFRESHED_RULE = "refreshed"
+from crawler.vocab import Drop
+
+__all__ = ["DuplicatePage"]
 
 
 class DuplicatePage(DropItem):
-    """A page dropped because it duplicates one already kept.
+    """A page dropped because it duplicates one already kept: ``drop`` says why.
 
-    ``reason`` is ``exact_duplicate`` or ``near_duplicate``; ``duplicate_of`` the URL of the kept
-    page; ``distance`` the Hamming distance in bits (0 for exact copies); ``simhash`` and
-    ``duplicate_simhash`` the unsigned 64-bit fingerprints of both pages (None when not computed);
-    ``content_hash`` the dropped page's content hash (None when not computed); ``rule``
-    ``"canonical"`` when the page was stored first and dropped once the page it names canonical
-    came (None: the usual rule).
+    The fields of the drop read as attributes too (``exc.url``, ``exc.reason``,
+    ``exc.duplicate_of``, ``exc.distance``, ``exc.simhash``, ``exc.duplicate_simhash``,
+    ``exc.content_hash``, ``exc.rule``); the message is ``str(drop)``.
     """
 
-    def __init__(
-        self,
-        url: str,
-        reason: str,
-        duplicate_of: str,
-        distance: int,
-        simhash: int | None = None,
-        duplicate_simhash: int | None = None,
-        content_hash: str | None = None,
-        rule: str | None = None,
-    ) -> None:
-        self.url = url
-        self.reason = reason
-        self.duplicate_of = duplicate_of
-        self.distance = distance
-        self.simhash = simhash
-        self.duplicate_simhash = duplicate_simhash
-        self.content_hash = content_hash
-        self.rule = rule
-        super().__init__(f"{reason} of {duplicate_of} (distance {distance}): {url}")
+    def __init__(self, drop: Drop) -> None:
+        self.drop = drop
+        super().__init__(str(drop))
+
+    @property
+    def url(self) -> str:
+        return self.drop.url
+
+    @property
+    def reason(self) -> str:
+        return self.drop.reason
+
+    @property
+    def duplicate_of(self) -> str:
+        return self.drop.duplicate_of
+
+    @property
+    def distance(self) -> int:
+        return self.drop.distance
+
+    @property
+    def simhash(self) -> int | None:
+        return self.drop.simhash
+
+    @property
+    def duplicate_simhash(self) -> int | None:
+        return self.drop.duplicate_simhash
+
+    @property
+    def content_hash(self) -> str | None:
+        return self.drop.content_hash
+
+    @property
+    def rule(self) -> str | None:
+        return self.drop.rule

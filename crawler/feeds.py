@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlparse
 
+from crawler.formats import mask_url
 from crawler.items import EXPORT_FIELDS
 
 #: Seconds the bucket check waits for the S3 endpoint (connect and read).
@@ -34,12 +35,7 @@ class FeedError(ValueError):
     def __init__(self, uri: str, problem: str, exit_code: int = 2) -> None:
         self.uri = uri
         self.exit_code = exit_code
-        super().__init__(f"feed {mask_uri(uri)}: {problem}")
-
-
-def mask_uri(uri: str) -> str:
-    """The URI with a password (``s3://KEY:SECRET@bucket``) replaced by ``***``."""
-    return re.sub(r"(//[^/:@]*:)[^/@]*@", r"\1***@", uri)
+        super().__init__(f"feed {mask_url(uri)}: {problem}")
 
 
 def export_fields(settings: Any) -> list[str]:

@@ -15,11 +15,8 @@ Files, in ``JOBDIR/dedup/``:
     :meth:`crawler.bloom.LocalSeenSet.save` format (header with magic, version, n, p, m, k,
     layer count and CRC-32), written atomically.
 ``journal.bin``
-    Header ``"<8sIQd"``: magic ``b"DDJRNL\\0\\0"``, version 1, generation (0 = based on an empty
-    filter, N = on the N-th snapshot), the job's start time (Unix seconds). Then records
-    ``"<cI"`` (type, body length), body, ``"<I"`` CRC-32 of type + body. Type ``S`` body:
-    ``"<BiII"`` (fingerprint length, depth, URL length, canonical length), fingerprint, URL,
-    canonical URL (UTF-8). Type ``F`` body: the fingerprint.
+    A header (generation: the snapshot it is based on; the job's start time), then *scheduled*
+    and *finished* records, each with a CRC-32 (the format: :mod:`crawler.journal`).
 ``seen.sqlite``
     The exact set of ``BLOOM_VERIFY`` (:class:`crawler.bloom.ExactSet`).
 ``job.json``
@@ -57,15 +54,22 @@ import logging
 import os
 import re
 import secrets
-import struct
 import time
-import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO
 
 from crawler import config, defaults
 from crawler.atomicfile import fsync_dir
 from crawler.bloom import SnapshotError
+from crawler.journal import (
+    JobStateError,
+    PendingRequest,
+    encode_header,
+    encode_scheduled,
+    frame,
+    read_journal,
+    read_journal_full,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -75,12 +79,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAGIC = b"DDJRNL\x00\x00"
-VERSION = 1
-_HEAD = struct.Struct("<8sIQd")
-_REC = struct.Struct("<cI")
-_CRC = struct.Struct("<I")
-_SCHED = struct.Struct("<BiII")
 SUBDIR = "dedup"
 SNAPSHOT = "bloom.snapshot"
 JOURNAL = "journal.bin"
@@ -89,89 +87,22 @@ _JOB_ID = re.compile(r"[0-9a-z][0-9a-z_-]{0,63}")
 FLUSH_SECONDS = 0.2
 
 
-class JobStateError(config.SettingError):
-    """The JOBDIR state cannot be used; the message names the file and what to do."""
-
-    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
-        self.name, self.value, self.allowed, self.path = "JOBDIR", str(path), problem, str(path)
-        ValueError.__init__(
-            self, f"{path}: {problem}; delete the job directory to start the crawl over,"
-            " or restore the file from a backup")
-
-
-class PendingRequest(NamedTuple):
-    fp: bytes
-    url: str
-    depth: int
-    canonical_url: str
-
-
 def state_dir(jobdir: str | os.PathLike[str]) -> Path:
     return Path(jobdir, SUBDIR)
 
 
-def read_journal(path: Path) -> tuple[int, list[tuple[bytes, PendingRequest | None]]]:
-    """``(generation, records)``: ``(fp, PendingRequest)`` scheduled, ``(fp, None)`` finished."""
-    generation, _, records = read_journal_full(path)
-    return generation, records
-
-
-def read_journal_full(
-    path: Path,
-) -> tuple[int, float, list[tuple[bytes, PendingRequest | None]]]:
-    """``(generation, job start time, records)``; see :func:`read_journal`."""
-    data = path.read_bytes()
-    if len(data) < _HEAD.size:
-        raise JobStateError(path, f"truncated journal header ({len(data)} bytes)")
-    magic, version, generation, started = _HEAD.unpack_from(data)
-    if magic != MAGIC:
-        raise JobStateError(path, "not a dedup-crawler journal (bad magic)")
-    if version != VERSION:
-        raise JobStateError(path, f"journal version {version}, this crawler reads {VERSION}")
-    records: list[tuple[bytes, PendingRequest | None]] = []
-    pos, end = _HEAD.size, len(data)
-    while pos < end:
-        stop = pos + _REC.size
-        kind, length = _REC.unpack_from(data, pos) if stop <= end else (b"", 0)
-        tail = stop + length + _CRC.size
-        if stop > end or tail > end:
-            logger.warning("%s: ignoring a torn last record at byte %d", path, pos)
-            break
-        body = data[stop:stop + length]
-        if zlib.crc32(data[pos:pos + 1] + body) != _CRC.unpack_from(data, stop + length)[0]:
-            if tail == end:
-                logger.warning("%s: ignoring a torn last record at byte %d", path, pos)
-                break
-            raise JobStateError(path, f"corrupt journal record at byte {pos} (checksum)")
-        records.append(_decode(path, pos, kind, body))
-        pos = tail
-    return generation, started, records
-
-
-def _decode(path: Path, pos: int, kind: bytes, body: bytes) -> tuple[bytes, PendingRequest | None]:
-    if kind == b"F":
-        return body, None
-    if kind != b"S":
-        raise JobStateError(path, f"unknown journal record type {kind!r} at byte {pos}")
-    fplen, depth, ulen, clen = _SCHED.unpack_from(body)
-    off = _SCHED.size
-    fp, url = body[off:off + fplen], body[off + fplen:off + fplen + ulen].decode()
-    canonical = body[off + fplen + ulen:off + fplen + ulen + clen].decode()
-    return fp, PendingRequest(fp, url, depth, canonical)
-
-
-def _encode_scheduled(rec: PendingRequest) -> bytes:
-    url, canonical = rec.url.encode(), rec.canonical_url.encode()
-    body = _SCHED.pack(len(rec.fp), rec.depth, len(url), len(canonical)) + rec.fp + url + canonical
-    return _frame(b"S", body)
-
-
-def _frame(kind: bytes, body: bytes) -> bytes:
-    return _REC.pack(kind, len(body)) + body + _CRC.pack(zlib.crc32(kind + body))
+def snapshot_settings(settings: SettingsLike) -> tuple[int, float]:
+    """``(JOBDIR_SNAPSHOT_RECORDS, JOBDIR_SNAPSHOT_SECONDS)``, checked (SettingError)."""
+    return (config.get_int(settings, "JOBDIR_SNAPSHOT_RECORDS",
+                           defaults.JOBDIR_SNAPSHOT_RECORDS, lo=1),
+            config.get_float(settings, "JOBDIR_SNAPSHOT_SECONDS",
+                             defaults.JOBDIR_SNAPSHOT_SECONDS, lo=0.0))
 
 
 def check_jobdir(settings: SettingsLike) -> None:
-    """Validator: refuse a JOBDIR whose snapshot or journal is unreadable, before the crawl."""
+    """The JOBDIR settings, and a JOBDIR whose snapshot or journal is unreadable refused,
+    before the crawl (:class:`JobState` checks the same when it is built)."""
+    snapshot_settings(settings)
     jobdir = settings.get("JOBDIR")
     if not jobdir:
         return
@@ -234,8 +165,6 @@ def job_id(jobdir: str | os.PathLike[str]) -> str:
     return job
 
 
-config.register(check_jobdir)
-
 
 def stored_canonical_urls(settings: SettingsLike, urls: Iterable[str], since: float) -> set[str]:
     """Which of ``urls`` storage (``STORAGE_URL``) holds in documents or dropped rows written
@@ -244,30 +173,18 @@ def stored_canonical_urls(settings: SettingsLike, urls: Iterable[str], since: fl
     """
     from datetime import UTC, datetime, timedelta
 
-    import sqlalchemy as sa
+    from crawler.storage import StorageError, Store
 
-    from crawler.storage import Document, Dropped, StorageError, Store
-
-    wanted = list(urls)
     start = datetime.fromtimestamp(since, UTC) - timedelta(seconds=2)
-    found: set[str] = set()
     store = Store.from_settings(settings)
     try:
-        store.check()
-        with store.engine.connect() as conn:
-            for i in range(0, len(wanted), 500):
-                chunk = wanted[i:i + 500]
-                for column, stamp in ((Document.canonical_url, Document.fetched_at),
-                                      (Dropped.canonical_url, Dropped.dropped_at)):
-                    stmt = sa.select(column).where(column.in_(chunk), stamp >= start)
-                    found.update(conn.scalars(stmt))
-    except (StorageError, sa.exc.SQLAlchemyError) as exc:
+        return store.stored_canonical_urls(urls, start)
+    except StorageError as exc:
         logger.warning("JOBDIR: cannot ask storage which pending pages it holds (%s); they "
                        "are fetched again", exc)
         return set()
     finally:
         store.close()
-    return found
 
 
 class JobState:
@@ -289,6 +206,13 @@ class JobState:
         self._file: BinaryIO | None = None
         self._since_snapshot = self._journal_records = 0
         self._last_snapshot = self._last_flush = time.monotonic()
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike, jobdir: str | os.PathLike[str],
+                      seen: LocalSeenSet) -> JobState:
+        """The job state of ``JOBDIR``, its settings checked (:func:`snapshot_settings`)."""
+        records, seconds = snapshot_settings(settings)
+        return cls(jobdir, seen, snapshot_records=records, snapshot_seconds=seconds)
 
     def open(self) -> list[PendingRequest]:
         """Load and replay existing state; return what was seen but never finished."""
@@ -312,7 +236,7 @@ class JobState:
             else:
                 self.seen.add(fp)
                 pending[fp] = rec
-        self.pending = {fp: _encode_scheduled(rec) for fp, rec in pending.items()}
+        self.pending = {fp: encode_scheduled(rec) for fp, rec in pending.items()}
         if records:
             self.snapshot(compact=True)
         else:
@@ -322,7 +246,7 @@ class JobState:
         return list(pending.values())
 
     def scheduled(self, fp: bytes, url: str, depth: int, canonical_url: str) -> None:
-        record = _encode_scheduled(PendingRequest(fp, url, depth, canonical_url))
+        record = encode_scheduled(PendingRequest(fp, url, depth, canonical_url))
         self.pending[fp] = record
         self._write(record, flush=False)
 
@@ -330,7 +254,7 @@ class JobState:
         """Mark fingerprints done; returns how many were pending."""
         done = [fp for fp in fps if self.pending.pop(fp, None) is not None]
         if done:
-            self._write(b"".join(_frame(b"F", fp) for fp in done), flush=True, count=len(done))
+            self._write(b"".join(frame(b"F", fp) for fp in done), flush=True, count=len(done))
         return len(done)
 
     def snapshot(self, compact: bool = False) -> None:
@@ -377,7 +301,7 @@ class JobState:
     def _compact(self) -> None:
         tmp = self.journal_path.with_name(JOURNAL + ".tmp")
         with open(tmp, "wb") as fh:
-            fh.write(_HEAD.pack(MAGIC, VERSION, self.generation, self.started))
+            fh.write(encode_header(self.generation, self.started))
             fh.write(b"".join(self.pending.values()))
             fh.flush()
             os.fsync(fh.fileno())

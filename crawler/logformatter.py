@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.logformatter import LogFormatter
 
-from crawler.exceptions import NEAR_DUPLICATE, DuplicatePage
+from crawler.exceptions import DuplicatePage
+from crawler.vocab import NEAR_DUPLICATE, Drop
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -29,12 +30,12 @@ if TYPE_CHECKING:
 __all__ = ["DedupLogFormatter", "duplicate_message"]
 
 
-def duplicate_message(exc: DuplicatePage) -> str:
+def duplicate_message(drop: Drop) -> str:
     """The one-line description of a duplicate drop."""
-    if exc.reason == NEAR_DUPLICATE:
-        unit = "bit" if exc.distance == 1 else "bits"
-        return f"Dropped {exc.reason} ({exc.distance} {unit}) of {exc.duplicate_of}: {exc.url}"
-    return f"Dropped {exc.reason} of {exc.duplicate_of}: {exc.url}"
+    if drop.reason == NEAR_DUPLICATE:
+        unit = "bit" if drop.distance == 1 else "bits"
+        return f"Dropped {drop.reason} ({drop.distance} {unit}) of {drop.duplicate_of}: {drop.url}"
+    return f"Dropped {drop.reason} of {drop.duplicate_of}: {drop.url}"
 
 
 class DedupLogFormatter(LogFormatter):
@@ -51,6 +52,6 @@ class DedupLogFormatter(LogFormatter):
             return {
                 "level": logging.INFO,
                 "msg": "%(message)s",
-                "args": {"message": duplicate_message(exception)},
+                "args": {"message": duplicate_message(exception.drop)},
             }
         return super().dropped(item, exception, response, spider)

@@ -37,6 +37,7 @@ from scrapy.utils.misc import build_from_crawler
 
 from crawler import defaults
 from crawler.backends import backend_name
+from crawler.backends.common import namespace
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -78,7 +79,7 @@ class SharedRobotsTxtMiddleware(RobotsTxtMiddleware):
         super().__init__(crawler)
         if backend_name(crawler.settings) != "redis":
             raise NotConfigured("SharedRobotsTxtMiddleware needs DEDUP_BACKEND=redis")
-        from crawler.backends.redis import connect, namespace
+        from crawler.backends.redis import connect
 
         url = str(crawler.settings.get("REDIS_URL") or defaults.REDIS_URL)
         self._client = connect(url)

@@ -14,7 +14,8 @@ When the spider closes, a summary block goes to the log and its numbers to the s
 (the ``crawls`` row) and ``STATS_FILE`` include them.
 
 Drops are counted from the ``item_dropped`` signal (a :class:`~crawler.exceptions.DuplicatePage`
-carries its reason and distance), so the numbers do not depend on the pipeline's stat names.
+carries its :class:`~crawler.vocab.Drop`: reason and distance) and the ``page_demoted`` signal
+(its ``drop``), so the numbers do not depend on the pipeline's stat names.
 Other numbers are read from the stats: ``response_received_count``, ``item_scraped_count``,
 ``storage/documents``, ``dupefilter/filtered`` plus ``dedup/links_skipped_seen`` (links the
 spider skipped because the seen set already held them), ``dedup/bloom/fill_ratio`` and
@@ -33,7 +34,8 @@ from scrapy.utils.asyncio import create_looping_call
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
-from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE
+from crawler.exceptions import DuplicatePage
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, Drop
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -51,8 +53,6 @@ def interval_setting(settings: config.SettingsLike) -> float:
     return config.get_float(settings, "DEDUP_PROGRESS_INTERVAL",
                             defaults.DEDUP_PROGRESS_INTERVAL, lo=0)
 
-
-config.register(interval_setting)
 
 
 class DedupProgress:
@@ -91,13 +91,14 @@ class DedupProgress:
 
     def item_dropped(self, item: Any, response: Any, exception: BaseException,
                      spider: Any = None) -> None:
-        self._count_drop(getattr(exception, "reason", None), getattr(exception, "distance", None))
+        if isinstance(exception, DuplicatePage):
+            self._count_drop(exception.drop.reason, exception.drop.distance)
 
-    def page_demoted(self, reason: str = "", distance: Any = None, **_: Any) -> None:
+    def page_demoted(self, drop: Drop, **_: Any) -> None:
         """A kept page became a drop (the page it names canonical, or a refreshed fingerprint,
         found it a duplicate after all)."""
         self.demoted += 1
-        self._count_drop(reason, distance)
+        self._count_drop(drop.reason, drop.distance)
 
     def _count_drop(self, reason: Any, distance: Any) -> None:
         if reason in (EXACT_DUPLICATE, NEAR_DUPLICATE):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crawler import defaults
-from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url
+from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _HOST_PORT = re.compile(r"^[^/?#\s]+:\d+(?:[/?#]|$)")
@@ -55,27 +55,13 @@ class Seeds:
     @property
     def hosts(self) -> set[str]:
         """The hosts the crawl stays within (IDN hosts in punycode, no port)."""
-        return {canonical_host(url) for url in self.canonical}
+        return {url_host(url) for url in self.canonical}
 
     def keyed(self, policy: UrlPolicy) -> Seeds:
         """The same seeds with their canonical forms under the crawl's ``policy`` (a seed's
         key must be the key its links get, or a seed linked from its own page is fetched
         twice). The policy changes only the query, so every seed stays valid."""
         return Seeds(list(self.urls), [normalize_url(url, policy=policy) for url in self.urls])
-
-
-def canonical_host(canonical_url: str) -> str:
-    """Host of a URL already in canonical form, without port or IPv6 brackets; cheap.
-
-    >>> canonical_host("http://user@[2001:db8::1]:8080/x")
-    '2001:db8::1'
-    >>> canonical_host("https://xn--bcher-kva.example:8443/")
-    'xn--bcher-kva.example'
-    """
-    netloc = canonical_url.split("/", 3)[2].rpartition("@")[2]
-    if netloc.startswith("["):
-        return netloc[1 : netloc.find("]")]
-    return netloc.partition(":")[0]
 
 
 def _with_scheme(line: str) -> str:

@@ -1,4 +1,5 @@
-"""Custom signals, sent through ``crawler.signals``, and the request meta key of a lease.
+"""Custom signals, sent through ``crawler.signals``, the request meta key of a lease and the
+stat of the crawl id.
 
 ``batch_committed``: sent by the storage pipeline on the reactor thread after a batch is durably
 committed. Keyword arguments: ``fingerprints`` (``list[str]``, hex request fingerprints of every
@@ -8,12 +9,16 @@ page, stored or dropped, in the batch: the dupefilter's journal marks them finis
 count from now on) and ``dropped`` (``list[dict]``, the ``dropped`` rows: the drop log is
 written from them, so it names only drops that storage holds).
 
-``page_demoted``: sent by the dedup pipeline when a kept page turns out to be the copy of the
-page it names canonical, which was just kept instead. Keyword arguments: ``url`` (the page to
-move from ``documents`` to ``dropped``), ``duplicate_of`` (the page kept instead),
-``reason``, ``distance``, ``duplicate_simhash``, ``duplicate_content_hash``, ``rule``
-(``"canonical"``). The storage pipeline applies it in the batch that stores the page kept
-instead, after it; the drop row then reaches ``batch_committed`` with the others.
+``page_demoted``: sent by the dedup pipeline (:class:`crawler.pipelines.drops.DropWriter`,
+only when a storage pipeline runs) when a kept page turns out a duplicate after all: the page
+it names canonical was just kept instead (rule ``"canonical"``), or its fingerprint, refreshed
+once its site's template was learned, matched another kept page (rule ``"refreshed"``).
+Keyword arguments: ``drop`` (a :class:`crawler.vocab.Drop`: ``drop.url`` the page to move
+from ``documents`` to ``dropped``, ``drop.duplicate_of`` the page it duplicates, ``reason``,
+``distance``, ``duplicate_simhash``, ``rule``) and ``duplicate_content_hash`` (the content hash
+of the page kept instead, None when unknown). The storage pipeline applies it in the batch
+that stores the page kept instead, after it; the drop row then reaches ``batch_committed``
+with the others.
 
 ``request_finished``: sent by the spider when a request ends without producing a page item
 (a failure, a non-HTML response, an error status). Keyword arguments ``fingerprints`` and
@@ -26,3 +31,10 @@ page_demoted = object()
 
 #: ``request.meta`` key holding the shared frontier's lease id of a popped request.
 LEASE_META = "dedup_lease"
+
+#: The stat holding the id of this crawl's ``crawls`` row: the crawl id's one published home
+#: for other components (the drop log's lines written at once, the WARC files' ``warcinfo``).
+#: Set by the storage pipeline (:class:`crawler.pipelines.storage.StoragePipeline`, also its
+#: attribute ``crawl_id``) once it recorded the crawl, before the first item; absent when
+#: nothing records the crawl. Drop rows carry their own ``crawl_id``.
+CRAWL_ID_STAT = "dedup/crawl_id"

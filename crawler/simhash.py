@@ -128,6 +128,11 @@ def to_unsigned(value: int) -> int:
     return value & _MASK
 
 
-def to_hex(value: int | None) -> str | None:
-    """16 lower-case hex digits (the drop log's format), or None."""
-    return None if value is None else f"{value & _MASK:016x}"
+def to_hex(value: int | str | None) -> str | None:
+    """16 lower-case hex digits (the drop log's format) of a fingerprint: an int of either
+    sign (signed BIGINT or unsigned) or hex text; None for None or ``""``."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = int(value, 16)
+    return f"{value & _MASK:016x}"

@@ -112,8 +112,6 @@ def settings_params(settings: config.SettingsLike) -> tuple[int, int]:
     return k, blocks
 
 
-config.register(settings_params)
-
 
 def block_layout(blocks: int) -> list[tuple[int, int]]:
     """``(start, width)`` of each block, counted in bits from the most significant bit."""

@@ -1,7 +1,8 @@
 """Write the crawl's final stats to a JSON file (``STATS_FILE``), for scripts and the demo.
 
 The file is written atomically (temp file, fsync, rename) when the spider closes, so a reader
-never sees half a file. Values that JSON cannot hold (datetimes) are written as ISO 8601 strings.
+never sees half a file. Values that JSON cannot hold (datetimes) are written as ISO 8601 strings
+(:func:`crawler.formats.jsonable`).
 Off when ``STATS_FILE`` is empty (the default).
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,19 +17,12 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from crawler.atomicfile import write_atomic
+from crawler.formats import jsonable
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
 
 
 class StatsFile:
@@ -51,7 +44,7 @@ class StatsFile:
 
     def spider_closed(self, spider: Any, reason: str) -> None:
         assert self.crawler is not None and self.crawler.stats is not None
-        stats = {k: _jsonable(v) for k, v in self.crawler.stats.get_stats().items()}
+        stats = {k: jsonable(v) for k, v in self.crawler.stats.get_stats().items()}
         stats.setdefault("finish_reason", reason)
         write_atomic(self.path, json.dumps(stats, indent=2, sort_keys=True))
         logger.info("Stats written to %s", self.path, extra={"spider": spider})

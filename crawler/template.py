@@ -1,8 +1,8 @@
 """Per-site template learning: text blocks repeated across a site's kept pages are boilerplate.
 
 A *host* here is the key the caller gives: the pipeline keys on the page's origin (scheme,
-host and port, :func:`crawler.pipelines.neardup.template_key`), since sites on other ports of
-one host name have templates of their own.
+host and port, :func:`template_key`), since sites on other ports of one host name have
+templates of their own.
 
 A *block* is one line of :attr:`crawler.text.PageText.blocks`, compared after
 :func:`crawler.text.normalize`. For each host the filter counts on how many *kept* pages each
@@ -31,16 +31,18 @@ first). A block that becomes template late refreshes only the last ``recent_page
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import xxhash
 
 from crawler.text import block_tokens, normalize
 
 __all__ = ["YOUNG_MAX_OVERLAP", "YOUNG_OWN_TOKENS", "KeptPage", "TemplateFilter", "block_hash",
-           "young_distinct"]  # fmt: skip
+           "block_hashes", "line_blocks", "template_key", "young_distinct"]  # fmt: skip
 
 #: A page of a young host adding at least this many tokens of its own is distinct...
 YOUNG_OWN_TOKENS = 15
@@ -51,6 +53,38 @@ YOUNG_MAX_OVERLAP = 0.5
 def block_hash(block: str) -> int:
     """64-bit hash of a block's normalized text."""
     return xxhash.xxh3_64_intdigest(normalize(block).encode("utf-8", "surrogatepass"))
+
+
+def block_hashes(blocks: list[str]) -> list[int]:
+    """``[block_hash(b) for b in blocks]``, normalizing the whole page in one NFKC + case-fold
+    call (a line break composes with nothing, so the lines normalize as they would alone)."""
+    if not blocks:
+        return []
+    folded = unicodedata.normalize("NFKC", "\n".join(blocks)).casefold().split("\n")
+    if len(folded) != len(blocks):  # a block held a line break: no shortcut
+        return [block_hash(b) for b in blocks]
+    digest = xxhash.xxh3_64_intdigest
+    return [digest(" ".join(line.split()).encode("utf-8", "surrogatepass")) for line in folded]
+
+
+def line_blocks(text: str) -> list[tuple[int, str]]:
+    """``(block_hash, line)`` of each non-empty line of a stored page's visible text."""
+    return [(block_hash(line), line) for line in text.splitlines() if line]
+
+
+def template_key(url: str) -> str:
+    """What template learning is keyed on: the origin (``scheme://host[:port]``) of a URL.
+
+    Sites on other ports of one host name are other sites with other templates (measured in
+    ``bench.quality``, set ``shared-host``). A URL without a usable port keys on its host."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    origin = f"{parts.scheme.lower()}://{host}"
+    return f"{origin}:{port}" if port else origin
 
 
 @dataclass

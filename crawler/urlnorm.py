@@ -366,11 +366,6 @@ class UrlPolicy:
 DEFAULT_POLICY = UrlPolicy()
 
 
-@config.register
-def _validate(settings: SettingsLike) -> None:
-    UrlPolicy.from_settings(settings)
-
-
 def _query(query: str, policy: UrlPolicy) -> str:
     strip = policy._strip
     pairs: list[tuple[str, str, str]] = []
@@ -488,6 +483,11 @@ def url_host(canonical_url: str) -> str:
     """Host of a URL returned by :func:`normalize_url`, without port or IPv6 brackets.
 
     For scope checks ("same host as the seed"); other input gives an unspecified answer.
+
+    >>> url_host("http://user@[2001:db8::1]:8080/x")
+    '2001:db8::1'
+    >>> url_host("https://xn--bcher-kva.example:8443/")
+    'xn--bcher-kva.example'
     """
     start = canonical_url.find("//") + 2
     end = canonical_url.find("/", start)

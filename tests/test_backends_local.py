@@ -14,16 +14,10 @@ from hypothesis import strategies as st
 from scrapy.settings import Settings
 
 from crawler.backends import make_content_index
-from crawler.backends.local import (
-    LocalContentIndex,
-    Match,
-    PageSignature,
-    hash64,
-    prefetched,
-    url_hash64,
-)
+from crawler.backends.local import LocalContentIndex, hash64, prefetched, url_hash64
 from crawler.simindex import content_key, url_key
 from crawler.storage import KeyArrays
+from crawler.vocab import Match, PageSignature
 
 BASES = [0, 2**64 - 1, 0x0123_4567_89AB_CDEF, 2**63, 0xF0F0_F0F0_0000_FFFF]
 

@@ -15,7 +15,7 @@ from scrapy.settings import Settings
 
 from crawler.backends import make_content_index, make_seen_set
 from crawler.backends.common import mask_url
-from crawler.backends.local import LocalContentIndex, Match, PageSignature
+from crawler.backends.local import LocalContentIndex
 from crawler.backends.redis import (
     RedisBackendError,
     RedisContentIndex,
@@ -26,6 +26,7 @@ from crawler.backends.redis import (
 )
 from crawler.config import SettingError
 from crawler.storage import Store
+from crawler.vocab import Match, PageSignature
 from tests.test_backends_local import BASES, chash, page, page_sequences
 
 pytestmark = pytest.mark.redis

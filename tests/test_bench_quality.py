@@ -4,6 +4,7 @@ installed."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 from dataclasses import replace
@@ -186,7 +187,7 @@ def test_evaluation_counts_caught_missed_and_wrong() -> None:
     for page in pages[:-1]:
         evaluation.check(page)
     try:
-        evaluation.pipe.check(_item(pages[-1]))
+        asyncio.run(evaluation.pipe.process_item(_item(pages[-1])))
         real_caught = False
     except DuplicatePage as exc:
         real_caught = exc.duplicate_of == pages[3].url

@@ -35,6 +35,11 @@ from crawler.template import TemplateFilter
 from tests.conftest import ROOT, fresh_pg_schema, run_crawl
 
 
+def decide(pipe: NearDuplicatePipeline, item: PageItem) -> Any:
+    """``pipe.process_item(item)`` run to its end: the kept item, or DuplicatePage raised."""
+    return asyncio.run(pipe.process_item(item))
+
+
 # --- canonical_href ---------------------------------------------------------------------------
 def _response(body: str, headers: dict[str, str] | None = None) -> HtmlResponse:
     url = "http://site.test/dir/page"
@@ -90,9 +95,9 @@ def _distance(first: bytes, second: bytes) -> int | None:
                         html=body.decode(), depth=0, referer=None, fetched_at="",
                         canonical_url=url)  # fmt: skip
 
-    pipe.check(item("/a", first))
+    decide(pipe, item("/a", first))
     try:
-        pipe.check(item("/b", second))
+        decide(pipe, item("/b", second))
     except DuplicatePage as exc:
         return exc.distance
     return None
@@ -285,11 +290,11 @@ def test_pipeline_without_storage_logs_the_demotion(tmp_path):
                         html=body.decode(), depth=0, referer=None, fetched_at="",
                         canonical_url=url, canonical_link=names)  # fmt: skip
 
-    pipe.check(item("/copy", "http://s.test/orig"))
-    kept = pipe.check(item("/orig", None))  # kept instead of /copy
+    decide(pipe, item("/copy", "http://s.test/orig"))
+    kept = decide(pipe, item("/orig", None))  # kept instead of /copy
     assert kept.simhash is not None
     with pytest.raises(DuplicatePage) as dropped:  # a third copy is dropped against /orig
-        pipe.check(item("/third", None))
+        decide(pipe, item("/third", None))
     assert dropped.value.duplicate_of == "http://s.test/orig"
     asyncio.run(pipe.close_spider())
     pipe.droplog.close()
@@ -332,7 +337,7 @@ def test_a_copy_stored_by_an_earlier_crawl_gives_way_to_the_page_it_names(tmp_pa
                     fetched_at="", canonical_url="http://s.test/copy",
                     canonical_link="http://s.test/orig")  # fmt: skip
     first = NearDuplicatePipeline(LocalContentIndex(3), templates=TemplateFilter())
-    first.check(copy)
+    decide(first, copy)
     from crawler.pipelines.storage import document_row
 
     with Store(url) as store:

@@ -23,6 +23,8 @@ def scrapy(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
      "  line 1: 'ftp://127.0.0.1/x': scheme 'ftp' is not http or https"),
     (["parse", "--spider=web", "-s", "SIMHASH_MAX_DISTANC=2", "http://127.0.0.1:1/"], 2,
      "error: unknown setting SIMHASH_MAX_DISTANC='2': did you mean SIMHASH_MAX_DISTANCE?"),
+    (["crawl", "web", "-a", "urls=http://127.0.0.1:1/", "-s", "JOBDIR_SNAPSHOT_RECORDS=0"], 2,
+     "error: setting JOBDIR_SNAPSHOT_RECORDS='0' is invalid: allowed an integer >= 1"),
     (["demo", "-s", "BLOOM_ERROR_RATE=2"], 2,
      "error: setting BLOOM_ERROR_RATE='2' is invalid: allowed a number in (0, 1)"),
     (["dropped", "--db", "mysql://u@127.0.0.1/x"], 1,

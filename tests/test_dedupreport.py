@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler import report
-from crawler.report_html import human
+from crawler.report.html import render_html
+from crawler.report.markup import human
 from crawler.review import CrawlDB, ReviewError
 from crawler.storage import Store
 from tests.conftest import IN_CI, ROOT, CrawlRun, run_crawl
@@ -255,7 +256,7 @@ def test_sampling_is_stated(tmp_path: Path) -> None:
         data = report.build_report(db, exact_limit=4)
     assert data["sample"] == {"exact": False, "pages": 7, "sample_size": 4, "limit": 4, "seed": 0}
     assert data["totals"]["pages"] == 7  # totals always count every row
-    assert "Sampled" in report.render_html(data)
+    assert "Sampled" in render_html(data)
 
 
 @settings(max_examples=40, deadline=None)
@@ -495,7 +496,7 @@ def test_what_if_reaches_the_first_change_and_names_its_pages(near_crawl: CrawlR
 
 
 def test_html_decision_list_links_and_escapes(near_crawl: CrawlRun, near_report: dict) -> None:
-    text = report.render_html(near_report)
+    text = render_html(near_report)
     page = Page.parse(text)
     assert not [t for t, _ in page.tags if t == "script"], "a page title became a script"
     assert "&lt;script&gt;alert(&quot;t&quot;)&lt;/script&gt; Two &amp;" in text
@@ -520,7 +521,7 @@ def test_hostile_urls_are_never_live_links(tmp_path: Path) -> None:
     store.finish_crawl(cid, "finished", {})
     store.close()
     with CrawlDB.open(str(tmp_path / "crawl.db")) as db:
-        text = report.render_html(report.build_report(db))
+        text = render_html(report.build_report(db))
     page = Page.parse(text)
     assert not [t for t, _ in page.tags if t in ("script", "img")]
     hrefs = [a["href"] for t, a in page.tags if t == "a"]
@@ -558,7 +559,7 @@ def test_a_jobs_crawls_are_reported_as_one(tmp_path: Path) -> None:
     assert [d["distance"] for d in job["decisions"]["near"]] == [5, 2]
     assert job["url_dedup"]["counters"]["dupefilter/filtered"] == 12
     assert job["url_dedup"]["traps"] == 1
-    assert "crawls 1, 2 (one job)" in report.render_html(job)
+    assert "crawls 1, 2 (one job)" in render_html(job)
 
 
 def test_settings_and_stats_read_as_people_write_them() -> None:

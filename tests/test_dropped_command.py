@@ -260,7 +260,7 @@ def printed_rows(out: str) -> tuple[str, list[tuple[str, str]]]:
 def test_terminal_table_fits_and_prints_usable_spellings(demo_crawl: CrawlRun,
                                                          columns: int) -> None:
     from crawler import review
-    from crawler.commands.dropped import resolve_url
+    from crawler.review import resolve_url
 
     out = in_terminal(["--db", str(demo_crawl.db_path)], columns)
     rows = table_rows(demo_crawl)

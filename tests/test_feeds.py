@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from crawler.config import UnknownSettingError, check_unknown_settings, known_setting_names
-from crawler.feeds import FeedError, check_feeds, export_fields, mask_uri
+from crawler.feeds import FeedError, check_feeds, export_fields
+from crawler.formats import mask_url
 from crawler.items import EXPORT_FIELDS
+from crawler.preflight import UnknownSettingError, check_unknown_settings, known_setting_names
 from tests.conftest import ROOT, crawl_command
 
 # --- pre-flight check of FEEDS --------------------------------------------------------------
@@ -89,8 +90,8 @@ def test_missing_boto3_names_the_extra(tmp_path):
 
 
 def test_mask_uri_hides_a_secret_in_the_uri():
-    assert mask_uri("s3://AKIA:s3cr3t@bucket/k.jl") == "s3://AKIA:***@bucket/k.jl"
-    assert mask_uri("s3://bucket/k.jl") == "s3://bucket/k.jl"
+    assert mask_url("s3://AKIA:s3cr3t@bucket/k.jl") == "s3://AKIA:***@bucket/k.jl"
+    assert mask_url("s3://bucket/k.jl") == "s3://bucket/k.jl"
 
 
 def scrapy(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

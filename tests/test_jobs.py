@@ -25,10 +25,10 @@ import pytest
 import sqlalchemy as sa
 from alembic import command as alembic_command
 
-from crawler import migrations, review
+from crawler import review
 from crawler.jobstate import JOB_FILE, JobStateError, check_jobdir, job_id, read_job_id, state_dir
 from crawler.review import LATEST_JOB, CrawlDB, ReviewError
-from crawler.storage import Store, parse_url
+from crawler.storage import Store, migrations, parse_url
 from tests.conftest import ROOT, crawl_command, run_crawl
 from tests.test_review import doc, drop
 from tests.test_storage import db_url, pg_schema_url  # noqa: F401 (fixtures)

@@ -10,8 +10,9 @@ import textwrap
 import pytest
 
 from crawler.bloom import LocalSeenSet
-from crawler.config import SettingError, validate_settings
+from crawler.config import SettingError
 from crawler.jobstate import JOURNAL, SNAPSHOT, JobState, JobStateError, read_journal, state_dir
+from crawler.preflight import check_settings as validate_settings
 
 from .conftest import ROOT
 

@@ -8,6 +8,7 @@ found within k of the original: it is moved to ``dropped`` (rule ``refreshed``).
 
 from __future__ import annotations
 
+import asyncio
 import html as htmllib
 import json
 import random
@@ -30,6 +31,11 @@ from crawler.template import TemplateFilter
 from tests.conftest import ROOT, run_crawl
 
 ARTICLES = 4
+
+
+def decide(pipe: NearDuplicatePipeline, item: PageItem) -> Any:
+    """``pipe.process_item(item)`` run to its end: the kept item, or DuplicatePage raised."""
+    return asyncio.run(pipe.process_item(item))
 
 
 def _sites() -> tuple[Site, Site, dict[str, str]]:
@@ -90,7 +96,7 @@ def test_mirrors_kept_while_their_site_was_young_are_dropped_once_it_is_known(
     for base, site in order:
         for path, page in sorted(site.pages.items()):
             try:
-                pipe.check(_item(base + path, page.body))
+                decide(pipe, _item(base + path, page.body))
             except DuplicatePage as exc:
                 dropped_now.append(exc.url)
     pipe.droplog.close()
@@ -114,11 +120,11 @@ def test_a_late_drop_of_the_page_being_decided_is_raised() -> None:
     original, mirror, _ = _sites()
     pipe = NearDuplicatePipeline(LocalContentIndex(3), templates=TemplateFilter())
     for path, page in sorted(original.pages.items()):
-        pipe.check(_item("http://o.test" + path, page.body))
+        decide(pipe, _item("http://o.test" + path, page.body))
     raised = []
     for path, page in sorted(mirror.pages.items()):
         try:
-            pipe.check(_item("http://m.test:8080" + path, page.body))
+            decide(pipe, _item("http://m.test:8080" + path, page.body))
         except DuplicatePage as exc:
             raised.append(exc.url)
     assert "http://m.test:8080/m/2" in raised  # the third mirror: the template is learned

@@ -13,9 +13,9 @@ from scrapy.http import HtmlResponse
 from scrapy.spidermiddlewares.urllength import UrlLengthMiddleware
 from scrapy.utils.test import get_crawler
 
-from crawler import config
 from crawler.config import SettingError
 from crawler.middlewares.links import TrapLimits, UrlNormalizationMiddleware
+from crawler.preflight import check_settings
 from crawler.sitegen import Page, Site
 from crawler.siteserver import SiteServer
 from settings import base as project_settings
@@ -37,7 +37,8 @@ def _run(middleware: UrlNormalizationMiddleware, outputs: list[Any]) -> list[Any
 
 
 def _stats(crawler: Any) -> dict[str, int]:
-    return {k: v for k, v in crawler.stats.get_stats().items() if k.startswith("urlnorm/")}
+    return {k: v for k, v in crawler.stats.get_stats().items()
+            if k.startswith(("urlnorm/", "dedup/links_"))}
 
 
 def test_non_http_schemes_are_dropped_and_counted() -> None:
@@ -52,12 +53,7 @@ def test_non_http_schemes_are_dropped_and_counted() -> None:
     ]
     kept = _run(middleware, [Request(url) for url in urls])
     assert [r.url for r in kept] == ["http://example.com/ok"]
-    assert _stats(crawler) == {
-        "urlnorm/dropped/scheme/ftp": 2,
-        "urlnorm/dropped/scheme/file": 1,
-        "urlnorm/dropped/scheme/data": 1,
-        "urlnorm/dropped/scheme/about": 1,
-    }
+    assert _stats(crawler) == {"dedup/links_not_http": 5}  # the spider's key for the same
 
 
 def test_scrapy_refuses_links_without_authority() -> None:
@@ -87,7 +83,7 @@ def test_invalid_urls_are_dropped() -> None:
     middleware, crawler = _middleware()
     kept = _run(middleware, [Request("http://a..b/"), Request("http://xn--a.com/")])
     assert kept == []
-    assert _stats(crawler) == {"urlnorm/dropped/invalid": 2}
+    assert _stats(crawler) == {"dedup/links_not_http": 2}
 
 
 @pytest.mark.parametrize(
@@ -153,22 +149,25 @@ def test_start_requests_are_processed() -> None:
 
     (kept,) = asyncio.run(collect())
     assert kept.meta["canonical_url"] == "https://example.com/seed"
-    assert _stats(crawler) == {"urlnorm/dropped/scheme/ftp": 1}
+    assert _stats(crawler) == {"dedup/links_not_http": 1}
 
 
 def test_first_drop_of_each_kind_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
     middleware, _ = _middleware()
-    caplog.set_level(logging.DEBUG, logger="crawler.middlewares.links")
-    _run(middleware, [Request(f"ftp://e.com/{i}") for i in range(3)] + [Request("http://a..b/")])
+    caplog.set_level(logging.DEBUG, logger="crawler.linkrules")
+    trap = "http://e.com/" + "a/" * 40
+    _run(middleware, [Request(f"ftp://e.com/{i}") for i in range(3)] + [Request("http://a..b/"),
+                                                                          Request(trap)])
     messages = [(r.levelno, r.getMessage()) for r in caplog.records]
     assert [level for level, _ in messages] == [logging.INFO, logging.INFO]
-    assert "urlnorm/dropped/scheme/ftp" in messages[0][1] and "ftp://e.com/0" in messages[0][1]
+    assert "dedup/links_not_http" in messages[0][1] and "ftp://e.com/0" in messages[0][1]
     assert "URLNORM_DEBUG" in messages[0][1]
+    assert "urlnorm/trap/segment_repeat" in messages[1][1]
 
 
 def test_debug_setting_logs_every_drop(caplog: pytest.LogCaptureFixture) -> None:
     middleware, _ = _middleware(URLNORM_DEBUG=True)
-    caplog.set_level(logging.DEBUG, logger="crawler.middlewares.links")
+    caplog.set_level(logging.DEBUG, logger="crawler.linkrules")
     _run(middleware, [Request(f"ftp://e.com/{i}") for i in range(3)])
     levels = [r.levelno for r in caplog.records]
     assert levels == [logging.INFO, logging.DEBUG, logging.DEBUG]
@@ -187,7 +186,7 @@ def test_debug_setting_logs_every_drop(caplog: pytest.LogCaptureFixture) -> None
 )
 def test_bad_settings_are_refused(name: str, value: object) -> None:
     with pytest.raises(SettingError) as info:
-        config.validate_settings({name: value})
+        check_settings({name: value})
     assert info.value.name == name
     if name != "URLNORM_DEBUG":
         with pytest.raises(SettingError):

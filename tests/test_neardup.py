@@ -17,19 +17,20 @@ from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from crawler import config
 from crawler.backends.local import LocalContentIndex
 from crawler.config import SettingError
 from crawler.droplog import DropLog, read_drop_log
-from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE, DuplicatePage
+from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.logformatter import DedupLogFormatter
 from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.pipelines.storage import document_row
+from crawler.preflight import check_settings
 from crawler.simhash import hamming
 from crawler.sitegen import demo_site, template_site
 from crawler.template import TemplateFilter
 from crawler.text import is_binary, main_tokens, visible_text
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, Drop
 
 BASE = "http://site.test"
 
@@ -62,13 +63,18 @@ def pipeline(**kwargs: Any) -> NearDuplicatePipeline:
     return NearDuplicatePipeline(LocalContentIndex(k=kwargs.pop("k", 3)), stats=Stats(), **kwargs)
 
 
+def decide(pipe: NearDuplicatePipeline, item: PageItem) -> Any:
+    """``pipe.process_item(item)`` run to its end: the kept item, or DuplicatePage raised."""
+    return asyncio.run(pipe.process_item(item))
+
+
 def run_site(pipe: NearDuplicatePipeline, site: Any, paths: list[str]) -> dict[str, Any]:
     """Feed pages in ``paths`` order; path -> "kept" or the DuplicatePage."""
     outcome: dict[str, Any] = {}
     for path in paths:
         body = site.render(site.pages[path], BASE)
         try:
-            pipe.check(make_item(BASE + path, body))
+            decide(pipe, make_item(BASE + path, body))
             outcome[path] = "kept"
         except DuplicatePage as exc:
             outcome[path] = exc
@@ -183,7 +189,7 @@ def test_empty_script_only_and_near_empty_pages_are_not_duplicates_of_each_other
     outcome = {}
     for path, body in pages.items():
         item = make_item(BASE + path, body)
-        pipe.check(item)
+        decide(pipe, item)
         outcome[path] = item
     assert all(item.simhash is None for item in outcome.values())  # too short to compare
     assert pipe.stats["dedup/kept"] == 90
@@ -191,7 +197,7 @@ def test_empty_script_only_and_near_empty_pages_are_not_duplicates_of_each_other
     assert pipe.stats["dedup/empty"] == 60
     # A byte copy of a script-only page is still an exact copy.
     with pytest.raises(DuplicatePage) as info:
-        pipe.check(make_item(BASE + "/copy", pages["/script3"]))
+        decide(pipe, make_item(BASE + "/copy", pages["/script3"]))
     assert info.value.reason == EXACT_DUPLICATE
     assert info.value.duplicate_of == BASE + "/script3"
 
@@ -202,20 +208,20 @@ def test_binary_body_labelled_html_is_not_fingerprinted_nor_stored_as_text() -> 
     item = make_item(BASE + "/report", body, "text/html")
     assert item.binary
     item.text = "garbage that must not be stored"
-    assert pipe.check(item) is item
+    assert decide(pipe, item) is item
     assert item.text == "" and item.simhash is None and item.content_hash is None
     assert pipe.stats["dedup/binary"] == 1 and "dedup/kept" not in pipe.stats
-    pipe.check(make_item(BASE + "/report-again", body, "text/html"))  # never a duplicate
+    decide(pipe, make_item(BASE + "/report-again", body, "text/html"))  # never a duplicate
     assert pipe.stats["dedup/binary"] == 2
 
 
 def test_one_word_repeated_ten_thousand_times() -> None:
     pipe = pipeline()
     item = make_item(BASE + "/spam", _page("<p>" + "buy " * 10_000 + "</p>"))
-    pipe.check(item)
+    decide(pipe, item)
     assert item.simhash is not None and item.content_hash
     with pytest.raises(DuplicatePage):
-        pipe.check(make_item(BASE + "/spam2", _page("<p>" + "buy " * 9_000 + "</p>")))
+        decide(pipe, make_item(BASE + "/spam2", _page("<p>" + "buy " * 9_000 + "</p>")))
 
 
 ARTICLE = (
@@ -241,16 +247,16 @@ def test_misdeclared_charset_follows_the_declaration() -> None:
     its near duplicate, in a non-Latin script it is a different page (every word changes)."""
     pipe = pipeline()
     for path, text in (("/latin", ARTICLE), ("/cyrillic", CYRILLIC)):
-        pipe.check(make_item(BASE + path, _page(f"<p>{text}</p>")))
+        decide(pipe, make_item(BASE + path, _page(f"<p>{text}</p>")))
     latin = make_item(BASE + "/latin-bad", _page(f"<p>{ARTICLE}</p>"), "text/html; charset=latin-1")
     assert latin.encoding == "cp1252" and "cafÃ©" in latin.text
     with pytest.raises(DuplicatePage) as info:
-        pipe.check(latin)
+        decide(pipe, latin)
     assert info.value.reason == NEAR_DUPLICATE and info.value.duplicate_of == BASE + "/latin"
     cyrillic = make_item(
         BASE + "/cyr-bad", _page(f"<p>{CYRILLIC}</p>"), "text/html; charset=latin-1"
     )
-    pipe.check(cyrillic)
+    decide(pipe, cyrillic)
     assert "Предложение" not in cyrillic.text
 
 
@@ -258,8 +264,8 @@ def test_own_earlier_version_is_never_a_duplicate() -> None:
     pipe = pipeline()
     body = _page(f"<p>{ARTICLE}</p>")
     first, again = make_item(BASE + "/a", body), make_item(BASE + "/a", body)
-    pipe.check(first)
-    pipe.check(again)
+    decide(pipe, first)
+    decide(pipe, again)
     assert pipe.stats["dedup/kept"] == 2
 
 
@@ -278,9 +284,9 @@ def test_drop_is_logged_as_json_line_with_fields(tmp_path: Any) -> None:
     log = DropLog(tmp_path / "dropped.jsonl")
     pipe = pipeline(droplog=log)
     body = _page(f"<p>{ARTICLE}</p>")
-    pipe.check(make_item(BASE + "/a", body))
+    decide(pipe, make_item(BASE + "/a", body))
     with pytest.raises(DuplicatePage) as info:
-        pipe.check(make_item(BASE + "/b", body))
+        decide(pipe, make_item(BASE + "/b", body))
     log.close()
     (record,) = list(read_drop_log(tmp_path / "dropped.jsonl"))
     assert record["url"] == BASE + "/b" and record["duplicate_of"] == BASE + "/a"
@@ -299,12 +305,13 @@ def test_with_storage_a_drop_is_logged_once_its_row_is_committed(tmp_path: Any) 
     log = DropLog(tmp_path / "dropped.jsonl")
     pipe = pipeline(droplog=log, defer_droplog=True)
     body = _page(f"<p>{ARTICLE}</p>")
-    pipe.check(make_item(BASE + "/a", body))
+    decide(pipe, make_item(BASE + "/a", body))
     item = make_item(BASE + "/b", body)
     with pytest.raises(DuplicatePage) as info:
-        pipe.check(item)
+        decide(pipe, item)
     assert log.written == 0
-    pipe.batch_committed(documents=[BASE + "/a"], dropped=[dropped_row(item, info.value, 7, 0)])
+    row = dropped_row(item, info.value.drop, 7, 0)
+    pipe.batch_committed(documents=[BASE + "/a"], dropped=[row])
     log.close()
     (record,) = list(read_drop_log(tmp_path / "dropped.jsonl"))
     assert (record["url"], record["duplicate_of"], record["crawl_id"]) == (
@@ -319,7 +326,7 @@ def _store_pages(url: str, pages: list[tuple[str, bytes]]) -> None:
     rows = []
     for page_url, body in pages:
         item = make_item(page_url, body)
-        pipe.check(item)
+        decide(pipe, item)
         rows.append(document_row(item, None))
     with Store(url) as store:
         store.upsert_documents(rows)
@@ -370,7 +377,7 @@ def test_from_crawler_reads_settings_and_logs_crawl_id(tmp_path: Any) -> None:
 )  # fmt: skip
 def test_bad_settings_name_setting_and_range(name: str, value: Any) -> None:
     with pytest.raises(SettingError) as info:
-        config.validate_settings({name: value})
+        check_settings({name: value})
     assert info.value.name == name
     with pytest.raises(SettingError):
         NearDuplicatePipeline.from_crawler(get_crawler(settings_dict={name: value}))
@@ -379,12 +386,12 @@ def test_bad_settings_name_setting_and_range(name: str, value: Any) -> None:
 def test_log_formatter_one_short_info_line() -> None:
     formatter = DedupLogFormatter()
     spider = get_crawler().spidercls  # unused by our branch
-    exc = DuplicatePage("http://a/2", NEAR_DUPLICATE, "http://a/1", 3, 1, 2)
+    exc = DuplicatePage(Drop("http://a/2", NEAR_DUPLICATE, "http://a/1", 3, 1, 2))
     result = formatter.dropped({"html": "x" * 1000}, exc, None, spider)  # type: ignore[arg-type]
     assert result["level"] == logging.INFO
     message = result["msg"] % result["args"]
     assert message == "Dropped near_duplicate (3 bits) of http://a/1: http://a/2"
-    exact = DuplicatePage("http://a/3", EXACT_DUPLICATE, "http://a/1", 0)
+    exact = DuplicatePage(Drop("http://a/3", EXACT_DUPLICATE, "http://a/1", 0))
     result = formatter.dropped({}, exact, None, spider)  # type: ignore[arg-type]
     assert result["msg"] % result["args"] == "Dropped exact_duplicate of http://a/1: http://a/3"
 
@@ -412,7 +419,7 @@ def test_second_crawl_of_template_site_in_another_order(tmp_path: Any) -> None:
     for path in paths:
         item = make_item(BASE + path, site.render(site.pages[path], BASE))
         try:
-            first.check(item)
+            decide(first, item)
         except DuplicatePage:
             continue
         rows.append(document_row(item, None))
@@ -486,9 +493,9 @@ def test_stored_index_holds_keys_not_urls_and_names_stored_matches(tmp_path: Any
     url_bytes = sum(len(f"{BASE}/{p}") for p in bodies)
     assert pipe.index.nbytes <= with_urls.nbytes - url_bytes
     with pytest.raises(DuplicatePage) as info:
-        pipe.check(make_item(BASE + "/copy-of-beta", bodies["beta"]))
+        decide(pipe, make_item(BASE + "/copy-of-beta", bodies["beta"]))
     assert (info.value.reason, info.value.duplicate_of) == (EXACT_DUPLICATE, BASE + "/beta")
-    assert pipe.check(make_item(BASE + "/gamma", bodies["gamma"])).url == BASE + "/gamma"
+    assert decide(pipe, make_item(BASE + "/gamma", bodies["gamma"])).url == BASE + "/gamma"
     asyncio.run(pipe.close_spider())
 
 
@@ -526,13 +533,13 @@ def test_a_match_another_worker_has_not_stored_is_decided_only_once_it_is(
     events: list[str] = []
     try:
         kept = make_item(BASE + original, site.render(site.pages[original], BASE))
-        workers[0].check(kept)
+        decide(workers[0], kept)
 
         def later() -> None:
             if outcome == "committed":
                 with Store(db) as store:
                     store.upsert_documents([document_row(kept, None)])
-                workers[0].index.commit([BASE + original])  # type: ignore[attr-defined]
+                workers[0].index.commit([BASE + original])
             else:
                 workers[0].index.reclaim("A", [])  # type: ignore[attr-defined]
             events.append(outcome)
@@ -596,11 +603,11 @@ def test_a_hosts_new_owner_learns_its_template_from_storage(
         rows = []
         for path in [*posts[:6], original]:
             item = make_item(BASE + path, site.render(site.pages[path], BASE))
-            a.check(item)
+            decide(a, item)
             rows.append(document_row(item, None))
         with Store(db) as store:
             store.upsert_documents(rows)
-        a.index.commit([row["canonical_url"] for row in rows])  # type: ignore[attr-defined]
+        a.index.commit([row["canonical_url"] for row in rows])
         item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
         if warm:
             with pytest.raises(DuplicatePage) as info:
@@ -639,7 +646,7 @@ def _short_sites() -> tuple[list[bytes], list[bytes]]:
 
 
 def test_template_key_is_the_origin() -> None:
-    from crawler.pipelines.neardup import template_key
+    from crawler.template import template_key
 
     assert template_key("http://Host.test:8001/a?b") == "http://host.test:8001"
     assert template_key("https://host.test/a") == "https://host.test"
@@ -654,9 +661,9 @@ def test_sites_on_other_ports_of_one_host_learn_their_own_template() -> None:
     site_a, site_b = _short_sites()
     pipe = pipeline(templates=TemplateFilter())
     for i, body in enumerate(site_a):
-        pipe.check(make_item(f"http://shared.test:8001/post/{i}", body))
+        decide(pipe, make_item(f"http://shared.test:8001/post/{i}", body))
     for i, body in enumerate(site_b):  # every note is distinct: none is dropped
-        pipe.check(make_item(f"http://shared.test:8002/note/{i}", body))
+        decide(pipe, make_item(f"http://shared.test:8002/note/{i}", body))
     assert pipe.stats["dedup/kept"] == len(site_a) + len(site_b)
 
 

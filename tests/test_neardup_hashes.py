@@ -1,12 +1,11 @@
-"""crawler.pipelines.neardup.block_hashes: the batched form of crawler.template.block_hash."""
+"""crawler.template.block_hashes: the batched form of crawler.template.block_hash."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.pipelines.neardup import block_hashes
-from crawler.template import block_hash
+from crawler.template import block_hash, block_hashes
 
 # Letters with compatibility forms, combining marks, case-fold expansions, ligatures, Hangul
 # jamo that compose, full-width digits, whitespace of every kind, line breaks and surrogates.

@@ -66,11 +66,11 @@ def test_the_wheel_holds_the_crawler_package_only(wheel):
     assert not [n for n in names if n.startswith("crawler/sitegen")]
     assert "crawler/siteserver.py" not in names
     for needed in ("crawler/settings/__init__.py", "crawler/settings/base.py",
-                   "crawler/settings/distributed.py", "crawler/migrations/env.py",
-                   "crawler/migrations/script.py.mako", "crawler/embed.py"):  # fmt: skip
+                   "crawler/settings/distributed.py", "crawler/storage/migrations/env.py",
+                   "crawler/storage/migrations/script.py.mako", "crawler/embed.py"):  # fmt: skip
         assert needed in names
-    versions = [n for n in names if n.startswith("crawler/migrations/versions/0")]
-    checkout = sorted((ROOT / "crawler/migrations/versions").glob("0*.py"))
+    versions = [n for n in names if n.startswith("crawler/storage/migrations/versions/0")]
+    checkout = sorted((ROOT / "crawler/storage/migrations/versions").glob("0*.py"))
     assert len(versions) == len(checkout) > 0
 
 
@@ -100,7 +100,7 @@ def test_migrations_run_from_a_zipped_package(tmp_path):
     db = tmp_path / "zipped.db"
     code = (
         "import sys; sys.path[:0] = sys.argv[1:3]\n"
-        "import crawler, crawler.migrations as m, os\n"
+        "import crawler, crawler.storage.migrations as m, os\n"
         "from crawler.storage import check_storage\n"
         "check_storage({'STORAGE_URL': 'sqlite:///' + sys.argv[3]})\n"
         "print(crawler.__file__); print(m.script_location()); print(m.head())\n"
@@ -123,9 +123,9 @@ def test_migrations_run_from_a_zipped_package(tmp_path):
 
 
 def test_migrations_use_the_package_directory_in_place():
-    from crawler import migrations
+    from crawler.storage import migrations
 
-    assert Path(migrations.script_location()) == ROOT / "crawler" / "migrations"
+    assert Path(migrations.script_location()) == ROOT / "crawler" / "storage" / "migrations"
 
 
 def test_checkout_settings_shims_are_the_package_settings():

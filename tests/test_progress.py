@@ -16,9 +16,11 @@ from scrapy import signals
 from scrapy.signalmanager import SignalManager
 from scrapy.utils.test import get_crawler
 
-from crawler.config import SettingError, validate_settings
+from crawler.config import SettingError
 from crawler.exceptions import DuplicatePage
+from crawler.preflight import check_settings as validate_settings
 from crawler.progress import SUMMARY_PREFIX, DedupProgress, interval_setting
+from crawler.vocab import Drop
 from tests.conftest import run_crawl
 
 
@@ -31,7 +33,7 @@ class Clock:
 
 
 def _dup(reason: str, distance: int) -> DuplicatePage:
-    return DuplicatePage("http://a.test/x", reason, "http://a.test/", distance)
+    return DuplicatePage(Drop("http://a.test/x", reason, "http://a.test/", distance))
 
 
 @pytest.fixture

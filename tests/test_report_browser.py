@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from crawler import report
+from crawler.report.html import render_html
 from crawler.review import CrawlDB
 from tests.conftest import CrawlRun
 from tests.test_dedupreport import KEPT_RGB, Page, _browser, crawl_near_site, png_pixels
@@ -31,7 +32,7 @@ def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _render(run: CrawlRun, out: Path) -> tuple[Path, dict]:
     with CrawlDB.open(str(run.db_path)) as db:
         data = report.build_report(db, db_arg=str(run.db_path))
-    out.write_text(report.render_html(data))
+    out.write_text(render_html(data))
     return out, data
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from crawler import review
 from crawler.review import CrawlDB, DropFilter, ReviewError
+from crawler.simhash import to_hex, to_unsigned
 from crawler.simindex import block_layout
 from crawler.storage import Store, to_signed64
 
@@ -81,8 +82,8 @@ def db_info(tmp_path: Path) -> dict[str, Any]:
 @given(st.integers(min_value=0, max_value=2**64 - 1))
 def test_hex64_and_unsigned_read_back_the_signed_storage_form(value: int) -> None:
     signed = to_signed64(value)
-    assert review.unsigned64(signed) == value
-    assert review.hex64(signed) == f"{value:016x}" == review.hex64(f"{value:016x}")
+    assert to_unsigned(signed) == value
+    assert to_hex(signed) == f"{value:016x}" == to_hex(f"{value:016x}")
 
 
 @given(st.integers(1, 64))

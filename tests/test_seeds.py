@@ -89,10 +89,10 @@ def test_seeds_and_urls_arguments_combine(tmp_path):
         seeds_from_args()
 
 
-def test_canonical_host_matches_urlsplit_on_canonical_urls():
+def test_url_host_matches_urlsplit_on_canonical_urls():
     from urllib.parse import urlsplit
 
-    from crawler.seeds import canonical_host
+    from crawler.urlnorm import url_host as canonical_host
 
     for url in [
         "http://example.com/",

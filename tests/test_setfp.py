@@ -17,9 +17,8 @@ from alembic import command as alembic_command
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler import migrations
 from crawler.setfp import MODULUS, CrawlSets, SetFingerprint, element, page_element
-from crawler.storage import StorageError, Store, parse_url
+from crawler.storage import StorageError, Store, migrations, parse_url
 from tests.test_storage import db_url, doc, drop, pg_schema_url  # noqa: F401 (fixtures)
 
 texts = st.text(max_size=40)

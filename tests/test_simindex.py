@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from scrapy.settings import Settings
 
 from crawler import config, simindex
+from crawler.preflight import check_settings
 from crawler.simindex import BUFFER_SIZE, SimIndex, block_layout, rotl, settings_params
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -203,7 +204,7 @@ def test_block_layout_covers_64_bits(blocks):
 )
 def test_bad_settings_name_setting_value_and_range(values, name):
     with pytest.raises(config.SettingError) as info:
-        config.validate_settings(Settings(values))
+        check_settings(Settings(values))
     assert info.value.name == name
     assert "allowed" in str(info.value)
 

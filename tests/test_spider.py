@@ -145,7 +145,7 @@ def test_early_skip_changes_nothing_but_the_work_done(tmp_path):
 
 
 def test_fetch_url_keeps_the_link_as_found_but_gives_it_the_policy_host():
-    from crawler.spiders.web import fetch_url
+    from crawler.linkrules import fetch_url
 
     assert fetch_url("http://Example.com/a?utm_source=x#f", "http://example.com/a") == (
         "http://Example.com/a?utm_source=x"
@@ -196,7 +196,8 @@ def _outcome(href: str, base: str) -> str:
 @given(href=_hrefs, base1=_bases, base2=_bases)
 @settings(max_examples=400, deadline=None)
 def test_link_memo_key_covers_what_normalize_url_reads(href, base1, base2):
-    from crawler.spiders.web import LinkMemo, _table_for
+    from crawler.linkrules import LinkMemo
+    from crawler.linkrules import memo_table as _table_for
 
     memo = LinkMemo()
     href = href.strip()
@@ -207,7 +208,8 @@ def test_link_memo_key_covers_what_normalize_url_reads(href, base1, base2):
 
 
 def test_link_memo_does_not_memoize_what_reads_the_whole_base():
-    from crawler.spiders.web import LinkMemo, _table_for
+    from crawler.linkrules import LinkMemo
+    from crawler.linkrules import memo_table as _table_for
 
     memo = LinkMemo()
     tables = memo.tables("http://h/d/page?q=1")
@@ -219,7 +221,7 @@ def test_link_memo_does_not_memoize_what_reads_the_whole_base():
 
 
 def test_link_memo_is_bounded():
-    from crawler.spiders.web import LinkMemo
+    from crawler.linkrules import LinkMemo
 
     memo = LinkMemo(size=10)
     absolute = memo.tables("http://h/d/")[0]
@@ -253,7 +255,10 @@ def test_links_are_exactly_what_normalizing_each_one_gives():
     from scrapy.utils.response import get_base_url
     from scrapy.utils.test import get_crawler
 
-    from crawler.spiders.web import WebSpider, _table_for, fetch_url, html_tree
+    from crawler.fingerprint import fingerprint_url
+    from crawler.linkrules import fetch_url
+    from crawler.linkrules import memo_table as _table_for
+    from crawler.spiders.web import WebSpider, html_tree
 
     crawler = get_crawler(WebSpider, {"DEDUP_EARLY_SKIP": False})
     spider = WebSpider.from_crawler(crawler, urls="http://h/")
@@ -274,7 +279,8 @@ def test_links_are_exactly_what_normalizing_each_one_gives():
         for href in filter(None, (h.strip() for h in _TRICKY_LINKS)):
             table = _table_for(href, *tables)  # what a later page with this base would reuse
             if table is not None and href in table:
-                assert table[href] == spider._verdict(href, base)[0], (url, href)
+                canonical, stat = spider.rules.judge(href, base)
+                assert table[href] == (stat or fingerprint_url(canonical)), (url, href)
         want = []
         for href in filter(None, _TRICKY_LINKS):
             href = href.strip()

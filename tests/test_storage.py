@@ -21,8 +21,9 @@ from alembic.runtime.migration import MigrationContext
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler import config, migrations
+from crawler import config
 from crawler.backends.local import LocalContentIndex, PageSignature
+from crawler.preflight import check_settings
 from crawler.simindex import content_key, url_key
 from crawler.storage import (
     Base,
@@ -31,6 +32,7 @@ from crawler.storage import (
     check_storage,
     dedup_settings,
     mask_url,
+    migrations,
     parse_url,
     to_signed64,
     to_unsigned64,
@@ -357,7 +359,7 @@ def test_a_crawl_log_starts_with_our_migration_line_not_alembic_setup(tmp_path) 
         run = run_crawl(tmp_path / "run", urls=[server.url("/")],
                         settings={"ROBOTSTXT_OBEY": False})
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "[crawler.migrations] INFO: Migrating the crawl database from an empty schema" \
+    assert "[crawler.storage.migrations] INFO: Migrating the crawl database from an empty schema" \
         in run.stderr
     assert "[alembic" not in run.stderr, run.stderr[:3000]
 
@@ -443,7 +445,7 @@ def test_bad_urls_are_refused_by_validation(url: str) -> None:
                                              ("STORAGE_RETRY_TIMES", -1)])
 def test_storage_settings_validated(name: str, value: object) -> None:
     with pytest.raises(config.SettingError, match=name):
-        config.validate_settings({name: value})
+        check_settings({name: value})
 
 
 def test_unknown_driver_is_a_storage_error() -> None:

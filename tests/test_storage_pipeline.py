@@ -29,6 +29,7 @@ from crawler.config import SettingError
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.pipelines.storage import StoragePipeline, document_row, dropped_row
+from crawler.vocab import Drop
 from tests.conftest import fresh_pg_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,8 +53,8 @@ class MarkDuplicates:
 
     async def process_item(self, item: PageItem) -> PageItem:
         if item.title.startswith("dup"):
-            raise DuplicatePage(item.url, "near_duplicate", "http://site.test/0", 2,
-                                simhash=item.simhash, duplicate_simhash=2**64 - 1)
+            raise DuplicatePage(Drop(item.url, "near_duplicate", "http://site.test/0", 2,
+                                     simhash=item.simhash, duplicate_simhash=2**64 - 1))
         if item.title.startswith("junk"):
             raise DropItem("not wanted")
         return item
@@ -172,7 +173,7 @@ def child_main(arg: str) -> None:
 
     def done(result: Any) -> None:
         out["stats"] = crawler.stats.get_stats()
-        out["crawl_id"] = getattr(crawler, "dedup_crawl_id", None)
+        out["crawl_id"] = crawler.stats.get_value(dedup_signals.CRAWL_ID_STAT)
         if result is not None:
             out["error"] = repr(result)
         reactor.stop()
@@ -328,11 +329,11 @@ def test_rows_from_items() -> None:
     row = document_row(binary, 5)
     assert (row["text"], row["title"], row["crawl_id"], row["simhash"]) == (None, None, 5,
                                                                             2**63 + 1)
-    exc = DuplicatePage("http://site.test/2", "exact_duplicate", "http://site.test/0", 0)
-    record = dropped_row(page(2), exc, 5, 0)
+    drop = Drop("http://site.test/2", "exact_duplicate", "http://site.test/0", 0)
+    record = dropped_row(page(2), drop, 5, 0)
     assert record["text"] is None and record["simhash"] == 2**63 + 2
     assert (record["reason"], record["distance"]) == ("exact_duplicate", 0)
-    assert record["content_hash"] == "h2"  # the item's, when the exception carries none
-    exc = DuplicatePage("http://site.test/2", "exact_duplicate", "http://site.test/0", 0,
-                        content_hash="c0ffee")
-    assert dropped_row(page(2), exc, 5, 0)["content_hash"] == "c0ffee"
+    assert record["content_hash"] == "h2"  # the item's, when the drop carries none
+    drop = Drop("http://site.test/2", "exact_duplicate", "http://site.test/0", 0,
+                content_hash="c0ffee")
+    assert dropped_row(page(2), drop, 5, 0)["content_hash"] == "c0ffee"

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from crawler import config, urlnorm
+from crawler import urlnorm
 from crawler.config import SettingError
+from crawler.preflight import check_settings
 from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
 
 RFC_BASE = "http://a/b/c/d;p?q"
@@ -293,9 +294,9 @@ def test_bad_glob_is_a_setting_error(pattern: str) -> None:
 
 def test_bad_settings_stop_validation() -> None:
     with pytest.raises(SettingError, match="URLNORM_STRIP_PARAMS"):
-        config.validate_settings({"URLNORM_STRIP_PARAMS": ["ok", "bad["]})
+        check_settings({"URLNORM_STRIP_PARAMS": ["ok", "bad["]})
     with pytest.raises(SettingError, match="URLNORM_SORT_QUERY"):
-        config.validate_settings({"URLNORM_SORT_QUERY": "maybe"})
+        check_settings({"URLNORM_SORT_QUERY": "maybe"})
 
 
 def test_balanced_brackets_are_accepted() -> None:

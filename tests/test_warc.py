@@ -25,11 +25,11 @@ from scrapy.http import HtmlResponse, Request
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler import config
-from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE
 from crawler.sitegen import Site, link_heavy_site
 from crawler.sitegen.site import page
 from crawler.siteserver import SiteServer
 from crawler.text import extract, is_binary
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
 from crawler.warc import check_warc, split_output, warc_options
 from crawler.warc.capture import capture_of, wants_capture
 from crawler.warc.extension import WarcWriter

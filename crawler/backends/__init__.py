@@ -15,12 +15,20 @@ with one line. What the Redis components share and their error type live in
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler import config, defaults, extras
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from crawler.config import SettingsLike
+    from crawler.vocab import Match, PageSignature, Record
+
+#: ``ids -> {id: (url, canonical_url)}`` of stored documents; ids it does not know are absent
+#: (e.g. :meth:`crawler.storage.Store.document_urls`).
+Resolver = Callable[[Sequence[int]], Mapping[int, tuple[str, str]]]
 
 
 class SeenSet(Protocol):
@@ -39,13 +47,59 @@ class SeenSet(Protocol):
     def close(self) -> None: ...
 
 
-class ContentIndex(Protocol):
-    """Exact-copy and near-duplicate decisions over kept pages (see crawler.backends.local)."""
+class KeyChunk(Protocol):
+    """Stored pages as integer key arrays, one chunk of :meth:`ContentIndex.load_arrays`
+    (e.g. ``crawler.storage.KeyArrays``)."""
 
-    def check_and_add(self, page: Any) -> Any: ...
-    def check(self, page: Any) -> Any: ...
+    @property
+    def ids(self) -> np.ndarray: ...  # int64 document ids, ascending (the kept order)
+    @property
+    def simhash(self) -> np.ndarray: ...  # uint64
+    @property
+    def has_simhash(self) -> np.ndarray: ...  # bool
+    @property
+    def content_keys(self) -> np.ndarray: ...  # uint64, content_key(content_hash)
+    @property
+    def canonical_keys(self) -> np.ndarray: ...  # uint64, url_key(canonical_url)
+
+
+class ContentIndex(Protocol):
+    """Exact-copy and near-duplicate decisions over kept pages: everything the near-duplicate
+    pipeline asks of an index (:class:`crawler.backends.local.LocalContentIndex`,
+    :class:`crawler.backends.redis.RedisContentIndex`). The decision rules are documented in
+    :mod:`crawler.backends.local`; the types are those of :mod:`crawler.vocab`.
+
+    * ``check_and_add(page)``: the kept page ``page`` duplicates, or None after recording
+      ``page`` as kept (atomically); a shared index may answer ``Match(PENDING, ...)``: the
+      match is kept by another worker and not stored yet, nothing was recorded, ask again.
+    * ``check(page)``: the same question, recording nothing.
+    * ``replace(kept_canonical, page)``: keep ``page`` instead of the kept page whose
+      canonical URL is ``kept_canonical`` (the canonical copy).
+    * ``remove(canonical)``: forget a kept page; whether it was held.
+    * ``load(records)``: record already-decided pages as kept, without checks (a page kept
+      after all, a re-fingerprinted page); returns how many.
+    * ``standalone``: the index keeps the URLs of the pages it loads. Stored pages are then
+      loaded with ``load_stored(records)`` (URL records); else with ``load_arrays(chunks,
+      resolver)`` (integer keys; a match's URL asked of ``resolver`` or of the storage the
+      index was built with).
+    * ``commit(canonical_urls)``: storage committed these kept pages (a shared index lets
+      other workers match them from now on); returns how many were waiting.
+    * ``close()``: release the connection, if any.
+
+    A Redis index raises :func:`crawler.backends.common.redis_errors` when the server fails.
+    """
+
+    @property
+    def standalone(self) -> bool: ...
+
+    def check_and_add(self, page: PageSignature) -> Match | None: ...
+    def check(self, page: PageSignature) -> Match | None: ...
+    def replace(self, kept_canonical: str, page: PageSignature) -> None: ...
     def remove(self, canonical: str) -> bool: ...
-    def replace(self, kept_canonical: str, page: Any) -> None: ...
+    def load(self, records: Iterable[Record]) -> int: ...
+    def load_stored(self, records: Iterable[Record]) -> int: ...
+    def load_arrays(self, chunks: Iterable[KeyChunk], resolver: Resolver) -> int: ...
+    def commit(self, canonical_urls: Iterable[str]) -> int: ...
     def close(self) -> None: ...
 
 
@@ -93,6 +147,3 @@ def check_extras(settings: SettingsLike) -> None:
         needs[f"STORAGE_URL={url.split(':', 1)[0]}://..."] = "postgres"
     extras.require(needs)
 
-
-config.register(backend_name)
-config.register(check_extras)

@@ -64,7 +64,8 @@ from scrapy.utils.reactor import CallLaterOnce
 from crawler import config, defaults
 from crawler import signals as dedup_signals
 from crawler.backends import backend_name
-from crawler.backends.common import RedisBackendError, _RedisBacked, namespace
+from crawler.backends.common import RedisBacked, RedisBackendError, namespace
+from crawler.closing import stop_on_redis_error
 
 if TYPE_CHECKING:
     import redis
@@ -100,7 +101,7 @@ return out
 """
 
 
-class Member(_RedisBacked):
+class Member(RedisBacked):
     """One worker's membership: its id and its lease (see the module docstring)."""
 
     def __init__(self, client: redis.Redis, base: str, lease_seconds: float, url: str = "") -> None:
@@ -170,8 +171,6 @@ def validate(settings: config.SettingsLike) -> None:
             f"{name} enabled with the shared SCHEDULER: it renews the leases the scheduler takes",
         )  # fmt: skip
 
-
-config.register(validate)
 
 
 def shared_scheduler(settings: Any) -> bool:
@@ -259,8 +258,6 @@ class ClusterWorker:
             dead = self.member.beat()
         except RedisBackendError as exc:
             self._loop.stop()
-            from crawler.dupefilter import stop_on_redis_error
-
             stop_on_redis_error(self.crawler, exc, self.member.url)
             return
         if self.member.lost:

@@ -45,7 +45,8 @@ from scrapy import Request
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
-from crawler.backends.redis import BLOOM_FN, _RedisBacked, clear_namespace
+from crawler.backends.common import RedisBacked
+from crawler.backends.redis import BLOOM_FN, clear_namespace
 from crawler.signals import LEASE_META
 
 if TYPE_CHECKING:
@@ -276,7 +277,7 @@ class LeaseLost(RuntimeError):
     off longer than ``DISTRIBUTED_LEASE_SECONDS``)."""
 
 
-class LeasedFrontier(_RedisBacked):
+class LeasedFrontier(RedisBacked):
     """The shared, leased, host-partitioned request queue (see the module docstring).
 
     Built by the scheduler with scrapy-redis's queue arguments (``server``, ``spider``, ``key``,

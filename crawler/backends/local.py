@@ -38,23 +38,22 @@ from __future__ import annotations
 import logging
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from queue import Full, Queue
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-from crawler.exceptions import EXACT_DUPLICATE, NEAR_DUPLICATE
+# PageSignature, Match, Record (crawler.vocab) and KeyChunk, Resolver (crawler.backends) are
+# importable from here too, where they used to live
+from crawler.backends import KeyChunk, Resolver
 from crawler.simindex import SimIndex, content_key, settings_params, url_key
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, Match, PageSignature, Record
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Record = tuple[str, str, str, "int | None"]
-#: ``ids -> {id: (url, canonical_url)}`` of stored documents; ids it does not know are absent.
-Resolver = Callable[[Sequence[int]], Mapping[int, tuple[str, str]]]
 LOAD_CHUNK = 100_000
 ARRAY_BATCH = 1 << 20  # smallest batch of rows per SimIndex.add_many in load_arrays (it doubles)
 # chunks read ahead while a batch is merged: the reader keeps going during the merge (at
@@ -66,43 +65,6 @@ _MAX_GONE = 64  # loaded rows dropped as vanished in one check before the page i
 # the former names of the key functions (same values)
 hash64 = content_key
 url_hash64 = url_key
-
-
-class KeyChunk(Protocol):
-    """A chunk for :meth:`LocalContentIndex.load_arrays` (e.g. ``crawler.storage.KeyArrays``)."""
-
-    ids: np.ndarray  # int64 document ids, ascending (the kept order)
-    simhash: np.ndarray  # uint64
-    has_simhash: np.ndarray  # bool
-    content_keys: np.ndarray  # uint64, content_key(content_hash)
-    canonical_keys: np.ndarray  # uint64, url_key(canonical_url)
-
-
-@dataclass(frozen=True)
-class PageSignature:
-    """What the index needs of a page. ``simhash`` None: check exact copies only. ``names``:
-    the other page of the crawl the page names canonical (normalized), ``""`` none."""
-
-    url: str
-    canonical_url: str
-    content_hash: str
-    simhash: int | None
-    names: str = ""
-
-
-@dataclass(frozen=True)
-class Match:
-    """The kept page a new page duplicates: reason, its URL and SimHash, distance in bits;
-    its canonical URL (``""``: unknown, take ``url``) and the page it names canonical
-    (``""`` none, None: the index does not know, ask storage). Equality compares the decision
-    only (reason, URL, SimHash, distance)."""
-
-    reason: str
-    url: str
-    simhash: int | None
-    distance: int
-    canonical_url: str = field(default="", compare=False)
-    names: str | None = field(default="", compare=False)
 
 
 class _Strings:
@@ -175,6 +137,16 @@ class LocalContentIndex:
 
     def close(self) -> None:
         """Nothing to release; the index lives as long as the object."""
+
+    @property
+    def standalone(self) -> bool:
+        """False: stored pages are loaded from key arrays (:meth:`load_arrays`), their URLs
+        asked of the resolver when needed (the :class:`~crawler.backends.ContentIndex` flag)."""
+        return False
+
+    def commit(self, canonical_urls: Iterable[str]) -> int:
+        """Nothing waits for storage here (a kept page counts at once): returns 0."""
+        return 0
 
     # --- decisions ------------------------------------------------------------------------
     def check_and_add(self, page: PageSignature) -> Match | None:
@@ -333,6 +305,10 @@ class LocalContentIndex:
         fps = np.array([chunk[keep[j]][3] for j in with_fp], dtype=np.uint64)
         self._near.add_many(fps, rows[with_fp])
         return len(chunk)
+
+    def load_stored(self, records: Iterable[Record]) -> int:
+        """Stored pages at the start of a crawl: :meth:`load` (the index is empty then)."""
+        return self.load(records)
 
     def load_arrays(
         self, chunks: Iterable[KeyChunk], resolver: Resolver, *, prefetch: bool = True

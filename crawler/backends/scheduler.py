@@ -37,8 +37,8 @@ from scrapy_redis.scheduler import Scheduler
 from crawler import config, defaults
 from crawler import signals as dedup_signals
 from crawler.backends import cluster
+from crawler.backends.common import redis_errors
 from crawler.backends.frontier import LeasedFrontier, LeaseLost, handover_ms
-from crawler.dupefilter import redis_errors
 from crawler.signals import LEASE_META
 
 if TYPE_CHECKING:

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.console import quiet_stdout
+
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Iterator
@@ -143,46 +145,50 @@ class Command(ScrapyCommand):
             raise UsageError("--limit must be >= 0", print_help=False)
         from crawler.storage import StorageError
 
-        assert self.settings is not None
-        default_db = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
-        (db_a, id_a), (db_b, id_b) = parse_crawl(args[0], "A"), parse_crawl(args[1], "B")
-        stores: dict[str, Store] = {}
+        crawls = parse_crawl(args[0], "A"), parse_crawl(args[1], "B")
         try:
-            a = _open_side("A", db_a or default_db, id_a, stores)
-            b = _open_side("B", db_b or opts.db_b or default_db, id_b, stores)
-            same = a.sets == b.sets
-            diff = Differences() if same else compare_pages(a.pages(), b.pages())
+            a, b, diff = self._compare(opts, crawls)
         except (InputError, StorageError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             self.exitcode = 2
             return
-        finally:
-            for store in stores.values():
-                store.close()
-        self.exitcode = 0 if same else 1
+        self.exitcode = 0 if a.sets == b.sets else 1
         try:
             if opts.json:
                 print(json.dumps(as_json(a, b, diff, opts.limit), ensure_ascii=False))
             else:
                 sys.stdout.write(format_text(a, b, diff, opts.limit))
         except BrokenPipeError:  # `scrapy crawldiff 1 2 | head`: the reader left
-            from crawler.commands.dropped import quiet_stdout
-
             quiet_stdout()
+
+    def _compare(self, opts: argparse.Namespace, crawls: tuple[tuple[str | None, str], ...],
+                 ) -> tuple[Side, Side, Differences]:
+        """Both sides, and their pages compared unless the fingerprints say they are the same."""
+        assert self.settings is not None
+        default_db = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
+        (db_a, id_a), (db_b, id_b) = crawls
+        stores: dict[str, Store] = {}
+        try:
+            a = _open_side("A", db_a or default_db, id_a, stores)
+            b = _open_side("B", db_b or opts.db_b or default_db, id_b, stores)
+            diff = Differences() if a.sets == b.sets else compare_pages(a.pages(), b.pages())
+        finally:
+            for store in stores.values():
+                store.close()
+        return a, b, diff
 
 
 def _open_side(label: str, db: str, crawl: str, stores: dict[str, Store]) -> Side:
     """Open (once per database) and read the recorded fingerprints of one crawl."""
-    from crawler import review
-    from crawler.storage import StorageError, Store
+    from crawler.storage import ReviewError, StorageError, Store, resolve_db_url
 
     try:
-        url = review.resolve_db_url(db)
+        url = resolve_db_url(db)
         if url not in stores:
             stores[url] = Store(url, create=False)
         store = stores[url]
         row = store.latest_crawl() if crawl == "latest" else store.crawl(int(crawl))
-    except (review.ReviewError, StorageError) as exc:
+    except (ReviewError, StorageError) as exc:
         raise InputError(str(exc)) from None
     if row is None:
         known = ", ".join(str(c.id) for c in reversed(store.crawls()[:10])) or "none"

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+
+from crawler.console import quiet_stdout
 
 if TYPE_CHECKING:
     import argparse
@@ -61,48 +63,61 @@ class Command(ScrapyCommand):
         group.add_argument("--format", default="html", choices=("html", "json"))
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        # Imported here: Scrapy imports every project command for every `scrapy` invocation.
-        from crawler import report, review
-
         if args:
             raise UsageError(f"unexpected argument {args[0]!r}", print_help=False)
         if opts.crawl is not None and opts.job is not None:
             raise UsageError("--crawl and --job each pick the crawls to report; give one",
                              print_help=False)
-        assert self.settings is not None
-        output = opts.output or ("-" if opts.format == "json" else "report.html")
-        db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
+        # Imported here: Scrapy imports every project command for every `scrapy` invocation.
+        from crawler.review import ReviewError
+
         try:
-            with review.CrawlDB.open(db_url) as db:
-                db.require_content()
-                job = review.LATEST_JOB if opts.job == "" else opts.job  # bare --job
-                picked = db.select(opts.crawl, job)
-                print(picked.note, file=sys.stderr)
-                data = report.build_report(db, picked.report_arg, db_arg=opts.db)
-        except review.ReviewError as exc:
+            data, label = self._report(opts)
+        except ReviewError as exc:
             print(f"error: {exc}", file=sys.stderr)
             self.exitcode = 1
             return
-        if opts.format == "json":
-            text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-        else:
-            text = report.render_html(data)
+        output = opts.output or ("-" if opts.format == "json" else "report.html")
+        if self._write(output, render(data, opts.format)) and output != "-":
+            totals = data["totals"]
+            print(f"wrote {output}: {label}, {totals['pages']} pages, "
+                  f"{totals['dropped']} dropped ({totals['exact_duplicate']} exact, "
+                  f"{totals['near_duplicate']} near)", file=sys.stderr)
+
+    def _report(self, opts: argparse.Namespace) -> tuple[dict[str, Any], str]:
+        """The report's data and the label of the crawls picked (the note on stderr)."""
+        from crawler import report, review
+
+        assert self.settings is not None
+        db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
+        with review.CrawlDB.open(db_url) as db:
+            db.require_content()
+            job = review.LATEST_JOB if opts.job == "" else opts.job  # bare --job
+            picked = db.select(opts.crawl, job)
+            print(picked.note, file=sys.stderr)
+            return report.build_report(db, picked.report_arg, db_arg=opts.db), picked.label
+
+    def _write(self, output: str, text: str) -> bool:
+        """Write the report; False (and the exit status set) when it could not be written."""
         try:
             write_output(output, text)
         except BrokenPipeError:  # `scrapy dedupreport --format json | head`
-            from crawler.commands.dropped import quiet_stdout
-
             quiet_stdout()
-            return
+            return False
         except OSError as exc:
             print(f"error: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
             self.exitcode = 1
-            return
-        if output != "-":
-            totals = data["totals"]
-            print(f"wrote {output}: {picked.label}, {totals['pages']} pages, "
-                  f"{totals['dropped']} dropped ({totals['exact_duplicate']} exact, "
-                  f"{totals['near_duplicate']} near)", file=sys.stderr)
+            return False
+        return True
+
+
+def render(data: dict[str, Any], fmt: str) -> str:
+    """The report as ``fmt``: JSON (indented) or the HTML page."""
+    if fmt == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    from crawler.report.html import render_html
+
+    return render_html(data)
 
 
 def write_output(output: str, text: str) -> None:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from scrapy.commands.parse import Command as ScrapyParseCommand
 
+from crawler.preflight import preflight_input, preflight_servers
+
 if TYPE_CHECKING:
     import argparse
 
@@ -22,8 +24,6 @@ class Command(ScrapyParseCommand):
         if len(args) != 1:
             return  # Scrapy's usage error comes from run()
         assert self.settings is not None
-        from crawler.commands.crawl import preflight_input
-
         spider = opts.spider or "web"
         if spider == "web" and not (opts.spargs.get("seeds") or opts.spargs.get("urls")):
             opts.spargs["urls"] = args[0]  # the page to parse is the crawl's one seed
@@ -32,7 +32,5 @@ class Command(ScrapyParseCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) == 1:
             assert self.settings is not None
-            from crawler.commands.crawl import preflight_servers
-
             preflight_servers(self.settings)
         super().run(args, opts)

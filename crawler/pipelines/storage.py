@@ -1,13 +1,17 @@
 """``StoragePipeline``: kept pages and drop records into the crawl database, in batches.
 
-* At open: records a ``crawls`` row and publishes its id as the stat ``dedup/crawl_id`` and the
-  attribute ``crawler.dedup_crawl_id``. With ``JOBDIR`` the row carries the job id of
+* At open: records a ``crawls`` row and publishes its id as the stat ``dedup/crawl_id``
+  (:data:`crawler.signals.CRAWL_ID_STAT`, where other components read it) and as this
+  pipeline's attribute ``crawl_id``. With ``JOBDIR`` the row carries the job id of
   ``JOBDIR/dedup/job.json`` (:func:`crawler.jobstate.job_id`, created by the first run), so
   every run of a resumed crawl names the same job; ``command`` is ``parse`` when ``scrapy
   parse`` runs the spider (it replaces the spider's ``start``), else ``crawl``.
 * ``process_item`` queues a ``documents`` row; the ``item_dropped`` signal queues a
-  ``dropped`` row for a :class:`~crawler.exceptions.DuplicatePage` (text cut to
-  ``DROPPED_TEXT_MAX_CHARS``). Any dropped page's request fingerprints join the batch too, so the
+  ``dropped`` row for a :class:`~crawler.exceptions.DuplicatePage`, from its
+  :class:`~crawler.vocab.Drop` and the item (text cut to ``DROPPED_TEXT_MAX_CHARS``); the
+  ``page_demoted`` signal moves a stored page to ``dropped`` (its ``drop``). Both drops come
+  from :class:`crawler.pipelines.drops.DropWriter`, which writes the drop log from the rows
+  this pipeline commits. Any dropped page's request fingerprints join the batch too, so the
   dupefilter journal hears of every finished page.
 * A batch is written when it holds ``STORAGE_BATCH_SIZE`` rows or ``STORAGE_BATCH_SECONDS``
   after the last write, in a worker thread (one writer at a time, in order), in ONE transaction.
@@ -40,13 +44,15 @@ from scrapy.utils.asyncio import create_looping_call, run_in_thread, sleep
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from crawler import config, defaults
+from crawler import defaults
 from crawler import signals as dedup_signals
-from crawler.exceptions import CANONICAL_RULE, DuplicatePage
-from crawler.storage import StorageError, Store, dedup_settings, utcnow
+from crawler.exceptions import DuplicatePage
+from crawler.storage import StorageError, Store, dedup_settings, utcnow, validate, write_options
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+    from crawler.vocab import Drop
 
 logger = logging.getLogger(__name__)
 
@@ -99,22 +105,21 @@ def document_row(item: Any, crawl_id: int | None) -> dict[str, Any]:
     }
 
 
-def dropped_row(
-    item: Any, exc: DuplicatePage, crawl_id: int | None, max_chars: int
-) -> dict[str, Any]:
-    """The ``dropped`` row of a duplicate page; text cut to ``max_chars`` (0: no text)."""
+def dropped_row(item: Any, drop: Drop, crawl_id: int | None, max_chars: int) -> dict[str, Any]:
+    """The ``dropped`` row of a duplicate page (``drop``, and what the item adds: its canonical
+    URL, title, text cut to ``max_chars`` (0: no text), hashes the drop lacks)."""
     page = ItemAdapter(item)
     text = page.get("text") or ""
-    simhash = exc.simhash if exc.simhash is not None else page.get("simhash")
+    simhash = drop.simhash if drop.simhash is not None else page.get("simhash")
     return {
-        "url": exc.url or page["url"],
+        "url": drop.url or page["url"],
         "canonical_url": page.get("canonical_url") or None,
-        "reason": exc.reason,
-        "duplicate_of": exc.duplicate_of,
-        "distance": exc.distance,
+        "reason": drop.reason,
+        "duplicate_of": drop.duplicate_of,
+        "distance": drop.distance,
         "simhash": simhash,
-        "duplicate_simhash": exc.duplicate_simhash,
-        "content_hash": exc.content_hash or page.get("content_hash"),
+        "duplicate_simhash": drop.duplicate_simhash,
+        "content_hash": drop.content_hash or page.get("content_hash"),
         "title": page.get("title") or None,
         "text": text[:max_chars] if max_chars and text else None,
         "dropped_at": utcnow(),
@@ -179,20 +184,8 @@ class StoragePipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
-        s = crawler.settings
-        pipe = cls(
-            Store.from_settings(s),
-            batch_size=config.get_int(s, "STORAGE_BATCH_SIZE", defaults.STORAGE_BATCH_SIZE, lo=1),
-            batch_seconds=config.get_float(s, "STORAGE_BATCH_SECONDS",
-                                           defaults.STORAGE_BATCH_SECONDS, lo=0,
-                                           open_interval=True),
-            dropped_text_max_chars=config.get_int(s, "DROPPED_TEXT_MAX_CHARS",
-                                                  defaults.DROPPED_TEXT_MAX_CHARS, lo=0),
-            retry_times=config.get_int(s, "STORAGE_RETRY_TIMES", defaults.STORAGE_RETRY_TIMES,
-                                       lo=0, hi=100),
-            retry_backoff=config.get_float(s, "STORAGE_RETRY_BACKOFF",
-                                           defaults.STORAGE_RETRY_BACKOFF, lo=0),
-        )
+        validate(crawler.settings)
+        pipe = cls(Store.from_settings(crawler.settings), **write_options(crawler.settings))
         pipe.crawler = crawler
         crawler.signals.connect(pipe.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(pipe.page_demoted, signal=dedup_signals.page_demoted)
@@ -217,8 +210,7 @@ class StoragePipeline:
         finally:
             self._opening = False
         if self.crawler is not None:
-            self.crawler.stats.set_value("dedup/crawl_id", self.crawl_id)
-            self.crawler.dedup_crawl_id = self.crawl_id  # type: ignore[attr-defined]
+            self.crawler.stats.set_value(dedup_signals.CRAWL_ID_STAT, self.crawl_id)
         if self._close_reason is not None:  # another component failed to open meanwhile
             await self._finish(self._close_reason)
             return
@@ -255,22 +247,21 @@ class StoragePipeline:
         if page is None:
             return
         if isinstance(exception, DuplicatePage):
-            row = dropped_row(item, exception, self.crawl_id, self.dropped_text_max_chars)
+            row = dropped_row(item, exception.drop, self.crawl_id, self.dropped_text_max_chars)
             self._pending.dropped.append(row)
         self._pending.add_page(page)
         if len(self._pending) >= self.batch_size:
             self.flush()
 
-    def page_demoted(self, url: str, duplicate_of: str, reason: str, distance: int | None,
-                     duplicate_simhash: int | None = None,
-                     duplicate_content_hash: str | None = None, rule: str = CANONICAL_RULE,
+    def page_demoted(self, drop: Drop, duplicate_content_hash: str | None = None,
                      **_: Any) -> None:
-        """A stored (or queued) page turned out a duplicate: move it to ``dropped`` in the
-        current batch, which holds or follows its own row (written after it)."""
+        """A stored (or queued) page turned out a duplicate (``drop``): move it to
+        ``dropped`` in the current batch, which holds or follows its own row (written after
+        it)."""
         self._pending.demotions.append({
-            "url": url, "duplicate_of": duplicate_of, "reason": reason, "distance": distance,
-            "duplicate_simhash": duplicate_simhash,
-            "duplicate_content_hash": duplicate_content_hash, "rule": rule,
+            "url": drop.url, "duplicate_of": drop.duplicate_of, "reason": drop.reason,
+            "distance": drop.distance, "duplicate_simhash": drop.duplicate_simhash,
+            "duplicate_content_hash": duplicate_content_hash, "rule": drop.rule,
             "crawl_id": self.crawl_id, "max_chars": self.dropped_text_max_chars,
         })  # fmt: skip
 

@@ -47,7 +47,7 @@ import logging
 import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
 
 from parsel import Selector as ParselSelector
 from scrapy import Request, Spider
@@ -59,9 +59,20 @@ from crawler import signals as dedup_signals
 from crawler.dupefilter import early_skip_of
 from crawler.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
 from crawler.items import PageItem
-from crawler.seeds import canonical_host, seeds_from_args
+from crawler.linkrules import (
+    NOT_HTTP,
+    OFFSITE,
+    SKIP_SCHEMES,
+    TRAP,
+    DropNotes,
+    LinkMemo,
+    LinkRules,
+    fetch_url,
+    memo_table,
+)
+from crawler.seeds import seeds_from_args
 from crawler.text import extract, is_binary, media_type
-from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url
+from crawler.urlnorm import normalize_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -71,16 +82,6 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
 logger = logging.getLogger(__name__)
-
-_SKIP_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "file:", "ftp:", "about:", "sms:")
-_ABSOLUTE = ("http://", "https://")
-# A base URL that normalize_url parses as written (printable ASCII, no space or backslash):
-# origin "scheme://authority", then the path.
-_PLAIN_BASE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)([^?#]*)")
-#: Link memo entries (href -> verdict) kept before the memo is emptied; about 170 bytes each.
-LINK_MEMO_SIZE = 32768
-_INVALID, _OFFSITE = 0, 1  # memo verdicts besides a fingerprint (bytes)
-_Table = dict[str, "bytes | int"]  # href -> verdict
 
 
 class WebSpider(Spider):
@@ -95,7 +96,9 @@ class WebSpider(Spider):
         self.seeds = seeds_from_args(seeds=seeds, urls=urls)
         self.hosts = self.seeds.hosts
         self.allowed_domains = sorted(self.hosts)
-        self.policy = UrlPolicy()
+        self.rules = LinkRules(hosts=frozenset(self.hosts))
+        self.policy = self.rules.policy
+        self.notes = DropNotes()
         self.early_skip = True
         self.prefer_canonical = defaults.DEDUP_CANONICAL
         self.link_memo = LinkMemo()
@@ -105,8 +108,11 @@ class WebSpider(Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> WebSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
-        spider.policy = UrlPolicy.from_settings(crawler.settings)
+        spider.rules = LinkRules.from_settings(crawler.settings, hosts=spider.hosts)
+        spider.policy = spider.rules.policy
         spider.seeds = spider.seeds.keyed(spider.policy)
+        spider.notes = DropNotes(config.get_bool(
+            crawler.settings, "URLNORM_DEBUG", defaults.URLNORM_DEBUG))
         spider.early_skip = config.get_bool(
             crawler.settings, "DEDUP_EARLY_SKIP", defaults.DEDUP_EARLY_SKIP
         )
@@ -161,12 +167,9 @@ class WebSpider(Spider):
         if href is None:
             return None
         base = get_base_url(response)
-        verdict, target = self._verdict(href, base)  # as for a link: scope and normal form
-        if verdict == _INVALID or target is None:
-            self._inc("dedup/canonical/invalid")
-            return None
-        if verdict == _OFFSITE:
-            self._inc("dedup/canonical/offsite")
+        target, stat = self.rules.judge(href, base)  # as for a link: scope and normal form
+        if stat is not None or target is None:
+            self._inc(f"dedup/canonical/{_canonical_reason(stat)}")
             return None
         if target == own:
             self._inc("dedup/canonical/self")
@@ -236,34 +239,35 @@ class WebSpider(Spider):
             for fp in mine:
                 if self._requesting.get(fp) == depth:
                     del self._requesting[fp]
-        self._count_links(len(links), skipped, dropped)
+        self._count_links(len(links), skipped, dropped, base, response.url)
 
-    def _extract(self, root: Any, base: str) -> tuple[list[tuple[bytes, str, str | None]], int]:
-        """``([(fingerprint, href, canonical or None)], dropped)``: the in-scope links of a
-        page in page order, and how many were not http(s) or invalid."""
+    def _extract(
+        self, root: Any, base: str
+    ) -> tuple[list[tuple[bytes, str, str | None]], dict[str, list[str]]]:
+        """``([(fingerprint, href, canonical or None)], {stats key: [href]})``: the links of a
+        page to follow in page order, and those not followed by :class:`LinkRules`' reason."""
         # One loop, no per-link helper calls: this runs for every link of every page.
         absolute, rooted, relative = self.link_memo.tables(base)
         links: list[tuple[bytes, str, str | None]] = []
-        dropped = 0
+        dropped: dict[str, list[str]] = {}
         for element in root.iter("a", "area"):
             href = element.get("href")
             if not href:
                 continue
             href = href.strip()
-            if href[:11].lower().startswith(_SKIP_SCHEMES):
-                dropped += 1
+            if href[:11].lower().startswith(SKIP_SCHEMES):
+                dropped.setdefault(NOT_HTTP, []).append(href)
                 continue
-            table = _table_for(href, absolute, rooted, relative)
+            table = memo_table(href, absolute, rooted, relative)
             verdict = table.get(href) if table is not None else None
             canonical = None
             if verdict is None:
-                verdict, canonical = self._verdict(href, base)
+                canonical, stat = self.rules.judge(href, base)
+                verdict = stat if stat is not None else fingerprint_url(canonical)  # type: ignore[arg-type]
                 if table is not None:
                     self.link_memo.remember(table, href, verdict)
-            if verdict is _INVALID:
-                dropped += 1
-                continue
-            if verdict is _OFFSITE:
+            if verdict.__class__ is str:  # the stats key of a reason not to follow it
+                dropped.setdefault(verdict, []).append(href)  # type: ignore[arg-type]
                 continue
             links.append((verdict, href, canonical))  # type: ignore[arg-type]
         return links, dropped
@@ -279,26 +283,16 @@ class WebSpider(Spider):
                   if requesting.get(fp, depth + 1) > depth]  # fmt: skip
         return {fp for fp, seen in zip(unique, seen_check(unique), strict=True) if not seen}
 
-    def _verdict(self, href: str, base: str) -> tuple[bytes | int, str | None]:
-        """``(verdict, canonical URL)``: the link's request fingerprint, or _INVALID (not an
-        http(s) URL), or _OFFSITE."""
-        try:
-            canonical = normalize_url(href, base=base, policy=self.policy)
-        except InvalidUrl:
-            return _INVALID, None
-        if canonical_host(canonical) not in self.hosts:
-            return _OFFSITE, canonical
-        return fingerprint_url(canonical), canonical
-
-    def _count_links(self, extracted: int, skipped: int, dropped: int) -> None:
+    def _count_links(self, followed: int, skipped: int, dropped: dict[str, list[str]],
+                     base: str, referer: str) -> None:
         stats = self.crawler.stats
         if stats is None:
             return
-        stats.inc_value("dedup/links_extracted", extracted)
+        stats.inc_value("dedup/links_extracted", followed)
         if skipped:
             stats.inc_value("dedup/links_skipped_seen", skipped)
-        if dropped:
-            stats.inc_value("dedup/links_not_http", dropped)
+        for stat, hrefs in dropped.items():
+            self.notes.note(stats, stat, hrefs, base, referer, extra={"spider": self})
 
     def _seen_check(self) -> tuple[Any, Any]:
         """The dupefilter's read-only batch check ``seen_fingerprints`` (None when early skip
@@ -337,61 +331,12 @@ class WebSpider(Spider):
                                             leases=[lease] if lease else [])  # fmt: skip
 
 
-class LinkMemo:
-    """Link verdicts remembered across pages: ``href -> fingerprint | _INVALID | _OFFSITE``.
 
-    Exact, not a heuristic: ``normalize_url(href, base)`` reads only the part of ``base`` that
-    the reference needs (RFC 3986 5.2.2), so a verdict is kept under that part alone: nothing
-    for an absolute ``http(s)://`` href, the origin (scheme and authority) for a ``/``-rooted
-    href, the directory of the base path for any other href. Hrefs that read the base's full
-    path or query (``?q``, ``#f``, empty, a leading control character) and bases that
-    ``normalize_url`` would clean first (not printable ASCII, spaces, backslashes) are not
-    memoized. The spider's policy and hosts are fixed, so the verdict is a function of the key.
-    Bounded: emptied once it holds ``size`` entries (tables included).
-    """
-
-    def __init__(self, size: int = LINK_MEMO_SIZE) -> None:
-        self.size = size
-        self._tables: dict[str, _Table] = {}
-        self._count = 0
-
-    def tables(self, base: str) -> tuple[_Table, _Table | None, _Table | None]:
-        """``(absolute, rooted, relative)`` tables for a page whose base URL is ``base``."""
-        absolute = self._table("")
-        plain = base.isascii() and base.isprintable() and " " not in base and "\\" not in base
-        match = _PLAIN_BASE.match(base) if plain else None
-        if match is None:
-            return absolute, None, None
-        origin, path = match.groups()
-        directory = origin + (path[: path.rfind("/") + 1] if path else "/")
-        return absolute, self._table(origin), self._table(directory)
-
-    def remember(self, table: _Table, href: str, verdict: bytes | int) -> None:
-        if self._count >= self.size:
-            self._tables.clear()
-            self._count = 0
-        table[href] = verdict
-        self._count += 1
-
-    def _table(self, key: str) -> _Table:
-        table = self._tables.get(key)
-        if table is None:
-            table = self._tables[key] = {}
-            self._count += 1
-        return table
-
-
-def _table_for(
-    href: str, absolute: _Table, rooted: _Table | None, relative: _Table | None
-) -> _Table | None:
-    """The memo table whose key covers every part of the base URL that ``href`` reads."""
-    if href.startswith(_ABSOLUTE):
-        return absolute
-    if href[:1] == "/":
-        return rooted
-    if href and href[0] > " " and href[0] not in "?#":
-        return relative
-    return None
+def _canonical_reason(stat: str | None) -> str:
+    """``dedup/canonical/<reason>`` of a named canonical page the link rules do not follow."""
+    if stat == OFFSITE:
+        return "offsite"
+    return "trap" if stat and stat.startswith(TRAP) else "invalid"
 
 
 _LINK_HEADER = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]*)*)")
@@ -429,16 +374,3 @@ def html_tree(response: HtmlResponse) -> Any:
     (+20 MiB RSS on the 5,000-page bench).
     """
     return ParselSelector(text=response.text, type="html", base_url=get_base_url(response)).root
-
-
-def fetch_url(url: str, canonical: str) -> str:
-    """The URL to fetch for a link: as found, less the fragment, with an ASCII host.
-
-    Scrapy escapes a non-ASCII host with IDNA 2003 (``faß.de`` becomes ``fass.de``, another
-    host), while the canonical key uses UTS 46 non-transitional (``xn--fa-hia.de``), as browsers
-    do. A non-ASCII URL therefore gets the canonical (punycode) host; the rest stays as found.
-    """
-    url = url.split("#", 1)[0]
-    if url.isascii():
-        return url
-    return urlunsplit(urlsplit(url)._replace(netloc=urlsplit(canonical).netloc))

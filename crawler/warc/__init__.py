@@ -121,5 +121,3 @@ class WarcWriter:
 
         return Writer.from_crawler(crawler)
 
-
-config.register(warc_options)

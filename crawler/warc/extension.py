@@ -58,9 +58,11 @@ from scrapy.exceptions import NotConfigured
 
 from crawler import __version__ as VERSION
 from crawler import signals as dedup_signals
-from crawler.exceptions import CANONICAL_RULE, EXACT_DUPLICATE, REFRESHED_RULE, DuplicatePage
+from crawler.exceptions import DuplicatePage
+from crawler.pipelines.drops import storage_enabled
 from crawler.simhash import to_hex
 from crawler.storage import dedup_settings
+from crawler.vocab import CANONICAL_RULE, EXACT_DUPLICATE, REFRESHED_RULE, Drop
 from crawler.warc import WarcOptions, check_warc, warc_options
 from crawler.warc.capture import CAPTURE_META
 from crawler.warc.files import WarcFiles
@@ -121,8 +123,6 @@ class WarcWriter:
         connect(ext.request_finished, signal=dedup_signals.request_finished)
         connect(ext.spider_error, signal=signals.spider_error)
         connect(ext.spider_closed, signal=signals.spider_closed)
-        from crawler.pipelines.neardup import storage_enabled
-
         if storage_enabled(crawler.settings):
             connect(ext.batch_committed, signal=dedup_signals.batch_committed)
         else:
@@ -193,10 +193,9 @@ class WarcWriter:
                                    "distance": exception.distance, "simhash": exception.simhash,
                                    "duplicate_simhash": exception.duplicate_simhash})
 
-    def page_demoted(self, url: str, duplicate_of: str, reason: str, distance: int | None,
-                     rule: str = CANONICAL_RULE, **_: Any) -> None:
-        self.demoted({"url": url, "duplicate_of": duplicate_of, "reason": reason,
-                      "distance": distance, "rule": rule})
+    def page_demoted(self, drop: Drop, **_: Any) -> None:
+        self.demoted({"url": drop.url, "duplicate_of": drop.duplicate_of, "reason": drop.reason,
+                      "distance": drop.distance, "rule": drop.rule or CANONICAL_RULE})
 
     def _pop_response(self, response: Response | None) -> Capture | None:
         if response is None or response.request is None:
@@ -323,7 +322,8 @@ def warcinfo_fields(crawler: Crawler, options: WarcOptions) -> dict[str, object]
 
 
 def _crawl_name(crawler: Crawler) -> str | None:
-    crawl_id = getattr(crawler, "dedup_crawl_id", None)
+    stats = crawler.stats
+    crawl_id = stats.get_value(dedup_signals.CRAWL_ID_STAT) if stats is not None else None
     namespace = crawler.settings.get("DEDUP_NAMESPACE")
     parts = [f"crawl {crawl_id}" if crawl_id is not None else None,
              f"namespace {namespace}" if namespace else None]  # fmt: skip

@@ -33,7 +33,7 @@ down_revision = "0004"
 branch_labels = None
 depends_on = None
 
-logger = logging.getLogger("crawler.migrations")
+logger = logging.getLogger("crawler.storage.migrations")
 BATCH = 10_000
 FINGERPRINTS = ("url_fingerprint", "content_fingerprint", "page_fingerprint")
 COUNTS = ("url_count", "content_count")

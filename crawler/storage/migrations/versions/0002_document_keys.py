@@ -30,7 +30,7 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-logger = logging.getLogger("crawler.migrations")
+logger = logging.getLogger("crawler.storage.migrations")
 BATCH = 10_000
 
 

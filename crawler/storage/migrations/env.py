@@ -1,6 +1,7 @@
-"""alembic environment: migrate on the connection handed over by crawler.migrations.upgrade.
+"""alembic environment: migrate on the connection handed over by
+:func:`crawler.storage.migrations.upgrade`.
 
-Without one (developer use through ``python -m crawler.migrations``) it opens
+Without one (developer use through ``python -m crawler.storage.migrations``) it opens
 ``sqlalchemy.url`` itself; for ``--autogenerate`` point that at a database already at head.
 """
 

@@ -1,4 +1,6 @@
-"""The HTML of ``scrapy dedupreport``: one self-contained page of :func:`report.build_report`.
+"""The HTML of ``scrapy dedupreport``: one self-contained page of the data of
+:func:`crawler.report.build_report` (the numbers never import the page; its pieces are
+:mod:`crawler.report.markup`).
 
 One file, opens offline: inline CSS and SVG, no script, no font, no image, no external asset.
 Everything that comes from a crawled page (titles, text, URLs) is escaped; a URL becomes a link
@@ -17,15 +19,21 @@ units, lists joined). ``--format json`` keeps the raw values.
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
-from urllib.parse import urlsplit
 
-from crawler import review
-from crawler.report import WHATIF_EXTRA
-
-KEPT_COLOUR, DROPPED_COLOUR = "#4c78a8", "#e45756"
-BREAK_RATIO = 3  # a bar over 3x the next tallest is cut (broken axis)
+from crawler.report.markup import (
+    DROPPED_COLOUR,
+    KEPT_COLOUR,
+    SETTING_UNITS,
+    Raw,
+    esc,
+    histogram_svg,
+    html_table,
+    human,
+    link,
+    page_ref,
+)
+from crawler.report.whatif import WHATIF_EXTRA
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -45,195 +53,6 @@ ul.changes{margin:.2em 0;padding-left:1.2em}
 """
 
 
-class Raw(str):
-    """Markup already escaped: a table cell that :func:`_cell` does not escape again."""
-
-
-def _e(value: object) -> str:
-    return escape("" if value is None else str(value), quote=True)
-
-
-def _cell(value: object) -> str:
-    return value if isinstance(value, Raw) else _e(value)
-
-
-def link(url: str | None, text: str | None = None) -> Raw:
-    """``<a href>`` for an http(s) URL; any other URL (``javascript:``, ``data:``) is text."""
-    label = _e(text if text else url)
-    try:
-        scheme = urlsplit(url or "").scheme.lower()
-    except ValueError:
-        scheme = ""
-    if scheme not in ("http", "https"):
-        return Raw(f'<span class="dead-link">{label}</span>')
-    return Raw(f'<a href="{_e(url)}" rel="noopener noreferrer nofollow">{label}</a>')
-
-
-def page_ref(url: str | None, title: str | None) -> Raw:
-    """A page as its title (a link) with its URL under it."""
-    return Raw(f"{link(url, title or '(no title)')}<br><span class=\"url\">{_e(url)}</span>")
-
-
-def _table(headers: list[str], rows: list[list[object]], numeric: set[int] | None = None,
-           table_id: str = "", row_attrs: list[str] | None = None) -> str:
-    numeric = numeric or set()
-    head = "".join(f'<th class="n">{_e(h)}</th>' if i in numeric else f"<th>{_e(h)}</th>"
-                   for i, h in enumerate(headers))
-    body = []
-    for r, row in enumerate(rows):
-        cells = "".join(f'<td class="n">{_cell(v)}</td>' if i in numeric
-                        else f"<td>{_cell(v)}</td>" for i, v in enumerate(row))
-        body.append(f"<tr{row_attrs[r] if row_attrs else ''}>{cells}</tr>")
-    ident = f' id="{table_id}"' if table_id else ""
-    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-# --- numbers for people ----------------------------------------------------------------------
-
-SETTING_UNITS = {
-    "SIMHASH_MAX_DISTANCE": "bits", "SIMHASH_MIN_TOKENS": "tokens", "BLOOM_CAPACITY": "URLs",
-    "DOWNLOAD_DELAY": "s", "STORAGE_BATCH_SECONDS": "s", "DEDUP_PROGRESS_INTERVAL": "s",
-    "DROPPED_TEXT_MAX_CHARS": "characters", "URLLENGTH_LIMIT": "characters",
-    "STORAGE_BATCH_SIZE": "rows", "TRAP_MAX_PATH_DEPTH": "segments",
-    "TRAP_MAX_QUERY_PARAMS": "query pairs", "TRAP_MAX_SEGMENT_REPEAT": "repeats",
-    "SIMHASH_SHINGLE": "words", "SIMHASH_BLOCKS": "blocks",
-}
-
-
-def human(value: object, name: str = "", unit: str = "") -> str:
-    """A value for people: on/off, 12,345, 1.57 s, 18.6 %, 17.4 MiB, lists joined, dicts sorted."""
-    if value is None or value == "":
-        return "not set"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(human(v) for v in value) or "none"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {human(value[k])}" for k in sorted(value, key=str)) or "none"
-    if isinstance(value, str):
-        return review.masked(value) if "://" in value else value
-    if isinstance(value, (int, float)):
-        return _number(value, name.lower(), unit)
-    return str(value)
-
-
-def _number(value: float, name: str, unit: str) -> str:
-    if name.endswith(("ratio", "rate")):
-        return f"{value * 100:.3g} %"
-    if name.endswith("bytes") or name.startswith("memusage/"):
-        return _bytes(value)
-    if name.endswith(("_seconds", "seconds")):
-        unit = unit or "s"
-    elif name.endswith("per_second"):
-        unit = unit or "pages/s"
-    elif name.endswith("_per_minute"):
-        unit = unit or "per minute"
-    text = f"{value:,}" if isinstance(value, int) else _float(value)
-    if name == "dedup/bloom/bits":
-        text += f" ({_bytes(value / 8)})"
-    return f"{text} {unit}".strip()
-
-
-def _float(value: float) -> str:
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 1:
-        return f"{value:.2f}".rstrip("0").rstrip(".")
-    return f"{value:.3g}"
-
-
-def _bytes(value: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{value:,.0f} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
-
-
-# --- the histogram ---------------------------------------------------------------------------
-
-
-def _scale(totals: list[int]) -> tuple[int, bool]:
-    """The y-axis top, and whether the tallest bar is cut (over BREAK_RATIO times the next)."""
-    ranked = sorted((t for t in totals if t), reverse=True)
-    if not ranked:
-        return 1, False
-    if len(ranked) > 1 and ranked[0] > BREAK_RATIO * ranked[1]:
-        return max(1, round(ranked[1] * 1.25 + 0.5)), True
-    return ranked[0], False
-
-
-def histogram_svg(hist: dict[str, Any], width: int = 900, height: int = 260, *,
-                  svg_id: str = "histogram", bar_class: str = "bar",
-                  lo: int = 0, hi: int | None = None) -> str:
-    """Stacked bars (kept below, dropped on top) for distances lo..hi, one ``<g>`` per distance.
-
-    The count is written over every non-empty bar. When the tallest bar is over
-    :data:`BREAK_RATIO` times the next, the axis is broken: the scale is set by the others and
-    the tall bar is cut with a white break mark.
-    """
-    buckets = [b for b in hist["buckets"] if lo <= b["distance"] <= (hi if hi is not None
-                                                                      else 64)]
-    left, bottom, top = 44, 36, 20
-    plot_w, plot_h = width - left - 10, height - bottom - top
-    peak, broken = _scale([b["kept"] + b["dropped"] for b in buckets])
-    step = plot_w / max(1, len(buckets))
-    parts = [f'<svg id="{svg_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="nearest-neighbour distance histogram, {lo} to '
-             f'{buckets[-1]["distance"] if buckets else lo} bits">',
-             f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
-             'stroke="#999"/>']
-    for tick in sorted({0, peak // 2, peak}):
-        y = top + plot_h - plot_h * tick / peak
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick}</text>')
-    label_every = max(1, len(buckets) // 24)
-    for i, b in enumerate(buckets):
-        parts.append(_bar(b, left + i * step, step, top, plot_h, peak, bar_class))
-        if i % label_every == 0:
-            parts.append(f'<text x="{left + (i + .5) * step:.1f}" y="{top + plot_h + 14}" '
-                         f'text-anchor="middle">{b["distance"]}</text>')
-    k = hist["threshold"]
-    if lo <= k <= (buckets[-1]["distance"] if buckets else lo):
-        k_x = left + (k - lo + 1) * step
-        parts.append(f'<line class="threshold" x1="{k_x:.1f}" y1="{top - 8}" x2="{k_x:.1f}" '
-                     f'y2="{top + plot_h}" stroke="#222" stroke-dasharray="4 3"/>'
-                     f'<text x="{k_x + 4:.1f}" y="{top}">k = {k}</text>')
-    axis = "bits to the nearest other page" + (" (axis broken: the tallest bar is cut)"
-                                               if broken else "")
-    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle">'
-                 f"{_e(axis)}</text></svg>")
-    return "".join(parts)
-
-
-def _bar(b: dict[str, Any], x: float, step: float, top: int, plot_h: int, peak: int,
-         bar_class: str) -> str:
-    total = b["kept"] + b["dropped"]
-    cut = total > peak
-    drawn = plot_h if cut else plot_h * total / peak
-    kept_h = drawn * b["kept"] / total if total else 0.0
-    drop_h = drawn - kept_h if total else 0.0
-    if 0 < drawn < 2:  # one page among hundreds stays visible
-        kept_h, drop_h = (2.0, 0.0) if b["kept"] else (0.0, 2.0)
-    base, w = top + plot_h, max(step - 2, 1)
-    out = [f'<g class="{bar_class}" data-distance="{b["distance"]}" data-kept="{b["kept"]}" '
-           f'data-dropped="{b["dropped"]}"><title>distance {b["distance"]}: {b["kept"]} kept, '
-           f'{b["dropped"]} dropped</title>'
-           f'<rect class="kept" fill="{KEPT_COLOUR}" x="{x + 1:.1f}" y="{base - kept_h:.1f}" '
-           f'width="{w:.1f}" height="{kept_h:.1f}"/>'
-           f'<rect class="dropped" fill="{DROPPED_COLOUR}" x="{x + 1:.1f}" '
-           f'y="{base - kept_h - drop_h:.1f}" width="{w:.1f}" height="{drop_h:.1f}"/>']
-    if cut:
-        y = top + plot_h * 0.18
-        out.append(f'<path class="break" d="M{x:.1f} {y + 5:.1f} L{x + step:.1f} {y - 3:.1f} '
-                   f'M{x:.1f} {y + 11:.1f} L{x + step:.1f} {y + 3:.1f}" stroke="#fff" '
-                   'stroke-width="3"/>')
-    if total:
-        out.append(f'<text class="count" x="{x + step / 2:.1f}" '
-                   f'y="{base - max(drawn, 2) - 3:.1f}" text-anchor="middle">{total}</text>')
-    return "".join(out) + "</g>"
-
-
 # --- sections ------------------------------------------------------------------------------
 
 
@@ -244,9 +63,9 @@ def render_html(data: dict[str, Any]) -> str:
     name = (f"crawl {ids[0]}" if len(ids) == 1
             else "crawls " + ", ".join(map(str, ids)) + " (one job)")
     sections = [
-        f"<h1>Dedup report — {_e(name)}</h1>",
-        f'<p class="note">{_e(data["database"])}, generated {_e(data["generated_at"])}. '
-        f"{_e(_sample_note(data['sample']))}</p>",
+        f"<h1>Dedup report — {esc(name)}</h1>",
+        f'<p class="note">{esc(data["database"])}, generated {esc(data["generated_at"])}. '
+        f"{esc(_sample_note(data['sample']))}</p>",
         "<h2>Crawl and totals</h2>", _totals_table(crawl, data["totals"]),
         "<h2>Threshold: distance to the nearest other page</h2>",
         _histogram_section(data["histogram"]),
@@ -257,17 +76,17 @@ def render_html(data: dict[str, Any]) -> str:
         "<h2>Largest duplicate groups</h2>", _groups_section(data.get("largest_groups")),
         "<h2>By host</h2>", _host_table(data["by_host"]),
         "<h2>By reason</h2>",
-        _table(["reason", "pages"], [[r, n] for r, n in data["by_reason"].items()], {1},
-               "by-reason", [f' data-reason="{_e(r)}"' for r in data["by_reason"]]),
+        html_table(["reason", "pages"], [[r, n] for r, n in data["by_reason"].items()], {1},
+               "by-reason", [f' data-reason="{esc(r)}"' for r in data["by_reason"]]),
         "<h2>Duplicate URLs (before fetching)</h2>", _url_section(data.get("url_dedup")),
         "<h2>Settings that shape dedup</h2>", _settings_table(data["settings"]),
     ]
     if data["stats"]:
-        sections += [f"<h2>Crawl stats (crawl {_e(crawl['id'])})</h2>", _table(
+        sections += [f"<h2>Crawl stats (crawl {esc(crawl['id'])})</h2>", html_table(
             ["stat", "value"], [[n, human(v, n)] for n, v in sorted(data["stats"].items())],
             {1}, "stats")]
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>Dedup report — {_e(name)}</title>"
+            f"<title>Dedup report — {esc(name)}</title>"
             f"<style>{_CSS}</style></head><body>{''.join(sections)}</body></html>\n")
 
 
@@ -292,7 +111,7 @@ def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
             ("originals kept over copies stored first", totals["canonical_swaps"],
              "canonical-swaps"),
             ("documents of earlier crawls", totals["prior_documents"], "prior-documents")]
-    body = "".join(f'<tr><th>{_e(label)}</th><td id="{ident}">{_e(value)}</td></tr>'
+    body = "".join(f'<tr><th>{esc(label)}</th><td id="{ident}">{esc(value)}</td></tr>'
                    for label, value, ident in rows)
     return f'<table id="totals"><tbody>{body}</tbody></table>'
 
@@ -303,7 +122,7 @@ def decisions_section(dec: dict[str, Any] | None) -> str:
         return '<p class="note">No decision list in this report.</p>'
     counts = ", ".join(f"{n} at {d} bits" for d, n in dec["near_by_distance"].items())
     out = [f'<p id="decision-summary">{dec["near_count"]} near duplicate(s)'
-           f"{': ' + _e(counts) if counts else ''}; {dec['exact_count']} exact cop(ies) in "
+           f"{': ' + esc(counts) if counts else ''}; {dec['exact_count']} exact cop(ies) in "
            f"{dec['exact_group_count']} group(s). Closest to the threshold first: open a few "
            "with the command under each.</p>"]
     if dec["near"]:
@@ -324,25 +143,25 @@ def decisions_section(dec: dict[str, Any] | None) -> str:
 
 
 def _decision_item(d: dict[str, Any]) -> str:
-    rule = f" (rule: {_e(d['rule'])})" if d.get("rule") else ""
-    return (f'<li class="decision" data-distance="{_e(d["distance"])}" data-url="{_e(d["url"])}">'
-            f'<span class="bits">{_e(d["distance"])} bits</span> dropped '
+    rule = f" (rule: {esc(d['rule'])})" if d.get("rule") else ""
+    return (f'<li class="decision" data-distance="{esc(d["distance"])}" data-url="{esc(d["url"])}">'
+            f'<span class="bits">{esc(d["distance"])} bits</span> dropped '
             f"{link(d['url'], d['title'] or '(no title)')} as a duplicate of kept "
             f"{link(d['duplicate_of'], d['duplicate_title'] or '(no title)')}{rule}"
-            f'<div class="url">{_e(d["url"])} → {_e(d["duplicate_of"])}</div>'
-            f'<div class="diff">{_e(d["difference"]["summary"])}</div>'
-            f"<code>{_e(d['command'])}</code></li>")
+            f'<div class="url">{esc(d["url"])} → {esc(d["duplicate_of"])}</div>'
+            f'<div class="diff">{esc(d["difference"]["summary"])}</div>'
+            f"<code>{esc(d['command'])}</code></li>")
 
 
 def _exact_item(g: dict[str, Any]) -> str:
-    copies = "".join(f"<li>{link(c['url'], c['url'])} <code>{_e(c['command'])}</code></li>"
+    copies = "".join(f"<li>{link(c['url'], c['url'])} <code>{esc(c['command'])}</code></li>"
                      for c in g["copies"])
     more = g["size"] - 1 - len(g["copies"])
     extra = f"<li>… and {more} more</li>" if more > 0 else ""
     return (f'<li class="exact-group" data-size="{g["size"]}">'
             f'<span class="bits">{g["size"]} pages</span> kept '
             f"{link(g['duplicate_of'], g['duplicate_title'] or '(no title)')}"
-            f'<div class="url">{_e(g["duplicate_of"])}</div>'
+            f'<div class="url">{esc(g["duplicate_of"])}</div>'
             f"<ul>{copies}{extra}</ul></li>")
 
 
@@ -364,8 +183,8 @@ def _histogram_section(hist: dict[str, Any]) -> str:
     help_text = ("A clear gap between the duplicates on the left and the distinct pages on the "
                  "right means the threshold is safe anywhere inside it; kept bars close to the "
                  "line are near misses, dropped bars at the line are the decisions to check.")
-    return (legend + histogram_svg(hist) + zoom + f'<p class="note">{_e(" ".join(notes))}</p>'
-            f'<p id="advice">{_e(hist.get("advice", ""))}</p><p>{_e(help_text)}</p>')
+    return (legend + histogram_svg(hist) + zoom + f'<p class="note">{esc(" ".join(notes))}</p>'
+            f'<p id="advice">{esc(hist.get("advice", ""))}</p><p>{esc(help_text)}</p>')
 
 
 def _what_if_section(data: dict[str, Any], k: int) -> str:
@@ -386,10 +205,10 @@ def _what_if_section(data: dict[str, Any], k: int) -> str:
         cls = "actual" if r["actual"] else "changed" if changed else ""
         attrs.append(f' data-threshold="{r["threshold"]}"' + (f' class="{cls}"' if cls else ""))
         last = r["threshold"]
-    table = _table(["k", "dropped", "exact", "near", "kept", "vs actual",
+    table = html_table(["k", "dropped", "exact", "near", "kept", "vs actual",
                     "what changes one bit away from the crawl's k"], rows,
                    {1, 2, 3, 4, 5}, "what-if", attrs)
-    return table + f'<p class="note">{_e(_what_if_note(w, k, first))}</p>'
+    return table + f'<p class="note">{esc(_what_if_note(w, k, first))}</p>'
 
 
 def _what_if_note(w: dict[str, Any], k: int, first: int | None) -> str:
@@ -411,11 +230,11 @@ def _what_if_note(w: dict[str, Any], k: int, first: int | None) -> str:
 def _changes_cell(row: dict[str, Any], k: int) -> Raw:
     ch = row.get("changes") or {}
     items = [f"<li>would drop {link(c['url'], c['title'] or c['url'])} "
-             f"(<span class=\"url\">{_e(c['url'])}</span>) as a duplicate of "
+             f"(<span class=\"url\">{esc(c['url'])}</span>) as a duplicate of "
              f"{link(c['duplicate_of'], c['duplicate_title'] or c['duplicate_of'])} at "
-             f"{_e(c['distance'])} bits</li>" for c in ch.get("dropped", [])]
+             f"{esc(c['distance'])} bits</li>" for c in ch.get("dropped", [])]
     items += [f"<li>would keep {link(c['url'], c['title'] or c['url'])} "
-              f"(<span class=\"url\">{_e(c['url'])}</span>)</li>" for c in ch.get("kept", [])]
+              f"(<span class=\"url\">{esc(c['url'])}</span>)</li>" for c in ch.get("kept", [])]
     more = (ch.get("dropped_count", 0) + ch.get("kept_count", 0)
             - len(ch.get("dropped", [])) - len(ch.get("kept", [])))
     if more > 0:
@@ -426,13 +245,13 @@ def _changes_cell(row: dict[str, Any], k: int) -> Raw:
 def _near_miss_section(near: dict[str, Any]) -> str:
     counts = ", ".join(f"{n} at distance {d}" for d, n in near["by_distance"].items())
     span = ", ".join(near["by_distance"]) or "none"
-    head = f"<p>{near['count']} kept pair(s) at {_e(span)} bits: {_e(counts)}.</p>"
+    head = f"<p>{near['count']} kept pair(s) at {esc(span)} bits: {esc(counts)}.</p>"
     if not near["listed"]:
         return head
     rows = [[m["distance"], page_ref(m["a"], m.get("a_title")),
-             page_ref(m["b"], m.get("b_title")), Raw(f"<code>{_e(m['command'])}</code>")]
+             page_ref(m["b"], m.get("b_title")), Raw(f"<code>{esc(m['command'])}</code>")]
             for m in near["listed"]]
-    table = _table(["bits", "page", "page", "compare side by side"], rows, {0}, "near-misses")
+    table = html_table(["bits", "page", "page", "compare side by side"], rows, {0}, "near-misses")
     more = near["count"] - len(near["listed"])
     extra = f'<p class="note">… and {more} more not listed.</p>' if more > 0 else ""
     return head + table + extra
@@ -445,16 +264,16 @@ def _groups_section(groups: dict[str, Any] | None) -> str:
              g["near_duplicate"]] for g in groups["listed"]]
     more = groups["count"] - len(groups["listed"])
     extra = f'<p class="note">… and {more} more group(s).</p>' if more > 0 else ""
-    return _table(["kept page", "pages in group", "exact copies", "near copies"], rows,
+    return html_table(["kept page", "pages in group", "exact copies", "near copies"], rows,
                   {1, 2, 3}, "largest-groups") + extra
 
 
 def _host_table(rows: list[dict[str, Any]]) -> str:
-    return _table(["host", "pages", "kept", "exact", "near", "duplicate rate"],
+    return html_table(["host", "pages", "kept", "exact", "near", "duplicate rate"],
                   [[r["host"], r["pages"], r["kept"], r["exact_duplicate"], r["near_duplicate"],
                     f"{(r['exact_duplicate'] + r['near_duplicate']) / max(r['pages'], 1):.1%}"]
                    for r in rows], {1, 2, 3, 4, 5},
-                  "by-host", [f' data-host="{_e(r["host"])}"' for r in rows])
+                  "by-host", [f' data-host="{esc(r["host"])}"' for r in rows])
 
 
 _URL_LABELS = {
@@ -476,12 +295,12 @@ def _url_section(url: dict[str, Any] | None) -> str:
     strip = human(url["strip_params"]) if url["strip_params"] else "none"
     return (f'<p id="url-summary">{url["filtered_total"]:,} duplicate URL(s) filtered, '
             f"{url['traps']:,} spider-trap link(s) refused.</p>"
-            + _table(["what", "stat", "count"], rows, {2}, "url-dedup")
+            + html_table(["what", "stat", "count"], rows, {2}, "url-dedup")
             + f'<p class="note">Tracking parameters stripped from every URL before the seen '
-            f"check (URLNORM_STRIP_PARAMS; the crawl does not count them): {_e(strip)}.</p>")
+            f"check (URLNORM_STRIP_PARAMS; the crawl does not count them): {esc(strip)}.</p>")
 
 
 def _settings_table(settings: dict[str, Any]) -> str:
     rows: list[list[object]] = [[name, human(settings[name], name, SETTING_UNITS.get(name, ""))]
             for name in sorted(settings)]
-    return _table(["setting", "value"], rows, table_id="settings")
+    return html_table(["setting", "value"], rows, table_id="settings")

@@ -8,8 +8,8 @@ The scripts are read from this package's resources, wherever it is installed
 zipped egg (scrapyd) or any other importer is copied out once per process into a private
 temporary directory (removed at exit), because alembic reads its scripts from files.
 
-For developers: ``python -m crawler.migrations revision -m "why" [--autogenerate]
-[--url URL]`` writes a new revision under ``crawler/migrations/versions/``.
+For developers: ``python -m crawler.storage.migrations revision -m "why" [--autogenerate]
+[--url URL]`` writes a new revision under ``crawler/storage/migrations/versions/``.
 """
 
 from __future__ import annotations
@@ -135,10 +135,10 @@ def _quiet_alembic() -> Iterator[None]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m crawler.migrations revision -m ...`` (developers)."""
+    """``python -m crawler.storage.migrations revision -m ...`` (developers)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m crawler.migrations")
+    parser = argparse.ArgumentParser(prog="python -m crawler.storage.migrations")
     sub = parser.add_subparsers(dest="cmd", required=True)
     rev = sub.add_parser("revision", help="write a new revision file")
     rev.add_argument("-m", "--message", required=True)

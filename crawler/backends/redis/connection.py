@@ -1,0 +1,63 @@
+"""The client of the Redis backends and the chores on a namespace's keys.
+
+:func:`connect` (a pinged client, or :class:`~crawler.backends.common.RedisBackendError`),
+:func:`clear_namespace` (delete every key of one crawl), :func:`namespace_mismatch` (the
+settings error of a namespace built with other settings), and two small helpers of the other
+modules: :func:`batched` (an iterable in lists) and :func:`text` (a Redis reply as ``str``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+import redis
+
+from crawler import config
+from crawler.backends.common import RedisBackendError
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for ``url``, pinged once; raises :class:`RedisBackendError`."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30)
+        client.ping()
+    except (redis.RedisError, ValueError, OSError) as exc:
+        raise RedisBackendError(url, exc) from None
+    return client
+
+
+def namespace_mismatch(name: str, value: object, stored: object, base: str) -> Exception:
+    """The error of setting ``name`` = ``value`` on a namespace built with ``stored``."""
+    return config.SettingError(
+        name,
+        value,
+        f"{stored!r}, the value {base} in Redis was built with (or set another DEDUP_NAMESPACE, "
+        "or delete that namespace's keys)",
+    )
+
+
+def clear_namespace(client: redis.Redis, base: str) -> int:
+    """Delete every key under ``base`` (SCAN, never KEYS); returns how many."""
+    deleted = 0
+    for batch in batched(client.scan_iter(match=f"{glob_escape(base)}:*", count=1000), 500):
+        deleted += client.delete(*batch)
+    return deleted
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis glob pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``items`` in lists of ``size`` (the last one shorter)."""
+    it = iter(items)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def text(value: Any) -> str:
+    """A Redis reply (bytes, kept byte for byte) as ``str``."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)

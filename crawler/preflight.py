@@ -1,0 +1,176 @@
+"""What a command checks before a crawl starts: nothing starts until the spider, the seeds,
+the settings and the servers are usable (``crawl`` and ``parse`` call it).
+
+Scrapy's own ``crawl`` builds the crawler first and lets a bad argument explode inside it.
+Here every check that must stop a crawl runs *before* the crawler exists, prints one clear
+line and exits non-zero:
+
+* exit 2 — an unknown spider, bad seeds (every invalid line with its number), a misspelled
+  project setting ("did you mean ...?"), a setting out of range, or a feed in ``FEEDS`` that
+  cannot be written, checked before Scrapy sets up logging, so the message is all it prints;
+* exit 1 — the database in ``STORAGE_URL`` (or Redis for ``DEDUP_BACKEND=redis``, or an S3
+  feed's bucket) is unreachable or misconfigured.
+
+The settings checks are one explicit list, :func:`settings_checks`: each is the function the
+component itself calls when it is built, so the pre-flight check and the crawl read a
+setting the same way. A component added to the crawl adds its check there.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from crawler.config import SettingError, SettingsLike
+
+#: Prefixes of the project's own settings: an unknown name with one of them is a typo.
+PROJECT_PREFIXES = ("SIMHASH_", "BLOOM_", "DEDUP_", "URLNORM_", "STORAGE_", "TRAP_", "DROPPED_",
+                    "WARC_", "JOBDIR_SNAPSHOT_", "DISTRIBUTED_")
+
+
+class UnknownSpiderError(ValueError):
+    """``scrapy crawl NAME`` for a spider the project does not have."""
+
+
+class UnknownSettingError(SettingError):
+    """A setting with one of the project's prefixes that no component reads (a typo)."""
+
+    def __init__(self, name: str, value: object, suggestions: list[str]) -> None:
+        super().__init__(name, value, "")
+        hint = (f"did you mean {' or '.join(suggestions)}?" if suggestions
+                else "no setting of dedup-crawler has this name (README, \"Settings\")")
+        self.args = (f"unknown setting {name}={value!r}: {hint}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def settings_checks() -> list[Callable[[SettingsLike], object]]:
+    """Every component's settings check, each raising :class:`SettingError` (or
+    :class:`~crawler.extras.MissingExtraError`) on a value the crawl cannot use."""
+    from crawler import bloom, jobstate, linkrules, progress, simindex, storage, urlnorm, warc
+    from crawler.backends import backend_name, check_extras, cluster
+    from crawler.pipelines import neardup
+
+    return [
+        backend_name,  # DEDUP_BACKEND
+        check_extras,  # the extras the backend and STORAGE_URL need
+        urlnorm.UrlPolicy.from_settings,  # URLNORM_STRIP_PARAMS, URLNORM_SORT_QUERY
+        linkrules.validate,  # TRAP_*, URLLENGTH_LIMIT, URLNORM_DEBUG
+        bloom.read_settings,  # BLOOM_*
+        jobstate.check_jobdir,  # JOBDIR, JOBDIR_SNAPSHOT_*
+        simindex.settings_params,  # SIMHASH_MAX_DISTANCE, blocks
+        storage.validate,  # STORAGE_*, DROPPED_*
+        cluster.validate,  # DISTRIBUTED_*, the shared scheduler's extension
+        progress.interval_setting,  # DEDUP_PROGRESS_INTERVAL
+        neardup.validate,  # SIMHASH_*, DEDUP_* of the near-duplicate pipeline
+        warc.warc_options,  # WARC_*
+    ]
+
+
+def check_settings(settings: SettingsLike) -> None:
+    """No misspelled project setting, and every check of :func:`settings_checks` passes."""
+    check_unknown_settings(settings)
+    for check in settings_checks():
+        check(settings)
+
+
+def known_setting_names() -> set[str]:
+    """Every setting name the crawler knows: Scrapy's defaults, the project's defaults
+    (:mod:`crawler.defaults`) and the names its settings profiles define."""
+    from scrapy.settings import default_settings
+
+    from crawler import defaults
+
+    names = {n for n in dir(default_settings) if n.isupper()}
+    names |= {n for n in dir(defaults) if n.isupper()}
+    for module in ("crawler.settings.base", "crawler.settings.distributed"):
+        names |= {n for n in dir(importlib.import_module(module)) if n.isupper()}
+    return names
+
+
+def check_unknown_settings(settings: Any) -> None:
+    """Refuse a setting that starts with one of :data:`PROJECT_PREFIXES` and that no component
+    reads (``-s SIMHASH_MAX_DISTANC=2`` would otherwise crawl with the default k), naming the
+    closest known names. ``settings`` is Scrapy's settings object (or any mapping)."""
+    known = known_setting_names()
+    for name in sorted(str(n) for n in settings):
+        if name in known or not name.upper().startswith(PROJECT_PREFIXES):
+            continue
+        candidates = sorted(n for n in known if n.startswith(PROJECT_PREFIXES)
+                            and not n.endswith(("_CHOICES", "_RANGE")))
+        close = difflib.get_close_matches(name.upper(), candidates, n=2, cutoff=0.75)
+        raise UnknownSettingError(name, settings.get(name), close)
+
+
+def check_spider(settings: Any, name: str) -> None:
+    """The spider exists (before the database is created or migrated for it)."""
+    from scrapy.spiderloader import get_spider_loader
+
+    available = sorted(get_spider_loader(settings).list())
+    if name not in available:
+        raise UnknownSpiderError(f"no spider named {name!r}; this project has: "
+                                 f"{', '.join(available) or 'none'} (scrapy list)")
+
+
+def check_input(settings: SettingsLike, spargs: dict[str, str], spider: str = "web") -> None:
+    """The user's input: the settings (:func:`check_settings`), feeds that can be written
+    and, for ``web``, the seeds. Raises :class:`SeedError`, :class:`SettingError` or
+    :class:`FeedError` (one line per problem)."""
+    from crawler.feeds import check_feeds
+    from crawler.seeds import seeds_from_args
+    from crawler.warc import check_warc
+
+    check_settings(settings)
+    check_feeds(settings)
+    check_warc(settings)
+    if spider == "web":
+        seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"))
+
+
+def check_servers(settings: SettingsLike) -> None:
+    """The database in ``STORAGE_URL`` (migrated to the current schema, which it logs), the
+    feeds' servers and, for ``DEDUP_BACKEND=redis``, Redis. Raises the server's error type."""
+    from crawler.backends import backend_name
+    from crawler.feeds import check_feed_servers
+    from crawler.storage import check_storage
+
+    check_storage(settings)
+    check_feed_servers(settings)
+    if backend_name(settings) == "redis":
+        from crawler.backends.redis import check_redis
+
+        check_redis(settings)
+
+
+def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
+    """:func:`check_spider` and :func:`check_input`; on bad input, print its one line and exit 2
+    (``crawl`` and ``parse`` call this before Scrapy sets up logging)."""
+    from crawler.feeds import FeedError
+    from crawler.seeds import SeedError
+
+    try:
+        check_spider(settings, spider)
+        check_input(settings, spargs, spider=spider)
+    except (SeedError, SettingError, FeedError, UnknownSpiderError) as exc:  # usage error
+        fail(exc, 2)
+
+
+def preflight_servers(settings: Any) -> None:
+    """:func:`check_servers`; when one fails, print its one line (password masked), exit 1."""
+    from crawler.backends.common import RedisBackendError
+    from crawler.feeds import FeedError
+    from crawler.storage import StorageError
+
+    try:
+        check_servers(settings)
+    except (StorageError, RedisBackendError, FeedError) as exc:
+        fail(exc, 1)
+
+
+def fail(exc: Exception, code: int) -> None:
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(code)

@@ -1,0 +1,158 @@
+""":func:`build_report`: every number of ``scrapy dedupreport`` for one crawl or one job."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from crawler import review
+from crawler.report.decisions import decisions, largest_groups
+from crawler.report.distances import effective_edges, neighbours
+from crawler.report.population import (
+    Population,
+    crawl_id_list,
+    load_drops,
+    load_population,
+    sample_population,
+)
+from crawler.report.whatif import NEAR_MISS_EXTRA, WHATIF_EXTRA, histogram, near_misses, what_if
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from crawler.review import CrawlDB
+
+EXACT_LIMIT = 100_000
+EXTEND_LIMIT = 20_000  # pages above which the what-if is not extended past k + 8
+_STATS_PREFIXES = ("dedup/", "dupefilter/", "storage/", "urlnorm/")
+_STATS_NAMES = ("item_scraped_count", "item_dropped_count", "response_received_count",
+                "elapsed_time_seconds")
+
+
+def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
+                 exact_limit: int = EXACT_LIMIT, seed: int = 0,
+                 db_arg: str | None = None) -> dict[str, Any]:
+    """Every number of the report for one crawl, or one job's crawls (a list of ids).
+
+    ``crawl_id`` None means the latest crawl. For a list, pages and drops are the union of the
+    crawls', settings and threshold the latest crawl's, URL-dedup counters summed.
+    Raises :class:`crawler.review.ReviewError` for an unknown crawl or one without pages.
+    ``db_arg`` is put in the ``scrapy dropped`` commands as ``--db``.
+    """
+    crawls = ([db.crawl(None)] if crawl_id is None
+              else [db.crawl(i) for i in crawl_id_list(crawl_id)])
+    ids = [c["id"] for c in crawls]
+    crawl = crawls[-1]
+    settings = crawl["settings"]
+    k, blocks = review.crawl_thresholds(settings)
+    drops = load_drops(db, ids)
+    pop = load_population(db, ids, _truthy(settings.get("SIMHASH_PERSIST")), drops)
+    counts = Counter(s for s in pop.status)
+    if len(pop) == counts["prior"]:
+        named = f"crawl {ids[0]}" if len(ids) == 1 else "crawls " + ", ".join(map(str, ids))
+        raise review.ReviewError(f"{named} has no pages (nothing kept or dropped): "
+                                 "nothing to report")
+    return {
+        "crawl": _crawl_info(crawl, ids),
+        "database": db.masked_url,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "settings": settings,
+        "threshold": k,
+        "blocks": blocks,
+        "totals": _totals(len(pop) - counts["prior"], counts, drops),
+        "by_reason": {r: counts[r] for r in review.REASONS},
+        "by_host": _by_host(pop),
+        **_distances(pop, k, exact_limit, seed, db_arg),
+        "decisions": decisions(db, drops, k, db_arg),
+        "largest_groups": largest_groups(pop),
+        "url_dedup": url_dedup([c["stats"] for c in crawls], settings),
+        "stats": {key: value for key, value in sorted(crawl["stats"].items())
+                  if key.startswith(_STATS_PREFIXES) or key in _STATS_NAMES},
+    }
+
+
+def _distances(pop: Population, k: int, exact_limit: int, seed: int,
+               db_arg: str | None) -> dict[str, Any]:
+    """The sample, histogram, what-if and near misses (computed on a sample when large)."""
+    sample = sample_population(pop, exact_limit, seed)
+    radius = min(64, k + WHATIF_EXTRA)
+    nb = neighbours(sample.simhashes, radius, sample.status)
+    # Replaying above k changes nothing below the closest kept pair; kept pairs within k count
+    # as k + 1, as in effective_edges.
+    first_change = None if nb.closest_kept is None else max(nb.closest_kept, k + 1)
+    if first_change is not None and first_change > radius and len(sample) <= EXTEND_LIMIT:
+        radius = min(64, first_change)  # extend the what-if to the first change: one more pass
+        nb = neighbours(sample.simhashes, radius)
+    edges = effective_edges(sample, nb, k)
+    table = what_if(sample, edges, k, radius)
+    table["first_change_above"] = first_change
+    return {
+        "sample": {"exact": len(sample) == len(pop), "pages": len(pop),
+                   "sample_size": len(sample), "limit": exact_limit, "seed": seed},
+        "histogram": histogram(sample, edges, k, radius),
+        "what_if": table,
+        "near_misses": near_misses(sample, edges, k, min(64, k + NEAR_MISS_EXTRA), db_arg),
+    }
+
+
+def _totals(own: int, counts: Counter[str], drops: list[dict[str, Any]]) -> dict[str, Any]:
+    dropped = counts["exact_duplicate"] + counts["near_duplicate"]
+    return {"pages": own, "kept": counts["kept"], "dropped": dropped,
+            "exact_duplicate": counts["exact_duplicate"],
+            "near_duplicate": counts["near_duplicate"],
+            "duplicate_rate": round(dropped / own, 4),
+            "prior_documents": counts["prior"],
+            "canonical_swaps": sum(r.get("rule") == "canonical" for r in drops)}
+
+
+def _truthy(value: object, default: bool = True) -> bool:
+    if value is None or value == "":
+        return default
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _crawl_info(crawl: dict[str, Any], ids: list[int]) -> dict[str, Any]:
+    info = {key: crawl.get(key) for key in ("id", "spider", "finish_reason")}
+    info["ids"] = ids
+    for key in ("started_at", "finished_at"):
+        info[key] = review.iso_utc(crawl.get(key))
+    info["seeds"] = crawl.get("seeds") if isinstance(crawl.get("seeds"), list) else []
+    return info
+
+
+def _by_host(pop: Population) -> list[dict[str, Any]]:
+    table: dict[str, Counter[str]] = {}
+    for host, status in zip(pop.hosts, pop.status, strict=True):
+        if status != "prior":
+            table.setdefault(host, Counter())[status] += 1
+    rows = []
+    for host, c in table.items():
+        pages, dropped = sum(c.values()), c["exact_duplicate"] + c["near_duplicate"]
+        rows.append({"host": host, "pages": pages, "kept": c["kept"],
+                     "exact_duplicate": c["exact_duplicate"],
+                     "near_duplicate": c["near_duplicate"],
+                     "duplicate_rate": round(dropped / pages, 4)})
+    return sorted(rows, key=lambda r: (-r["pages"], r["host"]))
+
+
+def url_dedup(stats: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    """The URL-dedup counters of the crawls' stats (summed over a job's crawls).
+
+    The crawl counts no stripped tracking parameters (no stat), so the stripped names
+    (``URLNORM_STRIP_PARAMS``) are given instead.
+    """
+    total: Counter[str] = Counter()
+    for one in stats:
+        for key, value in one.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                total[key] += value
+    keys = ["dupefilter/filtered", "dedup/links_extracted", "dedup/links_skipped_seen",
+            "dedup/links_not_http", "dedup/links_offsite", "dedup/bloom/false_positives_avoided"]
+    prefixed = sorted(key for key in total if key.startswith(("urlnorm/trap/", "urlnorm/dropped/")))
+    strip = settings.get("URLNORM_STRIP_PARAMS")
+    return {"counters": {key: total.get(key, 0) for key in [*keys, *prefixed]},
+            "traps": sum(total[key] for key in prefixed if key.startswith("urlnorm/trap/")),
+            "filtered_total": total["dupefilter/filtered"] + total["dedup/links_skipped_seen"],
+            "strip_params": list(strip) if isinstance(strip, (list, tuple)) else
+            [p for p in str(strip or "").split(",") if p]}

@@ -1,0 +1,55 @@
+"""The storage settings, checked before a crawl: without connecting (:func:`validate`, a
+registered validator) and by connecting and migrating (:func:`check_storage`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crawler import config, defaults
+from crawler.config import SettingsLike
+from crawler.storage.engine import StorageError, mask_url, parse_url
+from crawler.storage.store import Store
+
+
+def check_storage(settings: SettingsLike) -> None:
+    """Connect to ``STORAGE_URL`` and migrate, before a crawl starts.
+
+    Raises :class:`StorageError` with a one-line message (URL masked, what to check).
+    """
+    store = Store.from_settings(settings)
+    try:
+        store.check()
+    finally:
+        store.close()
+
+
+def write_options(settings: SettingsLike) -> dict[str, Any]:
+    """The storage pipeline's batching and retry settings, checked: the keyword arguments of
+    :class:`crawler.pipelines.storage.StoragePipeline`."""
+    return {
+        "batch_size": config.get_int(settings, "STORAGE_BATCH_SIZE",
+                                     defaults.STORAGE_BATCH_SIZE, lo=1),
+        "batch_seconds": config.get_float(settings, "STORAGE_BATCH_SECONDS",
+                                          defaults.STORAGE_BATCH_SECONDS, lo=0,
+                                          open_interval=True),
+        "dropped_text_max_chars": config.get_int(settings, "DROPPED_TEXT_MAX_CHARS",
+                                                 defaults.DROPPED_TEXT_MAX_CHARS, lo=0),
+        "retry_times": config.get_int(settings, "STORAGE_RETRY_TIMES",
+                                      defaults.STORAGE_RETRY_TIMES, lo=0, hi=100),
+        "retry_backoff": config.get_float(settings, "STORAGE_RETRY_BACKOFF",
+                                          defaults.STORAGE_RETRY_BACKOFF, lo=0),
+    }  # fmt: skip
+
+
+def validate(settings: SettingsLike) -> None:
+    """Check the storage settings (no connection; see :func:`check_storage`)."""
+    write_options(settings)
+    url = str(settings.get("STORAGE_URL") or defaults.STORAGE_URL)
+    try:
+        parse_url(url)
+    except StorageError:
+        raise config.SettingError(
+            "STORAGE_URL", mask_url(url),
+            "a SQLAlchemy URL such as sqlite:///crawl.db or postgresql+psycopg://user@host/db",
+        ) from None
+

@@ -1,0 +1,184 @@
+"""Engines and their errors: URL parsing and masking, one engine per process and URL.
+
+Every driver error surfaces as :class:`StorageError`: one line naming the URL (password masked)
+and what to check, and whether a retry may help. SQLite runs in WAL mode (readers never block the
+writer) with ``synchronous=FULL`` (a commit is on disk when it returns), a 30 s busy timeout and
+foreign keys on; its parent directory must exist. PostgreSQL (``postgresql+psycopg://``;
+``postgresql://`` means the same) pings pooled connections before use, so a restarted server
+costs one retry.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, IntegrityError, ProgrammingError
+from sqlalchemy.pool import StaticPool
+
+from crawler import formats
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+PG_CONNECT_TIMEOUT_S = 10  # a firewalled host fails in seconds, not minutes
+
+
+class StorageError(Exception):
+    """The crawl database failed; the message is one line naming the URL and what to check.
+
+    ``transient`` is True for errors worth retrying (connection lost, server down, database
+    locked) and False for errors a retry cannot fix (bad data, schema mismatch).
+    """
+
+    def __init__(self, message: str, url: str = "", transient: bool = False) -> None:
+        super().__init__(message)
+        self.url = url
+        self.transient = transient
+
+
+def mask_url(url: str | URL) -> str:
+    """``url`` with its password replaced by ``***`` (also for strings that fail to parse)."""
+    if isinstance(url, URL):
+        return url.render_as_string(hide_password=True)
+    return formats.mask_url(url)
+
+
+def parse_url(url: str | URL) -> URL:
+    """The SQLAlchemy URL; ``postgresql://`` and ``postgres://`` mean psycopg 3."""
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except ArgumentError:
+        raise StorageError(
+            f"STORAGE_URL {mask_url(url)!r} is not a database URL "
+            "(expected e.g. sqlite:///crawl.db or postgresql+psycopg://user@host/db)",
+            mask_url(url),
+        ) from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StorageError(
+            f"STORAGE_URL {mask_url(parsed)!r}: only sqlite and postgresql are supported",
+            mask_url(parsed),
+        )
+    return parsed
+
+
+def hint(url: URL) -> str:
+    """What to check when the database at ``url`` cannot be reached."""
+    if url.get_backend_name() == "sqlite":
+        return ("is it a SQLite file, writable and not locked by another program? "
+                "check STORAGE_URL")
+    return (
+        f"is the server at {url.host or 'localhost'}:{url.port or 5432} running? does database "
+        f"{url.database!r} exist and may user {url.username!r} use it? check STORAGE_URL"
+    )
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-blank line of an error (of the driver's error for a SQLAlchemy one), or
+    its type's name: every one-line error message quotes its cause this way."""
+    orig = getattr(exc, "orig", None) or exc
+    lines = [line.strip() for line in str(orig).splitlines() if line.strip()]
+    return lines[0] if lines else type(orig).__name__
+
+
+def wrap_error(exc: Exception, url: URL, action: str) -> StorageError:
+    """A one-line :class:`StorageError` for a driver error raised while doing ``action``."""
+    # A driver error is worth retrying unless the data or the schema is at fault; errors raised
+    # by SQLAlchemy itself (a value its types refuse) never heal by themselves.
+    transient = isinstance(exc, DBAPIError) and not isinstance(
+        exc, (IntegrityError, DataError, ProgrammingError))
+    advice = hint(url) if transient else "check the data written and STORAGE_URL"
+    masked = mask_url(url)
+    return StorageError(f"{action} on {masked} failed: {first_line(exc)} ({advice})",
+                        masked, transient)
+
+
+# --- engines: one per process and URL ---------------------------------------------------------
+
+_ENGINES: dict[str, tuple[Engine, int]] = {}
+_ENGINES_LOCK = threading.Lock()
+#: Pipelines open in parallel and each Store migrates on first use: on a fresh SQLite file two
+#: threads would both see an empty schema and both CREATE TABLE. (PostgreSQL also takes an
+#: advisory lock, for separate processes.)
+MIGRATE_LOCK = threading.Lock()
+
+
+def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS:d}")
+        # FULL: a commit is on disk before batch_committed tells the dupefilter journal the
+        # pages are done (NORMAL could lose the last commits in a power cut)
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _create_engine(url: URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
+        memory = url.database in (None, "", ":memory:")
+        engine = sa.create_engine(
+            url,
+            poolclass=StaticPool if memory else None,
+            connect_args={"check_same_thread": False},
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    try:
+        return sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2,
+                                connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
+    except ModuleNotFoundError as exc:  # the driver is an extra, not installed by default
+        if not (exc.name or "").startswith("psycopg"):
+            raise
+        from crawler.extras import install_command
+
+        raise StorageError(f"STORAGE_URL {mask_url(url)}: PostgreSQL needs the postgres extra: "
+                           f"{install_command(['postgres'])}", mask_url(url)) from None
+
+
+def acquire_engine(url: URL) -> Engine:
+    """The process-wide engine for ``url`` (reference counted; see :func:`release_engine`)."""
+    key = url.render_as_string(hide_password=False)
+    with _ENGINES_LOCK:
+        engine, refs = _ENGINES.get(key) or (_create_engine(url), 0)
+        _ENGINES[key] = (engine, refs + 1)
+        return engine
+
+
+def release_engine(url: URL) -> None:
+    key = url.render_as_string(hide_password=False)
+    with _ENGINES_LOCK:
+        engine, refs = _ENGINES.get(key, (None, 0))
+        if engine is None:
+            return
+        if refs <= 1:
+            del _ENGINES[key]
+            engine.dispose()
+        else:
+            _ENGINES[key] = (engine, refs - 1)
+
+
+def check_sqlite_path(url: URL, create: bool) -> None:
+    """Refuse a SQLite file whose directory is missing, or (``create`` False) the file itself."""
+    database = url.database
+    if database in (None, "", ":memory:") or database.startswith("file:"):
+        return
+    path = os.path.abspath(database)
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise StorageError(
+            f"cannot open {mask_url(url)}: directory {parent} does not exist "
+            "(create it or change STORAGE_URL)",
+            mask_url(url),
+        )
+    if not create and not os.path.exists(path):
+        raise StorageError(
+            f"no crawl database at {path} (run a crawl first, or check STORAGE_URL / --db)",
+            mask_url(url),
+        )

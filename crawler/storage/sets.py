@@ -1,0 +1,142 @@
+"""The crawls' set fingerprints (:mod:`crawler.setfp`; revision 0005): kept in step with every
+batch, and read back (:class:`SetsSide`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from crawler.setfp import CrawlSets
+from crawler.storage.base import StoreBase
+from crawler.storage.models import SET_COLUMNS, crawl_sets, sets_columns
+
+
+class SetsSide(StoreBase):
+    """``crawl_documents`` and the fingerprints of the ``crawls`` rows."""
+
+    def _track_sets(self, conn: sa.Connection, stored: Sequence[Mapping[str, Any]],
+                    removed: Sequence[tuple[int, str]]) -> None:
+        """Keep ``crawl_documents`` and the crawls' set fingerprints in step with a batch.
+
+        A stored page joins its crawl's rows; one the crawl had stored before is updated (its
+        old content hash leaves the sums, the new one joins). A demoted page leaves the rows of
+        the crawl that demoted it. Then each crawl's change is added to its ``crawls`` row,
+        read under a row lock at the end of the transaction (``FOR NO KEY UPDATE`` on
+        PostgreSQL, which does not wait for the key-share locks other workers' foreign keys
+        hold on the row; SQLite's writer already holds the database), so workers writing
+        batches of one crawl at once wait only for each other's last statement. A crawl's rows
+        are read only by statements that lock them (insert, ``FOR UPDATE``, delete returning),
+        so two transactions never both count one page.
+        """
+        pages: dict[int, dict[str, str | None]] = {}
+        for row in stored:
+            if row.get("crawl_id") is not None:
+                pages.setdefault(int(row["crawl_id"]), {})[row["canonical_url"]] = \
+                    row["content_hash"]
+        changes = {crawl_id: self._join_crawl(conn, crawl_id, members)
+                   for crawl_id, members in pages.items()}
+        for crawl_id, canonical in removed:
+            change = self._leave_crawl(conn, crawl_id, canonical)
+            if change is not None:
+                changes[crawl_id] = changes.get(crawl_id, CrawlSets()) + change
+        for crawl_id in sorted(changes):  # one lock order for every writer
+            if changes[crawl_id]:
+                self._add_to_crawl(conn, crawl_id, changes[crawl_id])
+
+    def _leave_crawl(self, conn: sa.Connection, crawl_id: int, canonical: str,
+                     ) -> CrawlSets | None:
+        """Delete a page from the crawl's rows; the change, None when it was not there."""
+        m = self.crawl_documents
+        gone = conn.execute(
+            sa.delete(m).where(m.c.crawl_id == crawl_id, m.c.canonical_url == canonical)
+            .returning(m.c.content_hash)).first()
+        return None if gone is None else CrawlSets().removed(canonical, gone[0])
+
+    def _join_crawl(self, conn: sa.Connection, crawl_id: int,
+                    members: Mapping[str, str | None]) -> CrawlSets:
+        """Write ``canonical_url -> content_hash`` into the crawl's rows; returns the change."""
+        change = CrawlSets()
+        todo = sorted(members)  # rows are locked in this order by every writer
+        while todo:
+            new = self._insert_members(conn, crawl_id, members, todo)
+            for url in new:
+                change = change.stored(url, members[url])
+            old = self._locked_members(conn, crawl_id, [url for url in todo if url not in new])
+            changed = [url for url in sorted(old) if old[url] != members[url]]
+            for url in changed:
+                change = change.removed(url, old[url]).stored(url, members[url])
+            self._update_members(conn, crawl_id, {url: members[url] for url in changed})
+            # a row that was there when inserting and gone when locked was removed meanwhile
+            # by another transaction (which counted it out): insert it again
+            todo = [url for url in todo if url not in new and url not in old]
+        return change
+
+    def _insert_members(self, conn: sa.Connection, crawl_id: int,
+                        members: Mapping[str, str | None], urls: list[str]) -> set[str]:
+        """Insert the rows of ``urls`` the crawl lacks; returns those inserted."""
+        m = self.crawl_documents
+        insert = (postgresql.insert if self.backend == "postgresql" else sqlite.insert)(m)
+        insert_new = insert.on_conflict_do_nothing(
+            index_elements=["crawl_id", "canonical_url"]).returning(m.c.canonical_url)
+        params = [{"crawl_id": crawl_id, "canonical_url": url, "content_hash": members[url]}
+                  for url in urls]
+        return set(conn.execute(insert_new, params).scalars())
+
+    def _locked_members(self, conn: sa.Connection, crawl_id: int,
+                        urls: list[str]) -> dict[str, str | None]:
+        """``canonical_url -> content_hash`` of the crawl's rows of ``urls``, locked."""
+        m = self.crawl_documents
+        old: dict[str, str | None] = {}
+        for chunk in self._chunks(urls):
+            stmt = (sa.select(m.c.canonical_url, m.c.content_hash)
+                    .where(m.c.crawl_id == crawl_id, self._one_of(m.c.canonical_url, chunk))
+                    .order_by(m.c.canonical_url).with_for_update())
+            old.update((url, chash) for url, chash in conn.execute(stmt))
+        return old
+
+    def _update_members(self, conn: sa.Connection, crawl_id: int,
+                        hashes: Mapping[str, str | None]) -> None:
+        m = self.crawl_documents
+        updates = [{"k": url, "h": chash} for url, chash in hashes.items()]
+        if updates:
+            conn.execute(sa.update(m).where(m.c.crawl_id == crawl_id,
+                                            m.c.canonical_url == sa.bindparam("k"))
+                         .values(content_hash=sa.bindparam("h")), updates)
+
+    def _add_to_crawl(self, conn: sa.Connection, crawl_id: int, change: CrawlSets) -> None:
+        c = self.crawls_table
+        stmt = (sa.select(*(c.c[name] for name in SET_COLUMNS))
+                .where(c.c.id == crawl_id).with_for_update(key_share=True))
+        row = conn.execute(stmt).first()
+        if row is None:  # no such crawl: the rows' foreign key has refused the batch already
+            return
+        sets = crawl_sets(*row) + change
+        conn.execute(sa.update(c).where(c.c.id == crawl_id).values(sets_columns(sets)))
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def crawl_sets(self, crawl_id: int) -> CrawlSets | None:
+        """The set fingerprints recorded for a crawl (one row read), None for an unknown id."""
+        c = self.crawls_table
+        stmt = sa.select(*(c.c[name] for name in SET_COLUMNS)).where(c.c.id == crawl_id)
+        self.check()
+        with self._errors("reading a crawl's fingerprints"), self.engine.connect() as conn:
+            row = conn.execute(stmt).first()
+        return None if row is None else crawl_sets(*row)
+
+    def iter_crawl_pages(self, crawl_id: int, batch_size: int = 50_000,
+                         ) -> Iterator[list[tuple[str, str | None]]]:
+        """Lists of ``(canonical_url, content_hash)`` of the pages a crawl stored (its
+        ``crawl_documents`` rows: what its set fingerprints sum), in no particular order."""
+        m = self.crawl_documents
+        stmt = sa.select(m.c.canonical_url, m.c.content_hash).where(m.c.crawl_id == crawl_id)
+        for part in self._stream(stmt, "reading a crawl's pages", batch_size):
+            yield [(url, chash) for url, chash in part]
+
+    def recount_sets(self, crawl_id: int) -> CrawlSets:
+        """A crawl's set fingerprints computed from scratch from its rows (a full read; what
+        :meth:`crawl_sets` must equal)."""
+        return sum((CrawlSets.of(part) for part in self.iter_crawl_pages(crawl_id)), CrawlSets())
