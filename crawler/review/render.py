@@ -8,6 +8,8 @@ import difflib
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from crawler.simhash import to_hex
+
 if TYPE_CHECKING:
     from crawler.review.explanation import Explanation
 
@@ -80,7 +82,7 @@ def explanation_dict(e: Explanation, diff: bool = False) -> dict[str, Any]:
 
 
 def _fp(value: int | None) -> str:
-    return "-" if value is None else f"{value:016x}"
+    return to_hex(value) or "-"
 
 
 def _listing(title: str, counts: Any, words: bool = False) -> list[str]:

@@ -263,13 +263,13 @@ class WebSpider(Spider):
             canonical = None
             if verdict is None:
                 canonical, stat = self.rules.judge(href, base)
-                verdict = stat if stat is not None else fingerprint_url(canonical)  # type: ignore[arg-type]
+                verdict = fingerprint_url(canonical) if canonical and not stat else stat or NOT_HTTP
                 if table is not None:
                     self.link_memo.remember(table, href, verdict)
-            if verdict.__class__ is str:  # the stats key of a reason not to follow it
-                dropped.setdefault(verdict, []).append(href)  # type: ignore[arg-type]
+            if isinstance(verdict, str):  # the stats key of a reason not to follow it
+                dropped.setdefault(verdict, []).append(href)
                 continue
-            links.append((verdict, href, canonical))  # type: ignore[arg-type]
+            links.append((verdict, href, canonical))
         return links, dropped
 
     def _unseen(
