@@ -22,9 +22,13 @@ def mask_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
-    # The user info ends at the last "@" before the query: a secret may hold an unescaped
-    # "/" (AWS secret keys do), and hiding too much beats printing a secret.
+    # The user info ends at the last "@" before the query when the part before the query
+    # has one (``user@host/p?q=a@b``); else at the last "@" of all: a secret may hold an
+    # unescaped "/", "?" or "#" (database drivers read ``u:pa#ss@host`` so), and hiding too
+    # much beats printing a secret.
     end = min((i for i in (rest.find(c) for c in "?#") if i >= 0), default=len(rest))
+    if "@" not in rest[:end]:
+        end = len(rest)
     userinfo, at, tail = rest[:end].rpartition("@")
     if not at or ":" not in userinfo:
         return url

@@ -54,12 +54,14 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
     from crawler import bloom, jobstate, linkrules, progress, simindex, storage, urlnorm, warc
     from crawler.backends import backend_name, check_extras, cluster
     from crawler.pipelines import neardup
+    from crawler.spiders.web import spider_settings
 
     return [
         backend_name,  # DEDUP_BACKEND
         check_extras,  # the extras the backend and STORAGE_URL need
         urlnorm.UrlPolicy.from_settings,  # URLNORM_STRIP_PARAMS, URLNORM_SORT_QUERY
         linkrules.validate,  # TRAP_*, URLLENGTH_LIMIT, URLNORM_DEBUG
+        spider_settings,  # DEDUP_EARLY_SKIP, DEDUP_CANONICAL
         bloom.read_settings,  # BLOOM_*
         jobstate.check_jobdir,  # JOBDIR, JOBDIR_SNAPSHOT_*
         simindex.settings_params,  # SIMHASH_MAX_DISTANCE, blocks

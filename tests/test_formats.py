@@ -53,3 +53,20 @@ def test_jsonable_gives_plain_json_data() -> None:
     got = jsonable(value)
     assert got["1"] == ["2026-01-01T00:00:00+00:00", "nan"]
     assert got["s"] == [3] and got["o"].startswith("<class")
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("postgresql://u:pa#ss@host/db", "postgresql://u:***@host/db"),
+        ("postgresql://u:pa?ss@host/db?sslmode=require", "postgresql://u:***@host/db?sslmode=require"),
+        ("redis://:p#w@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
+        ("s3://KEY:se?c#ret@bucket/x", "s3://KEY:***@bucket/x"),
+    ],
+)  # fmt: skip
+def test_a_password_holding_a_query_or_fragment_character_is_hidden(url, masked) -> None:
+    """SQLAlchemy and redis-py read ``pa#ss`` as the password: it must not be printed."""
+    from crawler.storage import mask_url as storage_mask
+
+    assert mask_url(url) == masked
+    assert storage_mask(url) == masked

@@ -19,6 +19,7 @@ BAD = {
     "backend_name": ("DEDUP_BACKEND", "memcached"),
     "from_settings": ("URLNORM_SORT_QUERY", "maybe"),
     "validate@crawler.linkrules": ("TRAP_MAX_PATH_DEPTH", 0),
+    "spider_settings": ("DEDUP_EARLY_SKIP", "maybe"),
     "read_settings": ("BLOOM_ERROR_RATE", 2),
     "check_jobdir": ("JOBDIR_SNAPSHOT_SECONDS", -1),
     "settings_params": ("SIMHASH_MAX_DISTANCE", 99),

@@ -2,9 +2,10 @@
 
 * :class:`RedisBackendError`, the one error type of a Redis outage (masked URL, what to check),
   and :func:`redis_errors`, every error a Redis backend raises when the server fails;
-* the outage policy, :func:`stop_on_redis_error`: the first failed Redis call of a crawl, in
+* the outage policy, :func:`first_outage`: the first failed Redis call of a crawl, in
   whichever component (dupefilter, scheduler, near-duplicate pipeline, cluster membership),
-  closes the spider with finish reason :data:`REDIS_ERROR` and logs one error line;
+  logs one error line and closes the spider with finish reason :data:`REDIS_ERROR` (the
+  closing itself is :func:`crawler.closing.stop_on_redis_error`, a component);
 * :func:`namespace` (the key prefix of one crawl) and :class:`RedisBacked` (client plumbing).
 
 They are here so that the crawl command, the settings checks and :mod:`crawler.backends.cluster`

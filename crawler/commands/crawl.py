@@ -28,8 +28,9 @@ class Command(ScrapyCrawlCommand):
         return "Run a spider, after checking its seeds, settings and database"
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        """Scrapy's options, then :func:`check_input`. Scrapy calls this before it sets up
-        logging and prints its start-up banner, so a bad seed or setting is the only output."""
+        """Scrapy's options, then :func:`crawler.preflight.preflight_input`. Scrapy calls this
+        before it sets up logging and prints its start-up banner, so a bad seed or setting is
+        the only output."""
         super().process_options(args, opts)
         if len(args) != 1:
             return  # Scrapy's usage error comes from run()
@@ -40,7 +41,8 @@ class Command(ScrapyCrawlCommand):
         apply_export_fields(self.settings)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        """:func:`check_servers` once logging is set up (a migration is logged), then crawl."""
+        """:func:`crawler.preflight.preflight_servers` once logging is set up (a migration is
+        logged), then crawl."""
         if len(args) != 1:
             super().run(args, opts)  # Scrapy's usage errors
             return

@@ -1,8 +1,9 @@
 """Spider middleware that keeps unschedulable links and spider traps out of the frontier.
 
 A request the spider outputs (start requests included) that carries ``meta["canonical_url"]``
-was judged where it was made (the web spider judges every link with
-:class:`crawler.linkrules.LinkRules` and sets the key) and passes. Any other request is judged
+passes: the web spider judges every link it extracts with :class:`crawler.linkrules.LinkRules`
+and sets the key, and its seeds, chosen by the user, are checked by :mod:`crawler.seeds`
+(not by the trap limits). Any other request is judged
 here by the same rules, without a host scope (Scrapy's offsite middleware keeps another
 spider's scope): a scheme other than http(s) or a URL that
 :func:`~crawler.urlnorm.normalize_url` refuses is dropped as ``dedup/links_not_http``, a trap

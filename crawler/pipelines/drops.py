@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.droplog import DropLog, row_record
 from crawler.exceptions import DuplicatePage
@@ -65,13 +64,6 @@ class DropWriter:
         self.deferred = deferred
         self.counts = counts or Counts()
         self.crawler = crawler
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler, counts: Counts) -> DropWriter:
-        """From ``DROPPED_LOG`` and ``ITEM_PIPELINES`` (:func:`storage_enabled`)."""
-        path = crawler.settings.get("DROPPED_LOG", defaults.DROPPED_LOG)
-        return cls(DropLog(path) if path else None, deferred=storage_enabled(crawler.settings),
-                   counts=counts, crawler=crawler)
 
     def dropped(self, drop: Drop) -> DuplicatePage:
         """The page being decided is ``drop``: the exception to raise (it takes the drop to

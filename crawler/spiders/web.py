@@ -23,18 +23,22 @@ Behaviour:
   already requested counts there too: the dupefilter would filter it, so
   ``dupefilter/filtered + dedup/links_skipped_seen`` is the same with the skip on or off);
   with ``DUPEFILTER_DEBUG`` each skipped link is logged by the dupefilter's ``note_skipped``;
-  in-scope links as ``dedup/links_extracted``; ``javascript:``/``mailto:``/... links as
-  ``dedup/links_not_http``.
-* Link verdicts (fingerprint, off-site, invalid) are memoized across pages by
-  :class:`LinkMemo`, exactly: a link spelled as on an earlier page is not normalized again
-  unless it becomes a request.
-* Canonical links: the page a response names canonical (a ``Link: <...>; rel="canonical"``
-  header, else the first ``<link rel="canonical" href>`` of the HTML) is resolved against the
-  base URL and normalized. Naming another page of the crawl, it goes to the item as
-  ``canonical_link`` (the dedup pipeline then stores that page rather than this one when both
-  are duplicates) and, with ``DEDUP_CANONICAL``, is requested (through the dupefilter, so at
-  most once). Ignored and counted: a page naming itself (``dedup/canonical/self``), a page
-  off the crawl's hosts (``dedup/canonical/offsite``), an unusable URL
+  the links to follow as ``dedup/links_extracted``.
+* Every link is judged once by :class:`crawler.linkrules.LinkRules` (the stats keys of the
+  links not followed: ``dedup/links_not_http``, ``dedup/links_offsite``,
+  ``urlnorm/trap/<kind>``; the first of each logged at INFO), and its verdict (fingerprint or
+  stats key) is memoized across pages by :class:`crawler.linkrules.LinkMemo`, exactly: a link
+  spelled as on an earlier page is not normalized again unless it becomes a request. The
+  requests the spider yields carry their canonical URL, so the middleware does not judge them
+  again. Seeds are the user's choice: they are checked by :mod:`crawler.seeds` (http(s), a
+  host), not by the trap limits.
+* Canonical links: the page a response names canonical (a ``Link: <...>; rel="canonical"`` header,
+  else the first ``<link rel="canonical" href>`` of the HTML) is resolved against the base URL and
+  normalized. Naming another page of the crawl, it goes to the item as ``canonical_link`` (the
+  dedup pipeline then stores that page rather than this one when both are duplicates) and, with
+  ``DEDUP_CANONICAL``, is requested (through the dupefilter, so at most once). Ignored and
+  counted: a page naming itself (``dedup/canonical/self``), a page off the crawl's hosts
+  (``dedup/canonical/offsite``), a spider trap (``dedup/canonical/trap``), an unusable URL
   (``dedup/canonical/invalid``); a named page that fails or answers with an error status is
   counted as ``dedup/canonical/missing``. Pages naming another page: ``dedup/canonical/named``.
 * One :class:`~crawler.items.PageItem` per HTML response; other responses (and failures) send
@@ -81,7 +85,17 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from twisted.python.failure import Failure
 
+    from crawler.config import SettingsLike
+
 logger = logging.getLogger(__name__)
+
+
+def spider_settings(settings: SettingsLike) -> tuple[bool, bool, bool]:
+    """``(DEDUP_EARLY_SKIP, DEDUP_CANONICAL, URLNORM_DEBUG)``, checked (SettingError); the
+    spider's other settings are its :class:`~crawler.linkrules.LinkRules`'."""
+    return (config.get_bool(settings, "DEDUP_EARLY_SKIP", defaults.DEDUP_EARLY_SKIP),
+            config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL),
+            config.get_bool(settings, "URLNORM_DEBUG", defaults.URLNORM_DEBUG))
 
 
 class WebSpider(Spider):
@@ -111,14 +125,8 @@ class WebSpider(Spider):
         spider.rules = LinkRules.from_settings(crawler.settings, hosts=spider.hosts)
         spider.policy = spider.rules.policy
         spider.seeds = spider.seeds.keyed(spider.policy)
-        spider.notes = DropNotes(config.get_bool(
-            crawler.settings, "URLNORM_DEBUG", defaults.URLNORM_DEBUG))
-        spider.early_skip = config.get_bool(
-            crawler.settings, "DEDUP_EARLY_SKIP", defaults.DEDUP_EARLY_SKIP
-        )
-        spider.prefer_canonical = config.get_bool(
-            crawler.settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL
-        )
+        spider.early_skip, spider.prefer_canonical, debug = spider_settings(crawler.settings)
+        spider.notes = DropNotes(debug)
         return spider
 
     async def start(self) -> AsyncIterator[Request]:

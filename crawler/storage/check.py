@@ -1,5 +1,6 @@
-"""The storage settings, checked before a crawl: without connecting (:func:`validate`, a
-registered validator) and by connecting and migrating (:func:`check_storage`)."""
+"""The storage settings, checked before a crawl: without connecting (:func:`validate`, in
+:func:`crawler.preflight.settings_checks`) and by connecting and migrating
+(:func:`check_storage`)."""
 
 from __future__ import annotations
 

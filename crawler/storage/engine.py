@@ -43,7 +43,11 @@ def mask_url(url: str | URL) -> str:
     """``url`` with its password replaced by ``***`` (also for strings that fail to parse)."""
     if isinstance(url, URL):
         return url.render_as_string(hide_password=True)
-    return formats.mask_url(url)
+    try:  # what the driver will read as the password is what must be hidden
+        parsed = make_url(url)
+    except ArgumentError:
+        return formats.mask_url(url)
+    return parsed.render_as_string(hide_password=True) if parsed.password else url
 
 
 def parse_url(url: str | URL) -> URL:
