@@ -105,8 +105,6 @@ class LinkRules:
 
     def judge(self, href: str, base: str | None = None) -> tuple[str | None, str | None]:
         """``(canonical URL or None, stats key of the reason not to follow it or None)``."""
-        if href[:11].lower().startswith(SKIP_SCHEMES):
-            return None, NOT_HTTP
         try:
             canonical = normalize_url(href, base=base, policy=self.policy)
         except InvalidUrl:
@@ -124,7 +122,7 @@ class LinkRules:
 def validate(settings: SettingsLike) -> None:
     """The settings :class:`LinkRules` and :class:`DropNotes` read; SettingError if bad."""
     LinkRules.from_settings(settings)
-    config.get_bool(settings, "URLNORM_DEBUG", defaults.URLNORM_DEBUG)
+    DropNotes.from_settings(settings)
 
 
 class DropNotes:
@@ -135,6 +133,11 @@ class DropNotes:
     def __init__(self, debug: bool = False) -> None:
         self.debug = debug
         self._logged: set[str] = set()
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> DropNotes:
+        """Read ``URLNORM_DEBUG``; SettingError if bad."""
+        return cls(config.get_bool(settings, "URLNORM_DEBUG", defaults.URLNORM_DEBUG))
 
     def note(self, stats: Any, stat: str, hrefs: Sequence[str], base: str | None = None,
              referer: str | None = None, extra: dict[str, Any] | None = None) -> None:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
-from crawler import config, defaults
 from crawler.linkrules import DropNotes, LinkRules, TrapLimits
 
 if TYPE_CHECKING:
@@ -38,16 +37,14 @@ class UrlNormalizationMiddleware(BaseSpiderMiddleware):
     crawler: Crawler
 
     def __init__(self, rules: LinkRules | None = None,  # pylint: disable=super-init-not-called
-                 debug: bool = False) -> None:
+                 notes: DropNotes | None = None) -> None:
         self.rules = rules or LinkRules()
-        self.debug = debug
-        self.notes = DropNotes(debug)
+        self.notes = notes or DropNotes()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> UrlNormalizationMiddleware:
         settings = crawler.settings
-        middleware = cls(LinkRules.from_settings(settings),
-                         config.get_bool(settings, "URLNORM_DEBUG", defaults.URLNORM_DEBUG))
+        middleware = cls(LinkRules.from_settings(settings), DropNotes.from_settings(settings))
         middleware.crawler = crawler
         return middleware
 

@@ -47,7 +47,7 @@ from twisted.internet.defer import Deferred
 from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.exceptions import DuplicatePage
-from crawler.storage import StorageError, Store, dedup_settings, utcnow, validate, write_options
+from crawler.storage import StorageError, Store, dedup_settings, utcnow, write_options
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -184,7 +184,6 @@ class StoragePipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
-        validate(crawler.settings)
         pipe = cls(Store.from_settings(crawler.settings), **write_options(crawler.settings))
         pipe.crawler = crawler
         crawler.signals.connect(pipe.item_dropped, signal=signals.item_dropped)

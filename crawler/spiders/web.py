@@ -76,7 +76,7 @@ from crawler.linkrules import (
 )
 from crawler.seeds import seeds_from_args
 from crawler.text import extract, is_binary, media_type
-from crawler.urlnorm import normalize_url
+from crawler.urlnorm import UrlPolicy, normalize_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -90,12 +90,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def spider_settings(settings: SettingsLike) -> tuple[bool, bool, bool]:
-    """``(DEDUP_EARLY_SKIP, DEDUP_CANONICAL, URLNORM_DEBUG)``, checked (SettingError); the
-    spider's other settings are its :class:`~crawler.linkrules.LinkRules`'."""
+def spider_settings(settings: SettingsLike) -> tuple[bool, bool]:
+    """``(DEDUP_EARLY_SKIP, DEDUP_CANONICAL)``, checked (SettingError); the spider's other
+    settings are its :class:`~crawler.linkrules.LinkRules`' and ``DropNotes``'."""
     return (config.get_bool(settings, "DEDUP_EARLY_SKIP", defaults.DEDUP_EARLY_SKIP),
-            config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL),
-            config.get_bool(settings, "URLNORM_DEBUG", defaults.URLNORM_DEBUG))
+            config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL))
 
 
 class WebSpider(Spider):
@@ -111,7 +110,6 @@ class WebSpider(Spider):
         self.hosts = self.seeds.hosts
         self.allowed_domains = sorted(self.hosts)
         self.rules = LinkRules(hosts=frozenset(self.hosts))
-        self.policy = self.rules.policy
         self.notes = DropNotes()
         self.early_skip = True
         self.prefer_canonical = defaults.DEDUP_CANONICAL
@@ -123,11 +121,15 @@ class WebSpider(Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> WebSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.rules = LinkRules.from_settings(crawler.settings, hosts=spider.hosts)
-        spider.policy = spider.rules.policy
         spider.seeds = spider.seeds.keyed(spider.policy)
-        spider.early_skip, spider.prefer_canonical, debug = spider_settings(crawler.settings)
-        spider.notes = DropNotes(debug)
+        spider.early_skip, spider.prefer_canonical = spider_settings(crawler.settings)
+        spider.notes = DropNotes.from_settings(crawler.settings)
         return spider
+
+    @property
+    def policy(self) -> UrlPolicy:
+        """The crawl's URL policy (its link rules')."""
+        return self.rules.policy
 
     async def start(self) -> AsyncIterator[Request]:
         for url, canonical in zip(self.seeds.urls, self.seeds.canonical, strict=True):
