@@ -88,7 +88,7 @@ class Evaluation:
     """Feeds pages through one fresh pipeline and records each :class:`Outcome`."""
 
     def __init__(self, pages: list[SetPage]) -> None:
-        self.min_tokens, shingle, _ = validate({})
+        self.min_tokens, shingle, _, _ = validate({})
         self.index = RecordingIndex(make_content_index({}))
         self.stats = Stats()
         self.templates = TemplateFilter()
@@ -109,8 +109,8 @@ class Evaluation:
         try:
             out.simhash = asyncio.run(self.pipe.process_item(_item(page))).simhash
         except DuplicatePage as exc:
-            out.kept, out.simhash, out.reason = False, exc.simhash, exc.reason
-            out.duplicate_of, out.distance = exc.duplicate_of, exc.distance
+            out.kept, out.simhash, out.reason = False, exc.drop.simhash, exc.drop.reason
+            out.duplicate_of, out.distance = exc.drop.duplicate_of, exc.drop.distance
         out.vetoed = self._vetoes() > vetoes
         self.kept_keys[key] += out.kept
         self._nearest(out, before)
@@ -163,11 +163,11 @@ def run(pages: list[SetPage], order: list[int]) -> tuple[list[Outcome], Stats]:
     outcomes = []
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "dropped.jsonl"
-        evaluation.pipe.droplog = DropLog(log)
+        evaluation.pipe.drops.log = DropLog(log)
         for n, i in enumerate(order):
             outcomes.append(evaluation.check(pages[i]))
             outcomes[-1].position = n / max(len(order) - 1, 1)
-        evaluation.pipe.droplog.close()
+        evaluation.pipe.drops.log.close()
         late = {r["url"]: r for r in read_drop_log(log) if r.get("rule")} if log.exists() else {}
     for out in outcomes:
         record = late.get(out.url)

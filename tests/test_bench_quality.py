@@ -190,7 +190,7 @@ def test_evaluation_counts_caught_missed_and_wrong() -> None:
         asyncio.run(evaluation.pipe.process_item(_item(pages[-1])))
         real_caught = False
     except DuplicatePage as exc:
-        real_caught = exc.duplicate_of == pages[3].url
+        real_caught = exc.drop.duplicate_of == pages[3].url
     assert result["copies"] == {"caught": 1, "planted": 1}
     assert result["mirrors"] == {"caught": int(real_caught), "planted": 2}
     assert result["wrong_drops"] == 1

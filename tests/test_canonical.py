@@ -99,7 +99,7 @@ def _distance(first: bytes, second: bytes) -> int | None:
     try:
         decide(pipe, item("/b", second))
     except DuplicatePage as exc:
-        return exc.distance
+        return exc.drop.distance
     return None
 
 
@@ -295,9 +295,9 @@ def test_pipeline_without_storage_logs_the_demotion(tmp_path):
     assert kept.simhash is not None
     with pytest.raises(DuplicatePage) as dropped:  # a third copy is dropped against /orig
         decide(pipe, item("/third", None))
-    assert dropped.value.duplicate_of == "http://s.test/orig"
+    assert dropped.value.drop.duplicate_of == "http://s.test/orig"
     asyncio.run(pipe.close_spider())
-    pipe.droplog.close()
+    pipe.drops.log.close()
     records = list(read_drop_log(log))
     assert [(r["url"], r["duplicate_of"], r.get("rule")) for r in records] == [
         ("http://s.test/copy", "http://s.test/orig", "canonical"),
@@ -345,7 +345,7 @@ def test_a_copy_stored_by_an_earlier_crawl_gives_way_to_the_page_it_names(tmp_pa
     log = tmp_path / "d.jsonl"
     crawler = get_crawler(settings_dict={"STORAGE_URL": url, "DROPPED_LOG": str(log)})
     pipe = NearDuplicatePipeline.from_crawler(crawler)
-    pipe.defer_droplog = False  # no storage pipeline runs here: the drop log hears at once
+    pipe.drops.deferred = False  # no storage pipeline runs here: the drop log hears at once
     asyncio.run(pipe.open_spider())
     original = PageItem(url="http://s.test/orig", status=200, content_type="text/html",
                         title="", text="", html=body.decode(), depth=0, referer=None,

@@ -98,8 +98,8 @@ def test_mirrors_kept_while_their_site_was_young_are_dropped_once_it_is_known(
             try:
                 decide(pipe, _item(base + path, page.body))
             except DuplicatePage as exc:
-                dropped_now.append(exc.url)
-    pipe.droplog.close()
+                dropped_now.append(exc.drop.url)
+    pipe.drops.log.close()
     records = list(read_drop_log(log))
     dropped = {r["url"].split("//", 1)[1].split("/", 1)[1]: r for r in records}
     # every group ends with one page kept: the other is a drop, now or later
@@ -126,7 +126,7 @@ def test_a_late_drop_of_the_page_being_decided_is_raised() -> None:
         try:
             decide(pipe, _item("http://m.test:8080" + path, page.body))
         except DuplicatePage as exc:
-            raised.append(exc.url)
+            raised.append(exc.drop.url)
     assert "http://m.test:8080/m/2" in raised  # the third mirror: the template is learned
 
 

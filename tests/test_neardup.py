@@ -97,10 +97,10 @@ def assert_groups(site: Any, outcome: dict[str, Any]) -> None:
         assert len(kept) == 1, (original, {p: str(outcome.get(p)) for p in members})
         for member in members - set(kept):
             exc = outcome[member]
-            assert exc.duplicate_of == BASE + kept[0]
+            assert exc.drop.duplicate_of == BASE + kept[0]
             want = EXACT_DUPLICATE if member in site.exact_duplicates or (
                 kept[0] in site.exact_duplicates) else NEAR_DUPLICATE  # fmt: skip
-            assert exc.reason == want or exc.reason == EXACT_DUPLICATE
+            assert exc.drop.reason == want or exc.drop.reason == EXACT_DUPLICATE
 
 
 # --- the template-heavy site ------------------------------------------------------------------
@@ -139,7 +139,7 @@ def test_template_site_distinct_pages_kept_mirrors_dropped_in_any_order(order: i
     assert_groups(site, outcome)
     dropped = [o for o in outcome.values() if o != "kept"]
     assert len(dropped) == len(site.near_duplicates)
-    assert all(o.reason == NEAR_DUPLICATE for o in dropped)
+    assert all(o.drop.reason == NEAR_DUPLICATE for o in dropped)
     assert pipe.stats["dedup/kept"] + len(dropped) == len(paths)
 
 
@@ -163,7 +163,7 @@ def test_demo_site_exact_and_near_duplicates(seed: int | None) -> None:
     pipe = pipeline()
     outcome = run_site(pipe, site, paths)
     assert_groups(site, outcome)
-    reasons = Counter(o.reason for o in outcome.values() if o != "kept")
+    reasons = Counter(o.drop.reason for o in outcome.values() if o != "kept")
     assert reasons[EXACT_DUPLICATE] >= len(site.exact_duplicates)
     assert reasons[NEAR_DUPLICATE] >= 1
     distances = sum(v for k, v in pipe.stats.items() if k.startswith("dedup/distance/"))
@@ -198,8 +198,8 @@ def test_empty_script_only_and_near_empty_pages_are_not_duplicates_of_each_other
     # A byte copy of a script-only page is still an exact copy.
     with pytest.raises(DuplicatePage) as info:
         decide(pipe, make_item(BASE + "/copy", pages["/script3"]))
-    assert info.value.reason == EXACT_DUPLICATE
-    assert info.value.duplicate_of == BASE + "/script3"
+    assert info.value.drop.reason == EXACT_DUPLICATE
+    assert info.value.drop.duplicate_of == BASE + "/script3"
 
 
 def test_binary_body_labelled_html_is_not_fingerprinted_nor_stored_as_text() -> None:
@@ -252,7 +252,8 @@ def test_misdeclared_charset_follows_the_declaration() -> None:
     assert latin.encoding == "cp1252" and "cafÃ©" in latin.text
     with pytest.raises(DuplicatePage) as info:
         decide(pipe, latin)
-    assert info.value.reason == NEAR_DUPLICATE and info.value.duplicate_of == BASE + "/latin"
+    drop = info.value.drop
+    assert drop.reason == NEAR_DUPLICATE and drop.duplicate_of == BASE + "/latin"
     cyrillic = make_item(
         BASE + "/cyr-bad", _page(f"<p>{CYRILLIC}</p>"), "text/html; charset=latin-1"
     )
@@ -293,7 +294,7 @@ def test_drop_is_logged_as_json_line_with_fields(tmp_path: Any) -> None:
     assert record["reason"] == EXACT_DUPLICATE and record["distance"] == 0
     assert record["time"].endswith("Z")
     exc = info.value
-    assert exc.simhash is not None and record["simhash"] == f"{exc.simhash:016x}"
+    assert exc.drop.simhash is not None and record["simhash"] == f"{exc.drop.simhash:016x}"
     assert pipe.stats["dedup/exact_duplicate"] == 1 and pipe.stats["dedup/distance/0"] == 1
 
 
@@ -316,7 +317,7 @@ def test_with_storage_a_drop_is_logged_once_its_row_is_committed(tmp_path: Any) 
     (record,) = list(read_drop_log(tmp_path / "dropped.jsonl"))
     assert (record["url"], record["duplicate_of"], record["crawl_id"]) == (
         BASE + "/b", BASE + "/a", 7)  # fmt: skip
-    assert record["simhash"] == f"{info.value.simhash:016x}" and record["time"].endswith("Z")
+    assert record["simhash"] == f"{info.value.drop.simhash:016x}" and record["time"].endswith("Z")
 
 
 def _store_pages(url: str, pages: list[tuple[str, bytes]]) -> None:
@@ -346,8 +347,8 @@ def test_second_crawl_dedups_against_stored_documents(tmp_path: Any) -> None:
         item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
         with pytest.raises(DuplicatePage) as info:
             asyncio.run(pipe.process_item(item))
-        assert info.value.duplicate_of == BASE + site.near_duplicates[mirror]
-        assert hamming(info.value.simhash or 0, info.value.duplicate_simhash or 0) <= 3
+        assert info.value.drop.duplicate_of == BASE + site.near_duplicates[mirror]
+        assert hamming(info.value.drop.simhash or 0, info.value.drop.duplicate_simhash or 0) <= 3
     asyncio.run(pipe.close_spider())
 
 
@@ -359,7 +360,8 @@ def test_from_crawler_reads_settings_and_logs_crawl_id(tmp_path: Any) -> None:
     })  # fmt: skip
     crawler.stats.set_value("dedup/crawl_id", 42)
     pipe = NearDuplicatePipeline.from_crawler(crawler)
-    assert (pipe.min_tokens, pipe.shingle, pipe.store_factory) == (5, 2, None)
+    assert (pipe.fingerprinter.min_tokens, pipe.fingerprinter.shingle,
+            pipe.stored.store_factory) == (5, 2, None)
     asyncio.run(pipe.open_spider())
     body = _page(f"<p>{ARTICLE}</p>")
     asyncio.run(pipe.process_item(make_item(BASE + "/a", body)))
@@ -494,7 +496,8 @@ def test_stored_index_holds_keys_not_urls_and_names_stored_matches(tmp_path: Any
     assert pipe.index.nbytes <= with_urls.nbytes - url_bytes
     with pytest.raises(DuplicatePage) as info:
         decide(pipe, make_item(BASE + "/copy-of-beta", bodies["beta"]))
-    assert (info.value.reason, info.value.duplicate_of) == (EXACT_DUPLICATE, BASE + "/beta")
+    drop = info.value.drop
+    assert (drop.reason, drop.duplicate_of) == (EXACT_DUPLICATE, BASE + "/beta")
     assert decide(pipe, make_item(BASE + "/gamma", bodies["gamma"])).url == BASE + "/gamma"
     asyncio.run(pipe.close_spider())
 
@@ -551,7 +554,7 @@ def test_a_match_another_worker_has_not_stored_is_decided_only_once_it_is(
             result = asyncio.run(workers[1].process_item(item))
             events.append("kept")
         except DuplicatePage as exc:
-            events.append(f"dropped against {exc.duplicate_of}")
+            events.append(f"dropped against {exc.drop.duplicate_of}")
         finally:
             timer.join()
         if outcome == "committed":
@@ -576,8 +579,8 @@ def test_drop_log_waits_for_storage_only_when_storage_runs() -> None:
     alone = NearDuplicatePipeline.from_crawler(get_crawler(settings_dict={
         "DROPPED_LOG": "", "ITEM_PIPELINES": {
             "crawler.pipelines.neardup.NearDuplicatePipeline": 300}}))  # fmt: skip
-    assert with_storage.defer_droplog is True
-    assert alone.defer_droplog is False
+    assert with_storage.drops.deferred is True
+    assert alone.drops.deferred is False
 
 
 @pytest.mark.redis
@@ -598,7 +601,7 @@ def test_a_hosts_new_owner_learns_its_template_from_storage(
     db = f"sqlite:///{tmp_path / 'crawl.db'}"
     name = f"test-{uuid.uuid4().hex[:12]}"
     a, b = _two_workers(redis_url, db, name)
-    b.warm_since = 0.0 if warm else None
+    b.hosts.warm_since = 0.0 if warm else None
     try:
         rows = []
         for path in [*posts[:6], original]:
@@ -612,7 +615,7 @@ def test_a_hosts_new_owner_learns_its_template_from_storage(
         if warm:
             with pytest.raises(DuplicatePage) as info:
                 asyncio.run(b.process_item(item))
-            assert info.value.duplicate_of == BASE + original
+            assert info.value.drop.duplicate_of == BASE + original
             assert b.stats["dedup/template/warmed"] == 7
         else:
             assert asyncio.run(b.process_item(item)).url == BASE + mirror

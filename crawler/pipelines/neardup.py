@@ -78,14 +78,13 @@ logger = logging.getLogger(__name__)
 PENDING_POLL_SECONDS = 0.1
 
 
-def validate(settings: config.SettingsLike) -> tuple[int, int, bool]:
-    """``(SIMHASH_MIN_TOKENS, SIMHASH_SHINGLE, SIMHASH_PERSIST)``, checked (and
-    ``DEDUP_CANONICAL``)."""
+def validate(settings: config.SettingsLike) -> tuple[int, int, bool, bool]:
+    """``(SIMHASH_MIN_TOKENS, SIMHASH_SHINGLE, SIMHASH_PERSIST, DEDUP_CANONICAL)``, checked."""
     min_tokens = config.get_int(settings, "SIMHASH_MIN_TOKENS", defaults.SIMHASH_MIN_TOKENS, 0)
     shingle = config.get_int(settings, "SIMHASH_SHINGLE", defaults.SIMHASH_SHINGLE, 1, 8)
     persist = config.get_bool(settings, "SIMHASH_PERSIST", defaults.SIMHASH_PERSIST)
-    config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL)
-    return min_tokens, shingle, persist
+    prefer_canonical = config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL)
+    return min_tokens, shingle, persist, prefer_canonical
 
 
 
@@ -128,7 +127,7 @@ class NearDuplicatePipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDuplicatePipeline:
         settings = crawler.settings
-        min_tokens, shingle, persist = validate(settings)
+        min_tokens, shingle, persist, prefer_canonical = validate(settings)
         stored = StoredPages.from_settings(settings, persist)
         owner = _owner(crawler)
         index = make_content_index(settings, crawler=crawler, **_index_options(owner, stored))
@@ -137,54 +136,15 @@ class NearDuplicatePipeline:
             index, min_tokens=min_tokens, shingle=shingle, templates=TemplateFilter(),
             droplog=DropLog(path) if path else None, stats=crawler.stats, stored=stored,
             defer_droplog=storage_enabled(settings), crawler=crawler,
-            prefer_canonical=config.get_bool(settings, "DEDUP_CANONICAL",
-                                             defaults.DEDUP_CANONICAL),
+            prefer_canonical=prefer_canonical,
         )  # fmt: skip
         if owner and stored.enabled:  # a new host owner learns the host's template first
             from crawler.backends.cluster import member
 
-            pipe.warm_since = member(crawler).started()
+            pipe.hosts.warm_since = member(crawler).started()
         crawler.signals.connect(pipe.batch_committed, signal=dedup_signals.batch_committed)
         crawler.signals.connect(pipe.spider_closed, signal=signals.spider_closed)
         return pipe
-
-    # --- the parts' settings, as attributes ------------------------------------------------------
-    @property
-    def min_tokens(self) -> int:
-        return self.fingerprinter.min_tokens
-
-    @property
-    def shingle(self) -> int:
-        return self.fingerprinter.shingle
-
-    @property
-    def store_factory(self) -> Callable[[], Store] | None:
-        return self.stored.store_factory
-
-    @property
-    def droplog(self) -> DropLog | None:
-        return self.drops.log
-
-    @droplog.setter
-    def droplog(self, log: DropLog | None) -> None:
-        self.drops.log = log
-
-    @property
-    def defer_droplog(self) -> bool:
-        """A storage pipeline runs: drops are logged once it committed them."""
-        return self.drops.deferred
-
-    @defer_droplog.setter
-    def defer_droplog(self, deferred: bool) -> None:
-        self.drops.deferred = deferred
-
-    @property
-    def warm_since(self) -> float | None:
-        return self.hosts.warm_since
-
-    @warm_since.setter
-    def warm_since(self, since: float | None) -> None:
-        self.hosts.warm_since = since
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def open_spider(self) -> None:
@@ -218,7 +178,7 @@ class NearDuplicatePipeline:
     # --- items ----------------------------------------------------------------------------------
     async def process_item(self, item: Any) -> Any:
         """``item`` with ``content_hash`` and ``simhash`` set (kept), or DuplicatePage."""
-        if self.warm_since is not None:
+        if self.hosts.warm_since is not None:
             await self.hosts.warm(item)
         page = self.fingerprinter.candidate(item)
         if page is None:

@@ -188,10 +188,11 @@ class WarcWriter:
                      spider: Any = None) -> None:
         capture = self._pop_response(response)
         if capture is not None and isinstance(exception, DuplicatePage):
-            self.dropped(capture, {"url": exception.url, "reason": exception.reason,
-                                   "duplicate_of": exception.duplicate_of,
-                                   "distance": exception.distance, "simhash": exception.simhash,
-                                   "duplicate_simhash": exception.duplicate_simhash})
+            drop = exception.drop
+            self.dropped(capture, {"url": drop.url, "reason": drop.reason,
+                                   "duplicate_of": drop.duplicate_of, "distance": drop.distance,
+                                   "simhash": drop.simhash,
+                                   "duplicate_simhash": drop.duplicate_simhash})
 
     def page_demoted(self, drop: Drop, **_: Any) -> None:
         self.demoted({"url": drop.url, "duplicate_of": drop.duplicate_of, "reason": drop.reason,
