@@ -357,7 +357,7 @@ def test_a_redis_outage_mid_crawl_stops_it_cleanly(private_redis, tmp_path, gate
     site, asked, release = _gated_site(gate_links)
     workdir = tmp_path / "run"
     settings = {"DEDUP_BACKEND": "redis", "REDIS_URL": url, "ROBOTSTXT_OBEY": False,
-                "STORAGE_BATCH_SECONDS": 0.2}
+                "STORAGE_BATCH_SECONDS": 0.2, "REDIS_RETRY_SECONDS": 1}  # then the outage
     with SiteServer(site) as server, ThreadPoolExecutor(1) as pool:
         future = pool.submit(run_crawl, workdir, urls=[server.url("/")], settings=settings)
         try:
@@ -390,7 +390,8 @@ def test_a_redis_outage_mid_crawl_stops_it_cleanly(private_redis, tmp_path, gate
 def _one_request_then_redis_dies(private_redis) -> tuple[str, Scheduler, BloomDupeFilter, object]:
     """A scheduler on the private Redis that took one request; then the server is killed."""
     url, redis_proc = private_redis
-    scheduler, df, crawler = open_scheduler({"DEDUP_BACKEND": "redis", "REDIS_URL": url})
+    scheduler, df, crawler = open_scheduler({"DEDUP_BACKEND": "redis", "REDIS_URL": url,
+                                             "REDIS_RETRY_SECONDS": 0})  # no retry: at once
     assert scheduler.enqueue_request(Request("http://a.test/1"))
     redis_proc.kill()
     redis_proc.wait(10)

@@ -13,9 +13,17 @@ everything the worker holds — leased requests and owned hosts in the frontier
   before the kill), commits those, removes its other pending entries (pages waiting on them are
   decided again), acknowledges the leases already done and puts the rest back in the queue,
   and frees its hosts, held for the handover delay so that no host is reached twice too soon.
-  An expired member is never revived: a worker that finds its membership gone (stat
+  The renewal that reports a worker dead also fences it (``{base}:workers:fenced:{w}``, in
+  the same atomic step). A worker whose renewal finds its membership expired but not fenced
+  (it could not renew: a Redis outage, or a pause, and nobody noticed) renews it and keeps
+  everything it held (stat ``dedup/shared/leases_revived``): nobody had touched its requests.
+  A fenced or removed member is never revived: a worker that finds its membership so (stat
   ``dedup/shared/lease_lost``) closes with finish reason ``lease_lost`` instead of working on
   requests another worker now owns.
+* **A Redis outage** stops every worker's renewals alike (calls are retried for up to
+  ``REDIS_RETRY_SECONDS``, :class:`crawler.backends.common.RedisRetry`), so when Redis answers
+  again every membership may look expired: a worker that itself just waited for Redis reports
+  (fences) and reclaims nobody for one lease, the time the others need to renew theirs.
 * **Closing**: the shared crawl is done when the frontier holds no queued and no leased
   request; an idle worker then closes at once. While the crawl is not done an idle worker stays
   open (``DontCloseSpider``) and looks for work every :data:`POLL_SECONDS`. An idle worker
@@ -39,7 +47,7 @@ everything the worker holds — leased requests and owned hosts in the frontier
 Stats ``dedup/shared/*``: ``workers_reclaimed``, ``leases_reclaimed`` (queued again from dead
 workers), ``leases_done_at_reclaim`` (found committed), ``index_reclaimed`` (pending entries
 removed), ``leases_released`` (queued again at close), ``leases_orphaned``, ``idle_waits``,
-``idle_flushes``, ``hosts_stolen``.
+``idle_flushes``, ``hosts_stolen``, ``leases_revived`` (renewed late, not reported dead).
 """
 
 from __future__ import annotations
@@ -64,7 +72,13 @@ from scrapy.utils.reactor import CallLaterOnce
 from crawler import config, defaults
 from crawler import signals as dedup_signals
 from crawler.backends import backend_name
-from crawler.backends.common import RedisBacked, RedisBackendError, namespace
+from crawler.backends.common import (
+    RedisBacked,
+    RedisBackendError,
+    keys_lost,
+    namespace,
+    retry_policy,
+)
 from crawler.closing import stop_on_redis_error
 
 if TYPE_CHECKING:
@@ -80,21 +94,32 @@ logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.25  # an idle worker looks at the shared frontier this often
 LEASE_LOST = "lease_lost"  # finish reason of a worker whose membership expired
 
-# KEYS: workers, namespace meta. ARGV: worker, lease ms, register (0/1).
-# Returns {1, dead worker, ...} or {-1} when this worker's membership is gone or expired.
+# KEYS: workers, namespace meta. ARGV: worker, lease ms, register (0/1), report the dead (0/1).
+# Returns {1, dead worker, ...}; {2, dead worker, ...} when the membership had expired but no
+# worker had reported it dead (renewed late: revived); {-1} when it is gone or was reported
+# dead (fenced: {workers}:fenced:{w}, set by the report, kept while reported); {-2} when the
+# namespace itself is gone (Redis restarted empty, or flushed).
 _BEAT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local status = 1
 if exp then
-  if tonumber(exp) < now then return {-1} end
+  if tonumber(exp) < now then
+    if redis.call('EXISTS', KEYS[1] .. ':fenced:' .. ARGV[1]) == 1 then return {-1} end
+    status = 2
+  end
 elseif ARGV[3] ~= '1' then
+  if redis.call('EXISTS', KEYS[2]) == 0 then return {-2} end
   return {-1}
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('HSETNX', KEYS[2], 'started', now)
-local out = {1}
+local out = {status}
 for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - 1, 'LIMIT', 0, 8)) do
+  if ARGV[4] == '1' then
+    redis.call('SET', KEYS[1] .. ':fenced:' .. w, ARGV[1], 'PX', 4 * tonumber(ARGV[2]))
+  end
   out[#out + 1] = w
 end
 return out
@@ -111,20 +136,27 @@ class Member(RedisBacked):
         self.workers_key = f"{base}:workers"
         self.meta_key = f"{base}:meta"
         self.lost = False
+        self.revived = False  # the last renewal found the membership expired, not reclaimed
         self._registered = False
         self._beat = client.register_script(_BEAT)
 
-    def beat(self) -> list[str]:
-        """Renew the membership (registering it the first time); returns expired members.
-        Sets :attr:`lost` when this membership expired or was reclaimed."""
+    def beat(self, report: bool = True) -> list[str]:
+        """Renew the membership (registering it the first time); returns expired members,
+        fenced (never revived) when ``report``: only those may be reclaimed. Sets :attr:`lost`
+        when this membership is gone or fenced, :attr:`revived` when it had expired (no renewal
+        for a lease: a Redis outage, a paused process) and no worker had reported it: it holds
+        all it held. Raises :class:`RedisBackendError` when the namespace is gone (Redis lost
+        its data)."""
         if self.lost:
             return []
         out = self._run(self._beat, [self.workers_key, self.meta_key],
-                        [self.id, self.lease_ms, int(not self._registered)])  # fmt: skip
+                        [self.id, self.lease_ms, int(not self._registered), int(report)])
+        if int(out[0]) == -2:
+            raise keys_lost(self.url)
         if int(out[0]) < 0:
             self.lost = True
             return []
-        self._registered = True
+        self._registered, self.revived = True, int(out[0]) == 2
         return [w.decode() if isinstance(w, bytes) else w for w in out[1:]]
 
     def started(self) -> float:
@@ -145,7 +177,10 @@ def member(crawler: Crawler) -> Member:
     if found is None:
         settings = crawler.settings
         url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
-        found = Member(connect(url), namespace(settings), lease_seconds(settings), url=url)
+        policy = retry_policy(settings, crawler.stats)
+        found = Member(connect(url, policy.timeout), namespace(settings),
+                       lease_seconds(settings), url=url)  # fmt: skip
+        found.retrying(policy)
         found.beat()
         _members[crawler] = found
     return found
@@ -233,6 +268,8 @@ class ClusterWorker:
             self._frontier = LeasedFrontier(self.member.client, None, key % {"spider": name},
                                             workers_key=self.member.workers_key,
                                             url=self.member.url)  # fmt: skip
+            if self.member.retry is not None:
+                self._frontier.retrying(self.member.retry)
             self._frontier.worker = self.member.id
             self._frontier.handover_ms = handover_ms(settings)
         return self._frontier
@@ -254,8 +291,10 @@ class ClusterWorker:
         self._loop.start(max(0.1, self.member.lease_ms / 3000), now=False)
 
     def renew(self) -> None:
-        try:
-            dead = self.member.beat()
+        try:  # just back from waiting for Redis (maybe in this very call): the others were
+            # cut off too, give them a lease to renew before reporting (fencing) and reclaiming
+            expired = self.member.beat(report=False)
+            dead = self.member.beat() if expired and not self._recovered_lately() else []
         except RedisBackendError as exc:
             self._loop.stop()
             stop_on_redis_error(self.crawler, exc, self.member.url)
@@ -263,6 +302,8 @@ class ClusterWorker:
         if self.member.lost:
             self._lost()
             return
+        if self.member.revived:
+            self._revived()
         for worker in dead:
             if worker not in self._reclaiming:
                 self._reclaiming.add(worker)
@@ -278,6 +319,16 @@ class ClusterWorker:
         engine = self._engine()
         if engine is not None:
             deferred_from_coro(engine.close_spider_async(reason=LEASE_LOST))
+
+    def _recovered_lately(self) -> bool:
+        retry = self.member.retry
+        return retry is not None and retry.recovered_within(self.member.lease_ms / 1000)
+
+    def _revived(self) -> None:
+        self._inc("dedup/shared/leases_revived")
+        logger.info("This worker's lease had expired (no renewal for DISTRIBUTED_LEASE_SECONDS="
+                    "%.1f, e.g. Redis away) and no worker had reclaimed it: renewed, it keeps "
+                    "its requests", self.member.lease_ms / 1000)  # fmt: skip
 
     # --- reclaim --------------------------------------------------------------------------------
     async def _reclaim(self, dead: str) -> None:
@@ -320,16 +371,26 @@ class ClusterWorker:
         try:
             queued, leased = self.frontier().counts()
             if queued == 0 and leased == 0:
-                return  # the shared crawl is done: close now
+                self._done()
+                return
             self._flush_storage()
             self._check_orphans()
-        except RedisBackendError:
-            return  # the outage handling of the other components closes the crawl
+        except RedisBackendError as exc:
+            stop_on_redis_error(self.crawler, exc, self.member.url)
+            return
         self._inc("dedup/shared/idle_waits")
         logger.debug("idle, but the shared crawl is not done: %d queued, %d leased",
                      queued, leased, extra={"spider": spider})  # fmt: skip
         self._wake_later()
         raise DontCloseSpider
+
+    def _done(self) -> None:
+        """The shared crawl reads as done: renewed once more first, since a Redis restarted
+        empty reads as done too (the renewal raises then; a reclaimed worker closes
+        ``lease_lost``). Otherwise the engine closes the spider, ``finished``."""
+        self.member.beat(report=False)
+        if self.member.lost:
+            self._lost()
 
     def batch_committed(self, **_: Any) -> None:
         """Leases were acknowledged (the scheduler's handler of the same signal): let the engine

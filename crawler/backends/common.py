@@ -6,7 +6,20 @@
   whichever component (dupefilter, scheduler, near-duplicate pipeline, cluster membership),
   logs one error line and closes the spider with finish reason :data:`REDIS_ERROR` (the
   closing itself is :func:`crawler.closing.stop_on_redis_error`, a component);
+* the retry policy, :class:`RedisRetry`: a failed call (refused, reset, or no reply within
+  ``REDIS_TIMEOUT_SECONDS``) is tried again with backoff for up to ``REDIS_RETRY_SECONDS``;
+  only once that bound has passed is it an outage (:func:`first_outage`). One policy per crawl
+  (:func:`retry_policy`), shared by every Redis component, so a given-up server is not waited
+  for again by the next component while the crawl closes;
 * :func:`namespace` (the key prefix of one crawl) and :class:`RedisBacked` (client plumbing).
+
+Retries run where the call runs, on the reactor thread for nearly every call: the worker pauses
+while Redis is away (it can neither queue, pop nor decide a page without it). Every call
+retried is safe to run twice, in case the first ran and only its reply was lost: Bloom adds,
+index decisions (a page decided again is a new version of itself), commits, acks, requeues,
+releases and the membership renewal are idempotent; the frontier's push and pop carry a token
+(:mod:`crawler.backends.frontier`) whose replay returns the first run's reply. The bulk load at
+start (``hincrby`` of counters, raw appends) is not retried (:meth:`RedisBacked._call_once`).
 
 They are here so that the crawl command, the settings checks and :mod:`crawler.backends.cluster`
 can be imported by a default install; the Redis client itself is imported on first use.
@@ -14,9 +27,13 @@ can be imported by a default install; the Redis client itself is imported on fir
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
+import weakref
+from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from crawler import config, defaults
 from crawler.formats import mask_url as mask_url  # re-exported: this module's name for it
@@ -27,6 +44,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REDIS_ERROR = "redis_error"  # finish reason and stat name of a Redis outage
+RETRIES = "dedup/redis_retries"  # stat: Redis calls tried again after a failure
+RECOVERED = "dedup/redis_recovered"  # stat: Redis failures that ended within the bound
+FIRST_DELAY, MAX_DELAY = 0.1, 2.0  # seconds between tries: doubling from the first, capped
+
+T = TypeVar("T")
 
 
 class RedisBackendError(ConnectionError):
@@ -39,6 +61,13 @@ class RedisBackendError(ConnectionError):
             "redis-server is running and reachable from this host, and the REDIS_URL setting "
             "(or the DEDUP_REDIS_URL environment variable of settings.distributed)"
         )
+
+
+def keys_lost(url: str) -> RedisBackendError:
+    """The error of a server that answers without the crawl's keys: restarted without
+    persistence, or flushed. Going on would read an empty frontier as a finished crawl."""
+    return RedisBackendError(url, ConnectionError(
+        "it answers, but this crawl's keys are gone: restarted without persistence, or flushed"))
 
 
 def namespace(settings: config.SettingsLike) -> str:
@@ -88,27 +117,139 @@ def first_outage(stats: Any, exc: Exception, url: str) -> bool:
     return True
 
 
+# --- the retry policy ---------------------------------------------------------------------------
+class RedisRetry:
+    """Try a failed Redis call again, with backoff, for up to ``seconds`` (module docstring).
+
+    ``timeout``: seconds a reply may take before the call counts as failed (the clients'
+    socket timeout). ``stats``: a stats collector, attached by the first component that has
+    one. After one failure outlasted the bound (:attr:`given_up`) calls fail at once.
+    """
+
+    def __init__(self, seconds: float, timeout: float, stats: Any = None) -> None:
+        self.seconds, self.timeout, self.stats = seconds, timeout, stats
+        self.given_up = False
+        self.recovered_at = -1e9  # time.monotonic() when a failure last ended
+        self._warned = False
+
+    def call(self, func: Callable[[], T], url: str) -> T:
+        """``func()``; a connection error is retried until the bound, then raised as
+        :class:`RedisBackendError`."""
+        deadline, delay, tries = time.monotonic() + self.seconds, FIRST_DELAY, 0
+        while True:
+            try:
+                result = func()
+            except connection_errors() as exc:
+                remaining = deadline - time.monotonic()
+                if self.given_up or remaining <= 0:
+                    self.given_up = True
+                    raise RedisBackendError(url, exc) from None
+                self._retrying(exc, url, tries)
+                time.sleep(min(delay, remaining))  # the last try at the deadline
+                delay, tries = min(delay * 2, MAX_DELAY), tries + 1
+                continue
+            if tries:
+                self._recovered(tries)
+            return result
+
+    def _retrying(self, exc: Exception, url: str, tries: int) -> None:
+        self._inc(RETRIES)
+        if not self._warned:
+            self._warned = True
+            logger.warning("Redis at %s failed a call (%s: %s); retrying for up to %gs "
+                           "(REDIS_RETRY_SECONDS), the crawl waits", mask_url(url),
+                           type(exc).__name__, exc, self.seconds)  # fmt: skip
+        elif tries == 0:
+            logger.info("Redis failed a call again (%s); retrying", type(exc).__name__)
+
+    def _recovered(self, tries: int) -> None:
+        self.recovered_at = time.monotonic()
+        self._inc(RECOVERED)
+        logger.info("Redis answered again after %d retr%s; the crawl goes on",
+                    tries, "y" if tries == 1 else "ies")  # fmt: skip
+
+    def recovered_within(self, seconds: float) -> bool:
+        """Whether a failure ended less than ``seconds`` ago."""
+        return time.monotonic() - self.recovered_at < seconds
+
+    def _inc(self, key: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(key)
+
+
+#: id(settings) -> (a weak reference to those settings, their policy). Scrapy's settings are
+#: mappings, unhashable, so they cannot key a WeakKeyDictionary.
+_policies: dict[int, tuple[weakref.ref[Any], RedisRetry]] = {}
+
+
+def retry_policy(settings: config.SettingsLike, stats: Any = None) -> RedisRetry:
+    """The one :class:`RedisRetry` of the crawl these settings belong to (``stats`` attached
+    when given); a settings object that cannot be weakly referenced (a dict) gets a new one."""
+    key = id(settings)
+    ref, policy = _policies.get(key, (None, None))
+    if policy is None or ref is None or ref() is not settings:
+        policy = RedisRetry(*retry_settings(settings))
+        with contextlib.suppress(TypeError):  # a dict: not weakly referenced
+            ref = weakref.ref(settings, lambda _: _policies.pop(key, None))
+            _policies[key] = (ref, policy)
+    if stats is not None:
+        policy.stats = stats
+    return policy
+
+
+def retry_settings(settings: config.SettingsLike) -> tuple[float, float]:
+    """``(REDIS_RETRY_SECONDS, REDIS_TIMEOUT_SECONDS)``, checked."""
+    return (
+        config.get_float(settings, "REDIS_RETRY_SECONDS", defaults.REDIS_RETRY_SECONDS,
+                         lo=0.0, hi=3600.0),
+        config.get_float(settings, "REDIS_TIMEOUT_SECONDS", defaults.REDIS_TIMEOUT_SECONDS,
+                         lo=0.1, hi=3600.0),
+    )  # fmt: skip
+
+
 class RedisBacked:
     """Shared plumbing of the Redis components: the client, the base of their keys, the URL
     for errors, and script and command calls that turn a lost server into
-    :class:`RedisBackendError`."""
+    :class:`RedisBackendError`: retried under :attr:`retry` (a :class:`RedisRetry`; None, as
+    built by hand: never retried). Every call through :meth:`_run` and :meth:`_call` must be
+    safe to run twice (module docstring); :meth:`_call_once` is for those that are not."""
+
+    retry: RedisRetry | None = None
 
     def __init__(self, client: redis.Redis, base: str, url: str) -> None:
         self.client = client
         self.base = base
         self.url = url
 
+    def retrying(self, policy: RedisRetry) -> RedisBacked:
+        """Retry this component's calls under ``policy`` from now on; returns ``self``."""
+        self.retry = policy
+        return self
+
     def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        return self._retried(lambda: script(keys=keys, args=args))
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self._retried(lambda: getattr(self.client, name)(*args, **kwargs))
+
+    def _call_once(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`_call` never retried: a command not safe to run twice (``hincrby``)."""
+        return self._once(lambda: getattr(self.client, name)(*args, **kwargs))
+
+    def _run_once(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """:meth:`_run` never retried: a script not safe to run twice (a raw append)."""
+        return self._once(lambda: script(keys=keys, args=args))
+
+    def _once(self, func: Callable[[], T]) -> T:
         try:
-            return script(keys=keys, args=args)
+            return func()
         except connection_errors() as exc:
             raise RedisBackendError(self.url, exc) from None
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return getattr(self.client, name)(*args, **kwargs)
-        except connection_errors() as exc:
-            raise RedisBackendError(self.url, exc) from None
+    def _retried(self, func: Callable[[], T]) -> T:
+        if self.retry is not None:
+            return self.retry.call(func, self.url)
+        return self._once(func)
 
     def close(self) -> None:
         self.client.close()

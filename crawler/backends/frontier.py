@@ -24,6 +24,11 @@ primitives; every step is one Lua script, so it is atomic across workers:
   hosts are freed and held for the handover delay.
 * ``meta`` counters ``queued`` and ``leased`` say exactly when the shared crawl is done: no
   request queued and none leased.
+* **safe to retry** (``REDIS_RETRY_SECONDS``, :class:`crawler.backends.common.RedisRetry`): a
+  call whose reply was lost may have run. Acks, requeues and releases are idempotent (an id no
+  longer leased is skipped); a push or a pop carries a fresh token, and the same call sent
+  again returns the first run's reply (the last push's in ``F:memo:{w}``, the last pop's in
+  ``F:popmemo:{w}``) instead of queueing the request twice or leasing more requests.
 
 Keys under the queue key ``F`` (``SCHEDULER_QUEUE_KEY``): ``F:meta`` (seq, queued, leased),
 ``F:req`` (id -> ``host\\nscore\\nJSON request``), ``F:q:{host}`` (ids by score), ``F:owner``
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import math
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
@@ -123,7 +129,7 @@ local function release(F, w, now, hold_ms)
       end
     end
   end
-  for _, part in ipairs({':owned:', ':active:', ':busy:', ':lease:'}) do
+  for _, part in ipairs({':owned:', ':active:', ':busy:', ':lease:', ':memo:', ':popmemo:'}) do
     redis.call('DEL', F .. part .. w)
   end
   return n
@@ -131,34 +137,51 @@ end
 """
 
 # KEYS: F, bloom meta (or F when no seen check). ARGV: host, priority, request JSON, fp ("" for
-# dont_filter), grow, shard bits, worker and lease id of the request this one replaces ("" "").
+# dont_filter), grow, shard bits, worker, lease id of the request this one replaces ("" none),
+# token ("" none): a push whose token is the worker's last one already ran (its reply was
+# lost): the first run's reply is returned, nothing is queued again.
 _PUSH = BLOOM_FN + _COMMON + """
 local F = KEYS[1]
 local now = now_ms()
+local memo = (ARGV[7] ~= '' and ARGV[9] ~= '') and (F .. ':memo:' .. ARGV[7]) or nil
+if memo then
+  local last = redis.call('HGET', memo, 'push')
+  if last then
+    local tok, p, c = string.match(last, '^(%S+) (%S+) (%S+)$')
+    if tok == ARGV[9] then return {tonumber(p), tonumber(c)} end
+  end
+end
+local function reply(p, c)
+  if memo then redis.call('HSET', memo, 'push', ARGV[9] .. ' ' .. p .. ' ' .. c) end
+  return {p, c}
+end
 if ARGV[8] ~= '' then ack(F, ARGV[7], ARGV[8]) end
 local present, count = 0, -1
 if ARGV[4] ~= '' then
   present, count = bloom_check(KEYS[2], ARGV[4], 'add', ARGV[5] == '1', tonumber(ARGV[6]))
 end
-if present == 1 then return {1, count} end
+if present == 1 then return reply(1, count) end
 local id = redis.call('HINCRBY', F .. ':meta', 'seq', 1)
 local score = -tonumber(ARGV[2]) * 4294967296 + (id % 4294967296)
 redis.call('HSET', F .. ':req', id, ARGV[1] .. '\\n' .. score .. '\\n' .. ARGV[3])
 redis.call('ZADD', F .. ':q:' .. ARGV[1], score, id)
 redis.call('HINCRBY', F .. ':meta', 'queued', 1)
 queue_host(F, ARGV[1], now)
-return {0, count}
+return reply(0, count)
 """
 
 # KEYS: F, workers. ARGV: worker, how many, may steal (0/1), handover delay ms, most claims,
-# then lease ids whose download ended. Returns {status, stolen host or '', id, record, id,
-# record, ...}; status -1: lease lost.
+# token, then lease ids whose download ended. Returns {status, stolen host or '', id, record,
+# id, record, ...}; status -1: lease lost. The reply is kept under the token until the next
+# pop: a pop sent again with the same token (its reply was lost) gets the same leases.
 _POP = _COMMON + """
 local F, W = KEYS[1], ARGV[1]
 local want, may_steal, hold_ms = tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
 local now = now_ms()
 if not alive(KEYS[2], W, now) then return {-1, ''} end
-for i = 6, #ARGV do fetched(F, W, ARGV[i]) end
+local memo = F .. ':popmemo:' .. W
+if redis.call('LINDEX', memo, 0) == ARGV[6] then return redis.call('LRANGE', memo, 1, -1) end
+for i = 7, #ARGV do fetched(F, W, ARGV[i]) end
 local out, active, meta = {1, ''}, F .. ':active:' .. W, F .. ':meta'
 local got = 0
 local function take(h, n)
@@ -233,6 +256,8 @@ if got == 0 and may_steal and redis.call('SCARD', active) == 0 then
     out[2] = pick
   end
 end
+redis.call('DEL', memo)
+redis.call('RPUSH', memo, ARGV[6], unpack(out))
 return out
 """
 
@@ -332,7 +357,8 @@ class LeasedFrontier(RedisBacked):
             args += seen.add_args(fp)
         else:
             args += ["", 0, 0]
-        args += [self.worker, lease] if lease else ["", ""]
+        args += [self.worker, lease or ""]
+        args.append(uuid.uuid4().hex)  # the same on a retry: run once (the _PUSH comment)
         present, count = self._run(self._push, keys, args)
         if seen is not None and fp is not None:
             return not seen.added(present, count)
@@ -352,7 +378,8 @@ class LeasedFrontier(RedisBacked):
         Raises :class:`LeaseLost` when this worker's membership expired."""
         out = self._run(
             self._pop, [self.key, self.workers_key],
-            [self.worker, n, int(steal), self.handover_ms, MAX_CLAIMS, *(fetched or ())],
+            [self.worker, n, int(steal), self.handover_ms, MAX_CLAIMS, uuid.uuid4().hex,
+             *(fetched or ())],
         )  # fmt: skip
         if int(out[0]) < 0:
             raise LeaseLost(self.worker)

@@ -20,6 +20,11 @@ subclass keeps that and replaces the rest:
 * it avoids the two APIs of scrapy-redis that Scrapy 2.19 deprecates (``spider=`` on stats,
   ``Spider.log``).
 
+Its Redis client is its own (:func:`crawler.backends.redis.connect`, not scrapy-redis's, whose
+``REDIS_PARAMS`` retry a timed-out call by themselves): calls are retried for up to
+``REDIS_RETRY_SECONDS`` by :class:`crawler.backends.common.RedisRetry`, each one safe to run
+twice (:mod:`crawler.backends.frontier`).
+
 Stats: ``scheduler/enqueued/redis``, ``scheduler/dequeued/redis``, ``dedup/shared/leases_acked``,
 ``dedup/shared/leases_failed``, ``dedup/shared/hosts_stolen``.
 """
@@ -37,8 +42,9 @@ from scrapy_redis.scheduler import Scheduler
 from crawler import config, defaults
 from crawler import signals as dedup_signals
 from crawler.backends import cluster
-from crawler.backends.common import redis_errors
+from crawler.backends.common import redis_errors, retry_policy
 from crawler.backends.frontier import LeasedFrontier, LeaseLost, handover_ms
+from crawler.backends.redis import connect
 from crawler.signals import LEASE_META
 
 if TYPE_CHECKING:
@@ -74,11 +80,14 @@ class SharedScheduler(Scheduler):
         self._fetched: list[str] = []  # leases whose download ended, for the next pop
         self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
         url = str(spider.settings.get("REDIS_URL") or defaults.REDIS_URL)
+        policy = retry_policy(spider.settings, self.stats)
+        self.server = connect(url, policy.timeout)  # not scrapy-redis's: no hidden retries
         me = cluster.member(self.crawler) if self.crawler is not None else None
         self.queue = LeasedFrontier(
             self.server, spider, self.queue_key % {"spider": spider.name}, self.serializer,
             workers_key=me.workers_key if me else "", url=url,
         )  # fmt: skip
+        self.queue.retrying(policy)
         if me is not None:
             self.queue.worker = me.id
         self.queue.handover_ms = handover_ms(spider.settings)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import DropItem
 
 from crawler import defaults
-from crawler.backends.common import REDIS_ERROR, redis_errors
+from crawler.backends.common import REDIS_ERROR, redis_errors, retry_policy
 from crawler.closing import stop_on_redis_error
 from crawler.pipelines.counts import Counts
 from crawler.vocab import PENDING, Match, PageSignature, Record
@@ -43,6 +43,8 @@ class GuardedIndex:
         self.index = index
         self.counts = counts or Counts()
         self.crawler = crawler
+        if crawler is not None:  # the crawl's Redis retries counted in its stats
+            retry_policy(crawler.settings, crawler.stats)
         self.down = False
         self.unchecked_first: str | None = None
 

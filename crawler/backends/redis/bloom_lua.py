@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from crawler.backends.redis.keys import MAX_LAYERS
 
+#: The error of a script whose filter is gone (Redis restarted without persistence, or flushed).
+KEYS_GONE = "KEYSGONE the seen set's keys are gone: Redis restarted without persistence, or flushed"
+
 #: ``bloom_check(meta, fp, mode, grow, shard_bits) -> present, count``: test (``mode`` "test")
 #: or test-and-set (``"add"``) one 16-byte fingerprint. A Lua function so that other scripts (the
 #: frontier's push) can record a URL as seen and queue it in one atomic step.
@@ -22,6 +25,7 @@ local function bloom_check(meta, fp, mode, grow, shard_bits)
   end
   local h1, h2 = b48(fp, 1), b48(fp, 7)
   local active = tonumber(redis.call('HGET', meta, 'active'))
+  if not active then error({err = KEYS_GONE}) end
   for l = 0, active - 1 do
     local spec = redis.call('HMGET', meta, 'm' .. l, 'k' .. l)
     local m, k = tonumber(spec[1]), tonumber(spec[2])
@@ -50,13 +54,21 @@ local function bloom_check(meta, fp, mode, grow, shard_bits)
   end
   return 0, count
 end
-""".replace("MAXL", str(MAX_LAYERS))
+""".replace("MAXL", str(MAX_LAYERS)).replace("KEYS_GONE", repr(KEYS_GONE))
 
 
-# KEYS: meta. ARGV: 16-byte fingerprint, mode ("test" or "add"), grow (0/1), shard bits.
-# Returns {present, count}.
+# KEYS: meta, and for an "add" the adder's memo key. ARGV: 16-byte fingerprint, mode ("test" or
+# "add"), grow (0/1), shard bits, and for an "add" a token. Returns {present, count}. An add
+# sent again with the memo's token (its reply was lost) gets the first run's reply: replayed,
+# it would answer "present" and a new URL would pass for a duplicate.
 BLOOM_LUA = BLOOM_FN + """
+local memo, tok = KEYS[2], ARGV[5]
+if memo then
+  local t, p, c = string.match(redis.call('GET', memo) or '', '^(%S+) (%S+) (%S+)$')
+  if t == tok then return {tonumber(p), tonumber(c)} end
+end
 local present, count = bloom_check(KEYS[1], ARGV[1], ARGV[2], ARGV[3] == '1', tonumber(ARGV[4]))
+if memo then redis.call('SET', memo, tok .. ' ' .. present .. ' ' .. count, 'EX', 3600) end
 return {present, count}
 """
 
@@ -65,6 +77,7 @@ return {present, count}
 BLOOM_TEST_MANY_LUA = """
 local meta, shard_bits = KEYS[1], tonumber(ARGV[1])
 local active = tonumber(redis.call('HGET', meta, 'active'))
+if not active then return redis.error_reply(KEYS_GONE) end
 local ms, ks = {}, {}
 for l = 0, active - 1 do
   local spec = redis.call('HMGET', meta, 'm' .. l, 'k' .. l)
@@ -96,4 +109,4 @@ for a = 2, #ARGV do
   out[#out + 1] = found
 end
 return out
-"""
+""".replace("KEYS_GONE", repr(KEYS_GONE))

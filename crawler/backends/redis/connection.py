@@ -13,15 +13,21 @@ from itertools import islice
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from crawler import config
 from crawler.backends.common import RedisBackendError
 
 
-def connect(url: str) -> redis.Redis:
-    """A client for ``url``, pinged once; raises :class:`RedisBackendError`."""
+def connect(url: str, timeout: float = 30.0) -> redis.Redis:
+    """A client for ``url``, pinged once; raises :class:`RedisBackendError`. A reply slower
+    than ``timeout`` seconds fails the call. The client never retries by itself (redis-py
+    retries three times by default): a retry is ours to decide, where the call is known to be
+    safe to run twice (:class:`crawler.backends.common.RedisRetry`)."""
     try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30)
+        client = redis.Redis.from_url(url, socket_connect_timeout=min(5.0, timeout),
+                                      socket_timeout=timeout, retry=Retry(NoBackoff(), 0))
         client.ping()
     except (redis.RedisError, ValueError, OSError) as exc:
         raise RedisBackendError(url, exc) from None

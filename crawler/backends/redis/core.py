@@ -16,7 +16,7 @@ from typing import Protocol
 import redis
 
 from crawler import config
-from crawler.backends.common import RedisBacked
+from crawler.backends.common import RedisBacked, RedisRetry
 from crawler.backends.redis.connection import namespace_mismatch
 from crawler.backends.redis.keys import (
     CK_BLOOM_CAPACITY,
@@ -72,6 +72,12 @@ class IndexCore(RedisBacked):
         self._ck_filter = RedisSeenSet(client, self.base + ":ck", capacity=CK_BLOOM_CAPACITY,
                                        error_rate=CK_BLOOM_RATE, on_full="grow", url=url)
         self._head = [len(self._specs), *self._specs]
+
+    def retrying(self, policy: RedisRetry) -> IndexCore:
+        """Retry the calls of the index and of its canonical-key filter under ``policy``."""
+        self._ck_filter.retrying(policy)
+        super().retrying(policy)
+        return self
 
     def _register_scripts(self) -> None:
         """Register the Lua scripts of each part; a part adds its own, then calls ``super()``."""

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from crawler import defaults
-from crawler.backends.common import namespace
+from crawler.backends.common import namespace, retry_policy
 from crawler.backends.redis.connection import connect, text
 from crawler.backends.redis.index_lua import (
     CHECK_AND_ADD_LUA,
@@ -80,8 +80,9 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         ``resolver=`` the storage that holds kept pages' URLs."""
         k, blocks = settings_params(settings)
         url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
-        return cls(
-            connect(url),
+        policy = retry_policy(settings)
+        index = cls(
+            connect(url, policy.timeout),
             namespace(settings),
             k=kwargs.get("k", k),
             blocks=kwargs.get("blocks", blocks),
@@ -89,6 +90,8 @@ class RedisContentIndex(IndexLoading, PendingEntries):
             owner=str(kwargs.get("owner") or ""),
             resolver=kwargs.get("resolver"),
         )
+        index.retrying(policy)
+        return index
 
     def check_and_add(self, page: PageSignature) -> Match | None:
         """Same contract as :meth:`LocalContentIndex.check_and_add`, atomic across workers;

@@ -4,7 +4,9 @@
 Records and versions are laid out as :mod:`crawler.backends.redis.keys` describes. Every script
 gets the block tables' bucket specs first (``ARGV[1]`` their count, then one per table:
 :func:`crawler.backends.redis.keys.bucket_specs`); ``ctx(base)`` reads them, and ``C.next`` is
-the index of the script's own first argument. The functions:
+the index of the script's own first argument. ``ctx`` fails (``KEYSGONE``) when the index's
+``:meta`` is gone, as after a Redis restart without persistence: deciding on an empty index
+would keep duplicates of pages already stored. The functions:
 
 * buckets: ``split``/``join`` (a fingerprint's bucket bytes and the rest), ``afind`` (a record
   at a record boundary), ``cut``/``append`` (remove or add a record), ``xfield`` (the bucket of
@@ -34,6 +36,9 @@ local bxor, band, byte, sub, char, find = bit.bxor, bit.band, string.byte, strin
   string.char, string.find
 local SEP = '\\n'
 local function ctx(base)
+  if redis.call('EXISTS', base .. ':meta') == 0 then
+    error({err = 'KEYSGONE the content index is gone: Redis restarted empty, or flushed'})
+  end
   local nb = tonumber(ARGV[1])
   local C = {base = base, specs = {}, next = nb + 2}
   for t = 1, nb do C.specs[t] = ARGV[t + 1] end

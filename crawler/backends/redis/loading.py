@@ -110,12 +110,12 @@ class IndexLoading(IndexCore):
         n = len(fps)
         if n == 0:
             return 0
-        last = int(self._call("hincrby", self.base + ":meta", "seq", n))
+        last = int(self._call_once("hincrby", self.base + ":meta", "seq", n))
         seqs = np.arange(last - n + 1, last + 1, dtype=np.uint64).astype(">u4")
         appends = self._table_appends(fps[has], seqs[has]) + exact_appends(ckeys)
         for batch in batched(appends, APPEND_BATCH):
-            self._run(self._append, [self.base], [b"".join(batch)])
-        self._call("hincrby", self.base + ":meta", "count", n)
+            self._run_once(self._append, [self.base], [b"".join(batch)])
+        self._call_once("hincrby", self.base + ":meta", "count", n)
         self._ck_filter.add_keys_bulk(canon.astype(np.uint64), mix64_array(canon))
         return n
 

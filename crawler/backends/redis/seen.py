@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import uuid
 from typing import Any
 
 import numpy as np
 import redis
 
 from crawler import bloom, defaults
-from crawler.backends.common import RedisBacked, namespace
+from crawler.backends.common import RedisBacked, keys_lost, namespace, retry_policy
 from crawler.backends.redis.bloom_lua import BLOOM_LUA, BLOOM_TEST_MANY_LUA
 from crawler.backends.redis.connection import clear_namespace, connect, namespace_mismatch
 from crawler.backends.redis.keys import MAX_LAYERS, SHARD_BITS, fp16
@@ -51,6 +52,7 @@ class RedisSeenSet(RedisBacked):
         self.false_positives_avoided = 0
         self._warn_at = [math.ceil(f * capacity) for f in bloom.WARN_FRACTIONS]
         self._script = client.register_script(BLOOM_LUA)
+        self._memo = f"{self.base}:memo:{uuid.uuid4().hex}"  # this adder's last add
         self._create_or_check()
 
     @classmethod
@@ -63,7 +65,10 @@ class RedisSeenSet(RedisBacked):
         url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
         wanted = ("capacity", "error_rate", "on_full", "shard_bits")
         options.update({k: v for k, v in kwargs.items() if k in wanted})
-        return cls(connect(url), namespace(settings), url=url, **options)
+        policy = retry_policy(settings)
+        seen = cls(connect(url, policy.timeout), namespace(settings), url=url, **options)
+        seen.retrying(policy)
+        return seen
 
     def _layer_specs(self) -> dict[str, Any]:
         fields: dict[str, Any] = {}
@@ -100,10 +105,11 @@ class RedisSeenSet(RedisBacked):
 
     # --- the SeenSet protocol -------------------------------------------------------------
     def add(self, key: bytes) -> bool:
+        """Test-and-set; safe to retry (a token: :data:`BLOOM_LUA`)."""
         present, count = self._run(
             self._script,
-            [self.base],
-            [fp16(key), "add", int(self.on_full == "grow"), self.shard_bits],
+            [self.base, self._memo],
+            [fp16(key), "add", int(self.on_full == "grow"), self.shard_bits, uuid.uuid4().hex],
         )
         return self.added(present, count)
 
@@ -145,7 +151,10 @@ class RedisSeenSet(RedisBacked):
     # --- figures --------------------------------------------------------------------------
     def _layers(self) -> list[tuple[int, int, int]]:
         """``(m, k, count)`` of each active layer."""
-        active = int(self._call("hget", self.base, "active"))
+        raw = self._call("hget", self.base, "active")
+        if raw is None:
+            raise keys_lost(self.url)
+        active = int(raw)
         names = [f"{c}{i}" for i in range(active) for c in "mkn"]
         values = [int(v) for v in self._call("hmget", self.base, names)]
         return [tuple(values[3 * i : 3 * i + 3]) for i in range(active)]  # type: ignore[misc]
@@ -215,8 +224,8 @@ class RedisSeenSet(RedisBacked):
             self._call("hset", self.base, "active", layer + 2)
             return 0
         self._set_bits(layer, m, k, h1[:take], h2[:take])
-        n = int(self._call("hincrby", self.base, f"n{layer}", take))
-        self._call("hincrby", self.base, "count", take)
+        n = int(self._call_once("hincrby", self.base, f"n{layer}", take))
+        self._call_once("hincrby", self.base, "count", take)
         if growable and n >= cap:
             self._call("hset", self.base, "active", layer + 2)
         return take
