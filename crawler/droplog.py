@@ -17,26 +17,33 @@ is decided by :class:`crawler.pipelines.drops.DropWriter`. No Scrapy here.
 
 The file is opened in append mode, so successive crawls accumulate (``crawl_id`` tells them
 apart). Each record is written with one ``write`` and flushed at once: a killed crawler loses at
-most the line being written. :func:`read_drop_log` skips a torn last line (not JSON; a complete
+most the line being written. A write that fails (a full disk, a directory gone) raises
+:class:`OSError` and leaves no torn line behind: the file is cut back to where the line began and
+reopened by the next write, so a caller may retry it (:mod:`crawler.pipelines.drops` does, with
+``DROPPED_LOG_RETRY_*``, checked with the path by :func:`droplog_settings`).
+:func:`read_drop_log` skips a torn last line (not JSON; a complete
 object without its newline is kept) and raises :class:`DropLogError` naming the file and line
 for damage anywhere else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
+from crawler import config, defaults
 from crawler.formats import utc_iso
 from crawler.simhash import to_hex
 from crawler.vocab import Drop
 
-__all__ = ["FIELDS", "DropLog", "DropLogError", "drop_record", "read_drop_log", "row_drop",
-           "row_record", "utc_iso"]  # fmt: skip
+__all__ = ["FIELDS", "DropLog", "DropLogError", "DropLogOptions", "drop_record", "droplog_settings",
+           "read_drop_log", "row_drop", "row_record", "utc_iso"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +98,45 @@ def row_record(row: Mapping[str, Any]) -> dict[str, Any]:
                        moment if isinstance(moment, datetime) else None)
 
 
+class DropLogOptions(NamedTuple):
+    """``DROPPED_LOG`` ("" = no drop log) and how a failed write of it is retried."""
+
+    path: str
+    retry_times: int
+    retry_backoff: float
+
+
+def droplog_settings(settings: config.SettingsLike) -> DropLogOptions:
+    """``DROPPED_LOG`` and ``DROPPED_LOG_RETRY_*``, checked (the path by :func:`check_path`)."""
+    path = str(settings.get("DROPPED_LOG", defaults.DROPPED_LOG) or "")
+    if path:
+        check_path(path)
+    return DropLogOptions(
+        path,
+        config.get_int(settings, "DROPPED_LOG_RETRY_TIMES", defaults.DROPPED_LOG_RETRY_TIMES,
+                       lo=0, hi=100),
+        config.get_float(settings, "DROPPED_LOG_RETRY_BACKOFF",
+                         defaults.DROPPED_LOG_RETRY_BACKOFF, lo=0),
+    )  # fmt: skip
+
+
+def check_path(path: str) -> None:
+    """A drop log can be appended at ``path``: not a directory, FIFO or socket (opening a FIFO
+    waits for a reader forever), in an existing directory this process may write to."""
+    allowed = "a file path in an existing, writable directory (not a directory, FIFO or socket)"
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError:
+        raise config.SettingError("DROPPED_LOG", path, allowed) from None
+    if mode is not None and (stat.S_ISDIR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        raise config.SettingError("DROPPED_LOG", path, allowed)
+    if not os.path.isdir(parent) or not os.access(parent if mode is None else path, os.W_OK):
+        raise config.SettingError("DROPPED_LOG", path, allowed)
+
+
 class DropLog:
     """Appends drop records to ``path``, one flushed line each. Opened on first write."""
 
@@ -108,10 +154,29 @@ class DropLog:
         return self._file
 
     def write(self, record: dict[str, Any]) -> None:
+        """Append one record; on :class:`OSError` no part of it stays (see the module docstring)."""
         handle = self._open()
-        handle.write(json.dumps(record, ensure_ascii=False, separators=(", ", ": ")) + "\n")
-        handle.flush()
+        start = handle.tell() if handle.seekable() else None
+        try:
+            handle.write(json.dumps(record, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+            handle.flush()
+        except OSError:
+            self._discard(start)
+            raise
         self.written += 1
+
+    def _discard(self, start: int | None) -> None:
+        """After a failed write: drop the handle (its buffer holds the failed line) and cut a
+        regular file back to ``start``, so a retry does not follow a torn line."""
+        handle, self._file = self._file, None
+        with contextlib.suppress(OSError):
+            if handle is not None:
+                handle.close()
+        if start is None or not os.path.isfile(self.path):
+            return
+        with contextlib.suppress(OSError):
+            if os.path.getsize(self.path) > start:
+                os.truncate(self.path, start)
 
     def write_drop(
         self, drop: Drop, crawl_id: int | None = None, time: datetime | None = None

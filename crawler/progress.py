@@ -13,29 +13,33 @@ When the spider closes, a summary block goes to the log and its numbers to the s
 ``spider_closed`` handlers before the item pipelines, so the storage pipeline's final stats
 (the ``crawls`` row) and ``STATS_FILE`` include them.
 
-Drops are counted from the ``item_dropped`` signal (a :class:`~crawler.exceptions.DuplicatePage`
-carries its :class:`~crawler.vocab.Drop`: reason and distance) and the ``page_demoted`` signal
-(its ``drop``), so the numbers do not depend on the pipeline's stat names.
-Other numbers are read from the stats: ``response_received_count``, ``item_scraped_count``,
-``storage/documents``, ``dupefilter/filtered`` plus ``dedup/links_skipped_seen`` (links the
-spider skipped because the seen set already held them), ``dedup/bloom/fill_ratio`` and
-``dedup/bloom/urls``/``capacity``.
+Every number is read from the stats, so the summary agrees with them whatever happened to a
+drop afterwards (a drop log that could not be written, a crawl without storage): drops from
+the counts :class:`crawler.pipelines.drops.DropWriter` keeps for each drop it decides
+(``dedup/exact_duplicate``, ``dedup/near_duplicate``; ``dropped`` is every drop, any reason:
+the sum of ``dedup/distance/<d>``; ``dedup/demoted``: kept pages dropped later), and
+``response_received_count``, ``item_scraped_count``, ``storage/documents``,
+``dupefilter/filtered`` plus ``dedup/links_skipped_seen`` (links the spider skipped because the
+seen set already held them), ``dedup/bloom/fill_ratio`` and ``dedup/bloom/urls``/``capacity``.
+
+A failure found while the crawl was already closing (:data:`crawler.closing.CLOSE_REASON_STAT`,
+e.g. ``droplog_error`` on the last drop log lines) becomes the ``finish_reason`` here: this
+extension hears ``spider_closed`` after CoreStats set it and before ``STATS_FILE`` is written.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.utils.asyncio import create_looping_call
 
 from crawler import config, defaults
-from crawler import signals as dedup_signals
-from crawler.exceptions import DuplicatePage
-from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, Drop
+from crawler.closing import CLOSE_REASON_STAT
+from crawler.pipelines.drops import DEMOTED_STAT
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SUMMARY_PREFIX = "dedup/summary/"
+DISTANCE_PREFIX = "dedup/distance/"
 
 
 def interval_setting(settings: config.SettingsLike) -> float:
@@ -56,16 +61,13 @@ def interval_setting(settings: config.SettingsLike) -> float:
 
 
 class DedupProgress:
-    """Counts drops by reason and distance; logs progress and the final summary."""
+    """Logs progress and the final summary, from the stats."""
 
     def __init__(self, stats: StatsCollector, interval: float = defaults.DEDUP_PROGRESS_INTERVAL,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.stats = stats
         self.interval = interval
         self.clock = clock
-        self.drops: Counter[str] = Counter()
-        self.distances: Counter[int] = Counter()
-        self.demoted = 0  # kept pages that became drops (the canonical copy came after them)
         self.started = self.clock()
         self._last = (self.started, 0)
         self.task: Any = None
@@ -75,8 +77,6 @@ class DedupProgress:
         assert crawler.stats is not None
         ext = cls(crawler.stats, interval_setting(crawler.settings))
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
-        crawler.signals.connect(ext.item_dropped, signal=signals.item_dropped)
-        crawler.signals.connect(ext.page_demoted, signal=dedup_signals.page_demoted)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
 
@@ -89,31 +89,26 @@ class DedupProgress:
             self.task = create_looping_call(self.log_progress, spider)
             self.task.start(self.interval, now=False)
 
-    def item_dropped(self, item: Any, response: Any, exception: BaseException,
-                     spider: Any = None) -> None:
-        if isinstance(exception, DuplicatePage):
-            self._count_drop(exception.drop.reason, exception.drop.distance)
-
-    def page_demoted(self, drop: Drop, **_: Any) -> None:
-        """A kept page became a drop (the page it names canonical, or a refreshed fingerprint,
-        found it a duplicate after all)."""
-        self.demoted += 1
-        self._count_drop(drop.reason, drop.distance)
-
-    def _count_drop(self, reason: Any, distance: Any) -> None:
-        if reason in (EXACT_DUPLICATE, NEAR_DUPLICATE):
-            self.drops[reason] += 1
-            if isinstance(distance, int):
-                self.distances[distance] += 1
-
     def spider_closed(self, spider: Any, reason: str) -> None:
         if self.task is not None and self.task.running:
             self.task.stop()
+        reason = self._finish_reason(reason)
         summary = self.summary()
         for name, value in summary.items():
             self.stats.set_value(SUMMARY_PREFIX + name, value)
         logger.info("Dedup summary (%s):\n%s", reason, self.format_summary(summary),
                     extra={"spider": spider})
+
+    def _finish_reason(self, reason: str) -> str:
+        """``reason``, or the failure a component closed the crawl for while it was already
+        closing (then also the ``finish_reason`` stat: see the module docstring)."""
+        failure = self.stats.get_value(CLOSE_REASON_STAT)
+        if failure is None or failure == reason:
+            return reason
+        logger.info("Finish reason %s instead of %s: the crawl failed while closing",
+                    failure, reason)
+        self.stats.set_value("finish_reason", failure)
+        return str(failure)
 
     # --- numbers ---------------------------------------------------------------------------
 
@@ -128,10 +123,19 @@ class DedupProgress:
         self._last = (now, fetched)
         elapsed = now - last_time
         return {"fetched": fetched, "stored": self._stored(),
-                "exact": self.drops[EXACT_DUPLICATE], "near": self.drops[NEAR_DUPLICATE],
+                "exact": self._drops(EXACT_DUPLICATE), "near": self._drops(NEAR_DUPLICATE),
                 "filtered": self._filtered(),
                 "fill": float(self._stat("dedup/bloom/fill_ratio", 0.0)) * 100,
                 "rate": (fetched - last_fetched) / elapsed if elapsed > 0 else 0.0}
+
+    def _drops(self, reason: str) -> int:
+        return int(self._stat(f"dedup/{reason}"))
+
+    def _distances(self) -> dict[str, int]:
+        """Drops by distance (any reason): ``{"3": 2, ...}``, from ``dedup/distance/<d>``."""
+        return {key[len(DISTANCE_PREFIX):]: int(value)
+                for key, value in self.stats.get_stats().items()
+                if key.startswith(DISTANCE_PREFIX) and value}
 
     def _filtered(self) -> int:
         """Duplicate URLs: filtered by the dupefilter, or skipped by the spider before that."""
@@ -141,7 +145,7 @@ class DedupProgress:
     def _stored(self) -> int:
         stored = self.stats.get_value("storage/documents")
         if stored is None:
-            return int(self._stat("item_scraped_count")) - self.demoted
+            return int(self._stat("item_scraped_count")) - int(self._stat(DEMOTED_STAT))
         return int(stored) - int(self._stat("storage/demoted"))
 
     def log_progress(self, spider: Any = None) -> None:
@@ -152,15 +156,16 @@ class DedupProgress:
 
     def summary(self) -> dict[str, Any]:
         """The final numbers (stored as ``dedup/summary/<name>``)."""
-        kept = int(self._stat("item_scraped_count")) - self.demoted
-        exact, near = self.drops[EXACT_DUPLICATE], self.drops[NEAR_DUPLICATE]
-        decided = kept + exact + near
+        kept = int(self._stat("item_scraped_count")) - int(self._stat(DEMOTED_STAT))
+        exact, near = self._drops(EXACT_DUPLICATE), self._drops(NEAR_DUPLICATE)
+        dropped = sum(self._distances().values())
+        decided = kept + dropped
         elapsed = max(self.clock() - self.started, 0.0)
         fetched = int(self._stat("response_received_count"))
         return {
             "pages_fetched": fetched, "pages_kept": kept, "pages_stored": self._stored(),
-            "exact_duplicate": exact, "near_duplicate": near, "dropped": exact + near,
-            "duplicate_rate": round((exact + near) / decided, 4) if decided else 0.0,
+            "exact_duplicate": exact, "near_duplicate": near, "dropped": dropped,
+            "duplicate_rate": round(dropped / decided, 4) if decided else 0.0,
             "urls_filtered": self._filtered(),
             "bloom_fill_ratio": float(self._stat("dedup/bloom/fill_ratio", 0.0)),
             "elapsed_seconds": round(elapsed, 3),
@@ -169,7 +174,9 @@ class DedupProgress:
 
     def format_summary(self, s: dict[str, Any]) -> str:
         """The summary block, one fact per line."""
-        dist = " ".join(f"{d}:{n}" for d, n in sorted(self.distances.items())) or "-"
+        dist = " ".join(f"{d}:{n}" for d, n in sorted(self._distances().items(),
+                                                      key=lambda dn: _distance_key(dn[0])))
+        dist = dist or "-"
         urls = self.stats.get_value("dedup/bloom/urls")
         capacity = self.stats.get_value("dedup/bloom/capacity")
         bloom = f"{s['bloom_fill_ratio']:.4%} of bits set"
@@ -187,3 +194,8 @@ class DedupProgress:
             ("elapsed", f"{s['elapsed_seconds']:.1f} s ({s['pages_per_second']:.1f} pages/s)"),
         ]
         return "\n".join(f"  {label:<24}{value}" for label, value in rows)
+
+
+def _distance_key(distance: str) -> tuple[int, str]:
+    """Distances in number order ("2" before "10"; a non-number such as "None" last)."""
+    return (int(distance), "") if distance.isdigit() else (1 << 16, distance)

@@ -1,8 +1,9 @@
 """crawler.progress.DedupProgress: progress numbers, the summary in stats and log, settings.
 
 Unit tests drive the extension through a real Scrapy crawler's stats collector and signals
-(``scrapy.utils.test.get_crawler``) with a hand-advanced clock; one real crawl checks that the
-summary reaches the log and the ``crawls`` row.
+(``scrapy.utils.test.get_crawler``) with a hand-advanced clock, drops counted in the stats as
+the pipeline's :class:`~crawler.pipelines.drops.DropWriter` counts them; one real crawl checks
+that the summary reaches the log and the ``crawls`` row.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from scrapy import signals
 from scrapy.signalmanager import SignalManager
 from scrapy.utils.test import get_crawler
 
+from crawler.closing import CLOSE_REASON_STAT
 from crawler.config import SettingError
-from crawler.exceptions import DuplicatePage
+from crawler.pipelines.counts import Counts
+from crawler.pipelines.drops import DropWriter
 from crawler.preflight import check_settings as validate_settings
 from crawler.progress import SUMMARY_PREFIX, DedupProgress, interval_setting
 from crawler.vocab import Drop
@@ -32,8 +35,10 @@ class Clock:
         return self.now
 
 
-def _dup(reason: str, distance: int) -> DuplicatePage:
-    return DuplicatePage(Drop("http://a.test/x", reason, "http://a.test/", distance))
+def _dup(crawler: Any, reason: str, distance: int) -> None:
+    """A drop decided by the pipeline: counted by its DropWriter (no log, no storage)."""
+    writer = DropWriter(counts=Counts(crawler.stats))
+    writer.dropped(Drop("http://a.test/x", reason, "http://a.test/", distance))
 
 
 @pytest.fixture
@@ -42,15 +47,9 @@ def wired() -> tuple[Any, DedupProgress, Clock]:
     crawler.signals = SignalManager(crawler)  # only this extension listens
     clock = Clock()
     ext = DedupProgress(crawler.stats, interval=0, clock=clock)
-    crawler.signals.connect(ext.item_dropped, signal=signals.item_dropped)
     crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
     ext.spider_opened(None)
     return crawler, ext, clock
-
-
-def _drop(crawler: Any, exc: BaseException) -> None:
-    crawler.signals.send_catch_log(signals.item_dropped, item={}, response=None, exception=exc,
-                                   spider=None)
 
 
 def test_progress_counts_drops_by_reason_and_rate(wired: tuple) -> None:
@@ -58,8 +57,7 @@ def test_progress_counts_drops_by_reason_and_rate(wired: tuple) -> None:
     stats = crawler.stats
     for reason, distance in (("exact_duplicate", 0), ("near_duplicate", 2),
                              ("near_duplicate", 3)):
-        _drop(crawler, _dup(reason, distance))
-    _drop(crawler, ValueError("not a duplicate"))  # other drops are not counted
+        _dup(crawler, reason, distance)
     stats.set_value("response_received_count", 40)
     stats.set_value("item_scraped_count", 30)
     stats.set_value("dupefilter/filtered", 2)
@@ -90,8 +88,8 @@ def test_progress_line_is_logged(wired: tuple, caplog: pytest.LogCaptureFixture)
 def test_summary_goes_to_stats_and_log(wired: tuple, caplog: pytest.LogCaptureFixture) -> None:
     crawler, _, clock = wired
     for _ in range(3):
-        _drop(crawler, _dup("near_duplicate", 1))
-    _drop(crawler, _dup("exact_duplicate", 0))
+        _dup(crawler, "near_duplicate", 1)
+    _dup(crawler, "exact_duplicate", 0)
     crawler.stats.set_value("response_received_count", 20)
     crawler.stats.set_value("item_scraped_count", 16)
     crawler.stats.set_value("dedup/bloom/urls", 25)
@@ -110,6 +108,28 @@ def test_summary_goes_to_stats_and_log(wired: tuple, caplog: pytest.LogCaptureFi
     assert "dropped by distance     0:1 1:3" in block
     assert "duplicate rate          20.0% of decided pages" in block
     assert "(25 URLs, capacity 1000)" in block
+
+
+def test_summary_counts_every_reason_and_demoted_pages(wired: tuple) -> None:
+    """``dropped`` is every drop whatever its reason; a kept page dropped later leaves the kept
+    count, with or without a storage pipeline (no ``page_demoted`` signal without one)."""
+    crawler, ext, _ = wired
+    _dup(crawler, "near_duplicate", 12)
+    _dup(crawler, "soft_404", 2)
+    DropWriter(counts=Counts(crawler.stats)).demoted(
+        Drop("http://a.test/k", "near_duplicate", "http://a.test/", 3, rule="canonical"))
+    crawler.stats.set_value("item_scraped_count", 5)
+    summary = ext.summary()
+    assert (summary["near_duplicate"], summary["dropped"], summary["pages_kept"]) == (2, 3, 4)
+    assert "2:1 3:1 12:1" in ext.format_summary(summary)  # distances in number order
+
+
+def test_a_failure_while_closing_becomes_the_finish_reason(wired: tuple) -> None:
+    crawler, _, _ = wired
+    crawler.stats.set_value(CLOSE_REASON_STAT, "droplog_error")
+    crawler.stats.set_value("finish_reason", "finished")  # CoreStats, before us
+    crawler.signals.send_catch_log(signals.spider_closed, spider=None, reason="finished")
+    assert crawler.stats.get_value("finish_reason") == "droplog_error"
 
 
 @pytest.mark.parametrize("value", [-1, "soon", "-0.5"])

@@ -4,7 +4,9 @@ Scrapy's own ``crawl`` builds the crawler first and lets a bad argument explode 
 ``ValueError`` in a spider's ``__init__`` prints a traceback). This command runs the checks of
 :mod:`crawler.preflight` first: bad input exits 2 with one line, an unreachable or
 misconfigured server exits 1. It also exits 1 when the crawl ended for a reason that means it
-is incomplete (``bloom_full``, ``storage_error``, ``jobdir_error``, ``redis_error``).
+is incomplete (``bloom_full``, ``storage_error``, ``jobdir_error``, ``redis_error``,
+``droplog_error``), also when that failure came while the crawl was already closing
+(:data:`crawler.closing.CLOSE_REASON_STAT`).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from typing import TYPE_CHECKING
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 
+from crawler.closing import CLOSE_REASON_STAT
 from crawler.preflight import preflight_input, preflight_servers
 
 if TYPE_CHECKING:
     import argparse
 
 #: Finish reasons after which the crawl is incomplete: the command exits 1.
-FAILED_FINISH_REASONS = frozenset({"bloom_full", "storage_error", "jobdir_error", "redis_error"})
+FAILED_FINISH_REASONS = frozenset({"bloom_full", "storage_error", "jobdir_error", "redis_error",
+                                   "droplog_error"})
 
 
 class Command(ScrapyCrawlCommand):
@@ -54,7 +58,9 @@ class Command(ScrapyCrawlCommand):
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
             self.exitcode = 1
-        reason = crawler.stats.get_value("finish_reason") if crawler.stats else None
-        if reason in FAILED_FINISH_REASONS:
+        stats = crawler.stats.get_stats() if crawler.stats else {}
+        reason = next((r for r in (stats.get("finish_reason"), stats.get(CLOSE_REASON_STAT))
+                       if r in FAILED_FINISH_REASONS), None)
+        if reason is not None:
             print(f"crawl stopped early: {reason} (see the log above)", file=sys.stderr)
             self.exitcode = 1

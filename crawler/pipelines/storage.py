@@ -17,12 +17,16 @@
   after the last write, in a worker thread (one writer at a time, in order), in ONE transaction.
   After the commit, on the reactor thread, ``crawler.signals.batch_committed`` is sent with
   every request fingerprint and lease of the batch, the stored pages' canonical URLs and the
-  drop rows (see :mod:`crawler.signals`). While more than 10 batches wait, ``process_item``
+  drop rows (see :mod:`crawler.signals`), and its handlers are awaited before the next batch:
+  the drop log's lines of the batch are written, retried while it fails
+  (:mod:`crawler.pipelines.drops`). While more than 10 batches wait, ``process_item``
   waits too (back-pressure instead of unbounded memory).
 * A failed write is retried ``STORAGE_RETRY_TIMES`` times (delay ``STORAGE_RETRY_BACKOFF``
   doubling, at most 30 s) with the batch kept in memory. Still failing: an error naming the URL
   and the spider closes with reason ``storage_error``; the close tries once more and logs how
-  many rows were not stored. A row the database refuses as bad data is isolated by writing the
+  many rows were not stored (``storage/unsaved``; rows lost only then fail the crawl too:
+  :func:`crawler.closing.close_crawl`, finish reason ``storage_error``, exit 1).
+  A row the database refuses as bad data is isolated by writing the
   batch row by row; only that row is rejected, logged and counted.
 * At close: everything queued is written, then the ``spider_closed`` handler records the finish
   time, reason and final stats in the ``crawls`` row. ``spider_closed`` (not ``close_spider``)
@@ -46,6 +50,7 @@ from twisted.internet.defer import Deferred
 
 from crawler import defaults
 from crawler import signals as dedup_signals
+from crawler.closing import close_crawl
 from crawler.exceptions import DuplicatePage
 from crawler.storage import StorageError, Store, dedup_settings, utcnow, write_options
 
@@ -58,6 +63,7 @@ logger = logging.getLogger(__name__)
 
 MAX_BACKOFF = 30.0
 MAX_QUEUED_BATCHES = 10
+STORAGE_ERROR = "storage_error"
 
 
 @dataclass
@@ -287,8 +293,9 @@ class StoragePipeline:
         try:
             if self.crawl_id is not None and self.crawler is not None:
                 stats = dict(self.crawler.stats.get_stats())
-                stats.setdefault("finish_reason", reason)
-                await run_in_thread(self.store.finish_crawl, self.crawl_id, reason, stats)
+                stats.setdefault("finish_reason", reason)  # a failure while closing wins
+                await run_in_thread(self.store.finish_crawl, self.crawl_id,
+                                    stats["finish_reason"], stats)
         except StorageError as exc:
             logger.error("Could not record the end of crawl %s: %s", self.crawl_id, exc)
         finally:
@@ -334,7 +341,7 @@ class StoragePipeline:
                     self._fail()
                     break
                 self._queue.popleft()
-                self._committed(batch)
+                await self._committed(batch)
         except Exception:  # never leave waiters hanging
             logger.exception("Storage writer crashed")
             self._failed = True
@@ -344,14 +351,16 @@ class StoragePipeline:
             for waiter in waiters:
                 waiter.callback(None)
 
-    def _committed(self, batch: Batch) -> None:
+    async def _committed(self, batch: Batch) -> None:
+        """Count the batch and tell ``batch_committed``; its handlers are awaited (the drop
+        log's lines of the batch, retried) before the next batch is written."""
         self._inc("storage/documents", len(batch.documents))
         drops = batch.drop_rows()
         self._inc("storage/dropped", len(drops))
         self._inc("storage/demoted", len(drops) - len(batch.dropped))
         self._inc("storage/batches")
         if self.crawler is not None:
-            self.crawler.signals.send_catch_log(
+            await self.crawler.signals.send_catch_log_async(
                 signal=dedup_signals.batch_committed,
                 fingerprints=list(batch.fingerprints),
                 leases=list(batch.leases),
@@ -422,10 +431,11 @@ class StoragePipeline:
         logger.error("The crawl database at %s is unavailable; closing the spider "
                      "(storage_error). %d rows are kept in memory for a last attempt at close.",
                      self.store.url, sum(len(b) for b in self._queue) + len(self._pending))
-        if self.crawler is not None and self.crawler.engine is not None:
-            deferred_from_coro(self.crawler.engine.close_spider_async(reason="storage_error"))
+        close_crawl(self.crawler, STORAGE_ERROR)
 
     def _report_unsaved(self) -> None:
+        """At close, rows still not stored: one ERROR line, ``storage/unsaved``, and the crawl
+        fails (``storage_error``) even when it was closing for another reason."""
         documents = sum(len(b.documents) for b in self._queue)
         dropped = sum(len(b.dropped) for b in self._queue)
         first = next((r["url"] for b in self._queue for r in (*b.documents, *b.dropped)), "-")
@@ -433,3 +443,4 @@ class StoragePipeline:
                      "re-crawl them once the database is back", documents, dropped,
                      self.store.url, first)
         self._inc("storage/unsaved", documents + dropped)
+        close_crawl(self.crawler, STORAGE_ERROR)
