@@ -9,8 +9,24 @@ non-zero exit instead of a traceback from inside Scrapy.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Protocol
+
+#: Scrapy's own numeric settings users mistype, with their lowest value; the crawl would
+#: otherwise store nothing (``DOWNLOAD_MAXSIZE=-1``) or die with a traceback (``=abc``).
+SCRAPY_INTS = {
+    "DOWNLOAD_MAXSIZE": 0, "DOWNLOAD_WARNSIZE": 0, "CLOSESPIDER_ITEMCOUNT": 0,
+    "CLOSESPIDER_PAGECOUNT": 0, "CLOSESPIDER_ERRORCOUNT": 0, "CONCURRENT_REQUESTS": 1,
+    "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "RETRY_TIMES": 0, "DEPTH_LIMIT": 0,
+    "REDIRECT_MAX_TIMES": 0,
+}  # fmt: skip
+#: Scrapy's float settings, each >= 0; True: 0 itself is refused (a timeout of 0 s).
+SCRAPY_FLOATS = {"CLOSESPIDER_TIMEOUT": False, "CLOSESPIDER_TIMEOUT_NO_ITEM": False,
+                 "DOWNLOAD_DELAY": False, "DOWNLOAD_TIMEOUT": True}
+SHOWN_MAX = 200  # characters of a bad value echoed in an error
 
 
 class SettingsLike(Protocol):
@@ -24,7 +40,10 @@ class SettingError(ValueError):
         self.name = name
         self.value = value
         self.allowed = allowed
-        super().__init__(f"setting {name}={value!r} is invalid: allowed {allowed}")
+        shown = repr(value)
+        if len(shown) > SHOWN_MAX:
+            shown = f"{shown[:SHOWN_MAX]}… (cut, {len(shown)} characters in all)"
+        super().__init__(f"setting {name}={shown} is invalid: allowed {allowed}")
 
 
 def _raw(settings: SettingsLike, name: str, default: Any) -> Any:
@@ -112,3 +131,45 @@ def _range_text(lo: object, hi: object, kind: str, open_interval: bool = False) 
     if hi is not None:
         return f"{kind} {'<' if open_interval else '<='} {hi}"
     return kind
+
+
+def check_scrapy_settings(settings: SettingsLike) -> None:
+    """Scrapy's own settings of :data:`SCRAPY_INTS` and :data:`SCRAPY_FLOATS` in range and
+    ``STATS_FILE`` writable, checked before the crawl as the project's own are."""
+    for name, lo in SCRAPY_INTS.items():
+        get_int(settings, name, lo, lo=lo)
+    for name, strict in SCRAPY_FLOATS.items():
+        get_float(settings, name, 1.0, lo=0.0, open_interval=strict)
+    path = settings.get("STATS_FILE")
+    if path:
+        check_file_path("STATS_FILE", str(path))
+
+
+def check_file_path(name: str, path: str) -> None:
+    """Setting ``name`` is a file this process can write: not a directory, FIFO or socket,
+    in an existing directory it may write to (SettingError naming what to do)."""
+    allowed = "a file path in an existing, writable directory (not a directory, FIFO or socket)"
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError:
+        raise SettingError(name, path, allowed) from None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise SettingError(name, path, allowed)
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent) or not os.access(parent if mode is None else path, os.W_OK):
+        raise SettingError(name, path, allowed)
+
+
+def check_dir_path(name: str, path: str) -> None:
+    """Setting ``name`` is a directory this process can create or write: the path itself, or
+    its nearest existing ancestor, is a writable directory (SettingError otherwise)."""
+    allowed = "a directory this process can create or write to"
+    existing = Path(os.path.abspath(path))
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():  # a dangling link: mkdir would fail
+            raise SettingError(name, path, allowed)
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise SettingError(name, path, allowed)

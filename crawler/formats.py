@@ -1,13 +1,21 @@
 """How values are written for people and files, once: URLs with their password hidden, the
-host of a URL, times in ISO 8601 UTC and any value as plain JSON data. No Scrapy, no database.
+host of a URL, times in ISO 8601 UTC, any value as plain JSON data, text made safe for a
+terminal (:func:`terminal_safe`) and a CSV cell a spreadsheet will not run (:func:`csv_cell`).
+No Scrapy, no database.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
+
+#: What a terminal may act on: C0 controls but tab and newline (ESC among them), DEL and C1.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: A CSV cell starting so is a formula to a spreadsheet (OWASP "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def mask_url(url: str) -> str:
@@ -73,3 +81,37 @@ def jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = ord(match.group())
+    return f"\\x{char:02x}" if char < 0x20 else f"\\u{char:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal could act on written as an escape: C0 controls
+    (but tab and newline) as ``\\x1b``, DEL and C1 (U+0080..U+009F) as ``\\u009b``.
+
+    Crawled text is hostile: an ESC or CSI sequence printed raw can clear the screen, retitle
+    the window or write the clipboard (OSC 52). The ``\\u`` form of DEL and C1 is also a JSON
+    escape, and JSON already escapes C0, so JSON passed through here stays valid and decodes
+    to the original text. A literal backslash is left alone (``\\x1b`` typed by the page
+    reads the same: the escape is for safety, not round trips).
+
+    >>> terminal_safe("a\\x1b]52;c;eA==\\x07b\\x9b2J\\tc")
+    'a\\\\x1b]52;c;eA==\\\\x07b\\\\u009b2J\\tc'
+    """
+    return _CONTROL.sub(_escaped, text)
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string starting with ``=``, ``+``, ``-``,
+    ``@``, tab or CR gets a leading ``'`` (OWASP); numbers stay numbers (a real ``-3`` is
+    data, and only text comes from a crawled page), and None stays empty.
+
+    >>> [csv_cell(v) for v in ("=cmd|' /C calc'!A0", "-3", -3, "/a", None)]
+    ["'=cmd|' /C calc'!A0", "'-3", -3, '/a', None]
+    """
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value

@@ -100,13 +100,15 @@ def snapshot_settings(settings: SettingsLike) -> tuple[int, float]:
 
 
 def check_jobdir(settings: SettingsLike) -> None:
-    """The JOBDIR settings, and a JOBDIR whose snapshot or journal is unreadable refused,
-    before the crawl (:class:`JobState` checks the same when it is built)."""
+    """The JOBDIR settings, and a JOBDIR that cannot be created or written, or whose snapshot
+    or journal is unreadable, refused before the crawl (:class:`JobState` checks the same
+    when it is built)."""
     snapshot_settings(settings)
     jobdir = settings.get("JOBDIR")
     if not jobdir:
         return
     directory = state_dir(jobdir)
+    config.check_dir_path("JOBDIR", str(directory))
     snapshot, journal = directory / SNAPSHOT, directory / JOURNAL
     if snapshot.exists():
         from crawler.bloom import read_snapshot

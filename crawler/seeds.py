@@ -5,7 +5,11 @@ Format of a seeds file (UTF-8, a BOM is tolerated):
 * one URL per line; surrounding white space is ignored;
 * blank lines and lines whose first non-blank character is ``#`` are ignored;
 * a line with no scheme means ``https://`` (``example.com/docs`` → ``https://example.com/docs``);
-* only ``http`` and ``https`` URLs with a host are accepted; anything else is an error.
+* only ``http`` and ``https`` URLs with a host are accepted; anything else is an error, and so
+  is a URL with credentials (``user:password@``: the crawl never sends them), and, for the
+  ``crawl`` command, a URL longer than ``URLLENGTH_LIMIT`` (canonical or as fetched).
+
+An error echoes at most 200 characters of a bad line, marked when cut.
 
 :func:`parse_seeds` never stops at the first bad line: it reports every invalid line with its
 line number, so a user fixes the whole file in one go. The ``crawl`` command calls it before the
@@ -20,10 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crawler import defaults
+from crawler.linkrules import fetch_url
+from crawler.scope import has_userinfo
 from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _HOST_PORT = re.compile(r"^[^/?#\s]+:\d+(?:[/?#]|$)")
+SHOWN_MAX = 200  # characters of a bad seed line echoed in its error
 
 
 class SeedError(ValueError):
@@ -73,22 +80,55 @@ def _with_scheme(line: str) -> str:
     return f"{defaults.SEED_DEFAULT_SCHEME}://{line}"
 
 
-def parse_seeds(lines: Iterable[str], source: str = "<seeds>") -> Seeds:
-    """Parse seed lines; raise :class:`SeedError` listing every invalid line (1-based numbers)."""
+def shown(line: str) -> str:
+    """``line`` as echoed in an error: quoted, at most :data:`SHOWN_MAX` characters of it (a
+    20 MB line must not fill the terminal), with a marker when it was cut."""
+    if len(line) <= SHOWN_MAX:
+        return repr(line)
+    return f"{line[:SHOWN_MAX]!r}… (cut, {len(line)} characters in all)"
+
+
+def url_length(url: str, canonical: str) -> int:
+    """The longer of the seed's canonical form (what the trap limit measures on links) and the
+    URL its request fetches (escaped as Scrapy escapes it): either over ``URLLENGTH_LIMIT``
+    would make the seed a URL the crawl itself refuses."""
+    from w3lib.url import safe_url_string
+
+    return max(len(canonical), len(safe_url_string(fetch_url(url, canonical))))
+
+
+def _seed(line: str, max_length: int) -> tuple[str, str] | str:
+    """``(URL, canonical URL)`` of a seed line, or what is wrong with it."""
+    url = _with_scheme(line)
+    try:
+        canonical = normalize_url(url)
+    except InvalidUrl as exc:
+        return exc.reason
+    if has_userinfo(canonical):
+        return "credentials in a URL (user:password@) are never sent; remove them"
+    if max_length and (length := url_length(url, canonical)) > max_length:
+        return (f"{length} characters, over URLLENGTH_LIMIT={max_length}; shorten it or raise"
+                " the limit")
+    return url, canonical
+
+
+def parse_seeds(lines: Iterable[str], source: str = "<seeds>", max_length: int = 0) -> Seeds:
+    """Parse seed lines; raise :class:`SeedError` listing every invalid line (1-based numbers).
+
+    ``max_length`` (``URLLENGTH_LIMIT``; 0: none) refuses a seed longer than the crawl would
+    fetch, which would otherwise be dropped silently as a trap."""
     seeds = Seeds()
     problems: list[str] = []
     for number, raw in enumerate(lines, start=1):
         line = raw.strip().lstrip("\ufeff").strip()
         if not line or line.startswith("#"):
             continue
-        url = _with_scheme(line)
-        try:
-            canonical = normalize_url(url)
-        except InvalidUrl as exc:
-            problems.append(f"line {number}: {line!r}: {exc.reason}")
+        found = _seed(line, max_length)
+        if isinstance(found, str):
+            problems.append(f"line {number}: {shown(line)}: {found}")
             continue
-        seeds.urls.append(url)
-        seeds.canonical.append(canonical)
+        seeds.urls.append(found[0])
+        seeds.canonical.append(found[1])
     if problems:
         raise SeedError(source, problems)
     if not seeds.urls:
@@ -97,7 +137,7 @@ def parse_seeds(lines: Iterable[str], source: str = "<seeds>") -> Seeds:
     return seeds
 
 
-def load_seeds(path: str | Path) -> Seeds:
+def load_seeds(path: str | Path, max_length: int = 0) -> Seeds:
     """Read and parse a seeds file; a missing or unreadable file is a :class:`SeedError` too."""
     file = Path(path)
     source = f"seeds file {file}"
@@ -111,21 +151,23 @@ def load_seeds(path: str | Path) -> Seeds:
         raise SeedError(source, [problem], per_line=False) from None
     except OSError as exc:
         raise SeedError(source, [f"cannot read: {exc.strerror}"], per_line=False) from None
-    return parse_seeds(text.splitlines(), source=str(file))
+    return parse_seeds(text.splitlines(), source=str(file), max_length=max_length)
 
 
-def seeds_from_args(seeds: str | None = None, urls: str | None = None) -> Seeds:
-    """The seeds of ``-a seeds=FILE`` and/or ``-a urls=U1,U2`` (both may be given)."""
+def seeds_from_args(seeds: str | None = None, urls: str | None = None,
+                    max_length: int = 0) -> Seeds:
+    """The seeds of ``-a seeds=FILE`` and/or ``-a urls=U1,U2`` (both may be given), each at
+    most ``max_length`` characters long (0: any)."""
     if not seeds and not urls:
         raise SeedError("", ["no seeds given: use -a seeds=FILE or -a urls=URL1,URL2"],
                         per_line=False)
     result = Seeds()
     if seeds:
-        loaded = load_seeds(seeds)
+        loaded = load_seeds(seeds, max_length)
         result.urls += loaded.urls
         result.canonical += loaded.canonical
     if urls:
-        parsed = parse_seeds(urls.split(","), source="-a urls")
+        parsed = parse_seeds(urls.split(","), source="-a urls", max_length=max_length)
         result.urls += parsed.urls
         result.canonical += parsed.canonical
     return result

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.console import quiet_stdout
+from crawler.console import quiet_stdout, with_safe_output
 
 if TYPE_CHECKING:
     import argparse
@@ -137,6 +137,7 @@ class Command(ScrapyCommand):
                            help=f"URLs listed per list (default {DEFAULT_LIMIT}; 0: counts only)")
         group.add_argument("--json", action="store_true", help="one JSON object")
 
+    @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 2:
             raise UsageError("expected two crawls, A and B (e.g. `scrapy crawldiff 1 2`)",

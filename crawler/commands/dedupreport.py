@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.console import quiet_stdout
+from crawler.console import quiet_stdout, with_safe_output
 
 if TYPE_CHECKING:
     import argparse
@@ -62,6 +62,7 @@ class Command(ScrapyCommand):
                            help="every run of a JOBDIR job as one (default JOB: the latest)")
         group.add_argument("--format", default="html", choices=("html", "json"))
 
+    @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if args:
             raise UsageError(f"unexpected argument {args[0]!r}", print_help=False)
@@ -113,8 +114,10 @@ class Command(ScrapyCommand):
 
 def render(data: dict[str, Any], fmt: str) -> str:
     """The report as ``fmt``: JSON (indented) or the HTML page."""
-    if fmt == "json":
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "json":  # escaped also for a file: `cat report.json` must be safe
+        from crawler.formats import terminal_safe
+
+        return terminal_safe(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
     from crawler.report.html import render_html
 
     return render_html(data)

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.console import with_safe_output
+
 if TYPE_CHECKING:
     import argparse
 
@@ -67,6 +69,7 @@ class Command(ScrapyCommand):
                            help="serve the site on this port (default: ephemeral; with --keep "
                            "the port of the previous run, so its URLs stay the same)")  # fmt: skip
 
+    @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if args:
             raise UsageError(f"scrapy demo takes no arguments, got {' '.join(args)!r}")
@@ -149,7 +152,8 @@ def crawl_args(base_url: str, out: Path, extra: list[str] | None = None) -> list
 
 
 def run_crawl(base_url: str, out: Path, extra: list[str] | None = None) -> int:
-    """Run the crawl from the project root; its messages go to our stderr, its log to a file."""
+    """Run the crawl from the project root; its log goes to a file, its messages to our stderr
+    (through it, so they are escaped like all the demo prints)."""
     import subprocess
 
     from scrapy.utils.conf import closest_scrapy_cfg
@@ -157,10 +161,12 @@ def run_crawl(base_url: str, out: Path, extra: list[str] | None = None) -> int:
     root = Path(closest_scrapy_cfg()).parent
     try:
         proc = subprocess.run(crawl_args(base_url, out, extra), cwd=root, env=dict(os.environ),
-                              timeout=CRAWL_TIMEOUT, check=False)  # fmt: skip
+                              timeout=CRAWL_TIMEOUT, check=False, stderr=subprocess.PIPE,
+                              text=True, errors="replace")  # fmt: skip
     except subprocess.TimeoutExpired:
         print(f"The crawl did not finish in {CRAWL_TIMEOUT} s.", file=sys.stderr)
         return 1
+    sys.stderr.write(proc.stderr)
     return proc.returncode
 
 

@@ -2,7 +2,7 @@
 
 Listing (newest first; one row per dropped page: distance, reason, URL, the kept page)::
 
-    scrapy dropped [--db URL | --log FILE] [--crawl ID | --all-crawls] [--reason exact|near]
+    scrapy dropped [--db URL | --log FILE] [--crawl ID | --all-crawls] [--reason exact|near|soft404]
                    [--host HOST] [--min-distance N] [--max-distance N] [--since ISO]
                    [--limit N] [--format table|json|csv] [--wide]
 
@@ -15,7 +15,10 @@ which crawl was picked is said on stderr, and when it dropped nothing, which cra
 the terminal's width: the most common origin is printed once above the table and its URLs as
 paths; a row too wide for one line puts the kept page on a second line. A URL is never cut
 (a path longer than the terminal runs past its edge), so every URL or path it prints can be
-pasted into ``--explain``. ``json`` is one complete record per line; ``csv`` has a header.
+pasted into ``--explain``. ``json`` is one complete record per line; ``csv`` has a header, and
+a text cell starting with ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading ``'`` (a
+spreadsheet would run it as a formula); numeric columns stay numbers. Every format shows the
+control characters of crawled text escaped (:func:`crawler.console.safe_output`).
 
 Explaining::
 
@@ -45,7 +48,7 @@ from typing import TYPE_CHECKING, TextIO
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.console import quiet_stdout, terminal_width
+from crawler.console import quiet_stdout, terminal_width, with_safe_output
 
 if TYPE_CHECKING:
     import argparse
@@ -54,8 +57,8 @@ if TYPE_CHECKING:
     from crawler import review
     from crawler.review import DropRecord
 
-REASON_ALIASES = {"exact": "exact_duplicate", "near": "near_duplicate"}
-SHORT_REASON = {"exact_duplicate": "exact", "near_duplicate": "near"}
+REASON_ALIASES = {"exact": "exact_duplicate", "near": "near_duplicate", "soft404": "soft_404"}
+SHORT_REASON = {"exact_duplicate": "exact", "near_duplicate": "near", "soft_404": "s404"}
 
 
 class Command(ScrapyCommand):
@@ -74,7 +77,8 @@ class Command(ScrapyCommand):
         group = parser.add_argument_group("Dropped pages")
         group.add_argument("--db", metavar="URL", help="crawl database (default STORAGE_URL)")
         group.add_argument("--log", metavar="FILE", help="read this JSON Lines drop log instead")
-        group.add_argument("--reason", help="exact_duplicate|near_duplicate (or exact|near)")
+        group.add_argument("--reason", help="exact_duplicate|near_duplicate|soft_404 "
+                           "(or exact|near|soft404)")
         group.add_argument("--host", help="only URLs on this host (and its subdomains)")
         group.add_argument("--min-distance", type=int, metavar="N", help="at least N bits apart")
         group.add_argument("--max-distance", type=int, metavar="N", help="at most N bits apart")
@@ -90,6 +94,7 @@ class Command(ScrapyCommand):
         group.add_argument("--pair", nargs=2, metavar=("URL", "OTHER"), help="compare two pages")
         group.add_argument("--diff", action="store_true", help="with --explain/--pair: a diff")
 
+    @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         from crawler import review
 
@@ -187,9 +192,9 @@ def build_filter(opts: argparse.Namespace) -> review.DropFilter:
     reason = opts.reason
     if reason:
         reason = REASON_ALIASES.get(reason.lower(), reason.lower())
-        if reason not in review.REASONS:
-            raise UsageError(f"--reason {opts.reason!r}: use exact_duplicate or near_duplicate",
-                             print_help=False)
+        if reason not in review.ALL_REASONS:
+            raise UsageError(f"--reason {opts.reason!r}: use exact_duplicate, near_duplicate "
+                             "or soft_404", print_help=False)
     for name in ("min_distance", "max_distance", "limit"):
         if getattr(opts, name) is not None and getattr(opts, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0", print_help=False)
@@ -217,6 +222,7 @@ def write_records(records: list[DropRecord], fmt: str, out: TextIO, width: int |
     ``quiet``: the table prints nothing for no records (the reason is already on stderr).
     """
     from crawler import review  # lazily: Scrapy imports every command module
+    from crawler.formats import csv_cell
 
     if fmt == "json":
         for record in records:
@@ -225,8 +231,8 @@ def write_records(records: list[DropRecord], fmt: str, out: TextIO, width: int |
         writer = csv.DictWriter(out, fieldnames=review.DropRecord.field_names(),
                                 lineterminator="\n")
         writer.writeheader()
-        for record in records:
-            writer.writerow(record.as_dict())
+        for record in records:  # text cells neutralized (OWASP), numbers stay numbers
+            writer.writerow({k: csv_cell(v) for k, v in record.as_dict().items()})
     elif records or not quiet:
         out.write(format_table(records, width))
 
@@ -250,7 +256,7 @@ def format_table(records: list[DropRecord], width: int | None = None) -> str:
     URLs on the most common origin become paths (the origin is named above the table), and when
     a row is still too wide every kept page moves to a second line. URLs are never cut.
     """
-    from crawler.review import REASONS
+    from crawler.review import ALL_REASONS, REASONS
 
     if not records:
         return "no dropped pages match\n"
@@ -260,9 +266,10 @@ def format_table(records: list[DropRecord], width: int | None = None) -> str:
         lines.append(f"all URLs on {origin}" if everywhere else
                      f"paths are on {origin}; other URLs are whole")
     lines += _table_body(_table_rows(records, origin), width)
-    counts = {reason: sum(r.reason == reason for r in records) for reason in REASONS}
+    counts = {reason: sum(r.reason == reason for r in records) for reason in ALL_REASONS}
     lines.append(f"{len(records)} dropped page(s): " +
-                 ", ".join(f"{n} {reason}" for reason, n in counts.items()))
+                 ", ".join(f"{n} {reason}" for reason, n in counts.items()
+                           if n or reason in REASONS))  # fmt: skip
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 

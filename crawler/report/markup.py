@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawler.formats import mask_url
+from crawler.formats import mask_url, terminal_safe
 
 KEPT_COLOUR, DROPPED_COLOUR = "#4c78a8", "#e45756"
 BREAK_RATIO = 3  # a bar over 3x the next tallest is cut (broken axis)
@@ -23,8 +23,9 @@ class Raw(str):
 
 
 def esc(value: object) -> str:
-    """``value`` as HTML text (None: empty), quotes escaped."""
-    return escape("" if value is None else str(value), quote=True)
+    """``value`` as HTML text (None: empty), quotes and control characters escaped (a report
+    read with ``cat`` or ``less -r`` cannot drive the terminal)."""
+    return escape(terminal_safe("" if value is None else str(value)), quote=True)
 
 
 def _cell(value: object) -> str:

@@ -32,6 +32,7 @@ from crawler.review.explanation import (
     words_of,
 )
 from crawler.review.records import (
+    ALL_REASONS,
     REASONS,
     DropFilter,
     DropRecord,
@@ -45,6 +46,7 @@ from crawler.review.urls import resolve_url
 from crawler.storage import ReviewError, Run, parse_time, resolve_db_url
 
 __all__ = [
+    "ALL_REASONS",
     "LATEST_JOB",
     "REASONS",
     "CrawlDB",

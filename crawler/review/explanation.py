@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler import defaults
 from crawler.storage import ReviewError
+from crawler.vocab import SOFT_404
 
 if TYPE_CHECKING:
     from crawler.review.crawldb import CrawlDB
@@ -160,6 +161,10 @@ def _decision_rows(db: CrawlDB, url: str) -> tuple[dict[str, Any], dict[str, Any
                               "with --pair URL OTHER_URL")
         raise ReviewError(f"{url} is neither a dropped nor a kept page in {db.masked_url}")
     kept_row = db.document(row.get("duplicate_of") or "")
+    if kept_row is None and row.get("reason") == SOFT_404:
+        raise ReviewError(f"{url} was dropped as a soft 404: it is like the page its host "
+                          f"answered for a path no page links ({row.get('duplicate_of')}, "
+                          f"distance {row.get('distance')}); that probe page is not stored")
     if kept_row is None:
         raise ReviewError(f"{url} was dropped as a duplicate of {row.get('duplicate_of')}, "
                           "which is not in the documents table (deleted or another database?)")

@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 from crawler.formats import host_of
 from crawler.simhash import to_hex
 from crawler.storage import ReviewError, optional_time
-from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, SOFT_404
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 REASONS = (EXACT_DUPLICATE, NEAR_DUPLICATE)
+#: Every reason a page is dropped for: the content decisions, and soft 404s (crawler.traps).
+ALL_REASONS = (*REASONS, SOFT_404)
 
 
 def iso_utc(value: object) -> str | None:
