@@ -17,10 +17,12 @@ that comes to own a host (the first one, or the one that takes it over from a de
 worker) would fetch its robots.txt again. This subclass keeps each fetched robots.txt body in
 the namespace's Redis hash ``{base}:robots`` (netloc -> body, at most :data:`MAX_BODY` bytes,
 the 500 KiB RFC 9309 asks a crawler to parse): a worker reads it there before fetching. Only an
-answered fetch is shared; a download error is not, so the next owner tries again. Everything
-else (parsing, user agent, ``robotstxt/*`` stats) is Scrapy's. Stat ``robotstxt/shared``:
-robots.txt files read from Redis instead of fetched. Enabled by ``settings.distributed`` in
-place of Scrapy's middleware; needs ``DEDUP_BACKEND=redis``.
+answered fetch is shared (a 4xx as an empty body: allow all); a 5xx, a 429 or a download error
+is not, so the next owner tries again. Everything else (holding a host while its robots.txt is
+unavailable, parsing, ``robotstxt/*`` stats) is the behaviour of
+:class:`crawler.middlewares.robots.StrictRobotsTxtMiddleware`, which this subclasses. Stat
+``robotstxt/shared``: robots.txt files read from Redis instead of fetched. Enabled by
+``settings.distributed`` in place of the strict middleware; needs ``DEDUP_BACKEND=redis``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import time
 from typing import TYPE_CHECKING
 
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
-from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
@@ -38,6 +39,7 @@ from scrapy.utils.misc import build_from_crawler
 from crawler import defaults
 from crawler.backends import backend_name
 from crawler.backends.common import namespace
+from crawler.middlewares.robots import StrictRobotsTxtMiddleware, accepted_body
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -72,7 +74,7 @@ class PoliteDownloadHandler(HTTP11DownloadHandler):
             restart_delay(self._crawler, request)
 
 
-class SharedRobotsTxtMiddleware(RobotsTxtMiddleware):
+class SharedRobotsTxtMiddleware(StrictRobotsTxtMiddleware):
     """robots.txt fetched once per host per crawl, shared through Redis (module docstring)."""
 
     def __init__(self, crawler: Crawler) -> None:
@@ -99,8 +101,10 @@ class SharedRobotsTxtMiddleware(RobotsTxtMiddleware):
     async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
         import redis
 
+        body = accepted_body(response)
         try:
-            self._client.hsetnx(self._key, netloc, response.body[:MAX_BODY])
+            if body is not None:
+                self._client.hsetnx(self._key, netloc, body[:MAX_BODY])
         except (redis.RedisError, OSError) as exc:
             logger.debug("robots.txt of %s not shared: %s", netloc, exc)
         await super()._parse_robots(response, netloc, request)

@@ -50,7 +50,7 @@ EXTENSIONS = {
 }
 DOWNLOADER_MIDDLEWARES = {
     **DOWNLOADER_MIDDLEWARES,
-    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "crawler.middlewares.robots.StrictRobotsTxtMiddleware": None,  # the shared one subclasses it
     "crawler.politeness.SharedRobotsTxtMiddleware": 100,  # one fetch per host per crawl
 }
 
