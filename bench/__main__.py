@@ -17,9 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ("simhash", "quality", "dupefilter", "simindex", "redisindex", "storage", "indexload",
-           "crawl", "crawl-workers", "cluster")
+           "crawl", "crawl-workers", "cluster", "hostile-page")
 #: Benchmarks that are a mode of another module: name -> (module, arguments).
-MODES = {"crawl-workers": ("crawl", ["--workers", "2"])}  # writes crawl_workers.json
+MODES = {"crawl-workers": ("crawl", ["--workers", "2"]),  # writes crawl_workers.json
+         "hostile-page": ("hostile_page", [])}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,12 +17,15 @@ Behaviour (HTML parsed by selectolax/lexbor, about 1 ms for a Python-docs page):
   advert in plain markup stays (a short block is still left out by :func:`main_tokens`).
 
 Only the first :data:`MAX_HTML_CHARS` characters of the HTML are read (text beyond is
-neither returned nor fingerprinted).
+neither returned nor fingerprinted); the spider passes at most its ``PAGE_MAX_PARSE_CHARS``
+(:mod:`crawler.pagebounds`).
 
 Tokens are taken by :mod:`crawler.tokens` (re-exported here: ``tokens``, ``block_tokens``,
 ``main_tokens``, ``is_english``, ``STOP_WORDS``...).
 
-:func:`is_binary` flags bodies that are not text whatever their Content-Type says.
+:func:`is_binary` flags bodies that are not text whatever their Content-Type says;
+:func:`wide_encoding` names the UTF-16 or UTF-32 encoding a page without a byte-order mark is
+written in (:mod:`crawler.middlewares.encoding` decodes it so).
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from crawler import tokens as _tokens
 from crawler.tokens import *  # noqa: F403  (re-exported: the tokenizer's public names)
 from crawler.tokens import block_tokens
 
-__all__ = [*_tokens.__all__, "PageText", "extract", "is_binary", "normalize", "visible_text"]
+__all__ = [*_tokens.__all__, "PageText", "extract", "is_binary", "normalize", "visible_text",
+           "wide_encoding"]
 
 _DROP_TAGS = [
     "script", "style", "noscript", "template", "svg", "head", "iframe", "object", "embed",
@@ -191,9 +195,9 @@ _CONTROL = bytes(c for c in range(32) if c not in (9, 10, 12, 13, 27))
 def is_binary(body: bytes) -> bool:
     """True when ``body`` is not text: a known file signature, or NUL / control bytes.
 
-    Looks at the first 8 KiB only. UTF-16 and UTF-32 text (with a BOM, or NULs all on the same
-    byte lane as ASCII UTF-16 has) is text. Otherwise more than 1% NUL bytes, or more than 10%
-    other control bytes, means binary.
+    Looks at the first 8 KiB only. UTF-16 and UTF-32 text (with a BOM, starting as
+    :func:`wide_encoding` detects, or NULs all on the same byte lane as ASCII UTF-16 has) is
+    text. Otherwise more than 1% NUL bytes, or more than 10% other control bytes, means binary.
     """
     head = body[:_SAMPLE]
     if not head:
@@ -206,6 +210,8 @@ def is_binary(body: bytes) -> bool:
         or (head.startswith(b"RIFF") and head[8:12] in (b"WEBP", b"WAVE", b"AVI "))
     ):
         return True
+    if wide_encoding(head) is not None:
+        return False
     nuls = head.count(0)
     if nuls and _utf16_lanes(head, nuls):
         return False
@@ -213,6 +219,34 @@ def is_binary(body: bytes) -> bool:
         return True
     controls = len(head) - len(head.translate(None, _CONTROL))
     return controls > len(head) // 10
+
+
+#: Where the ASCII characters of the first 8 bytes sit in each wide encoding (the other bytes
+#: are NUL): XML 1.0 appendix F's detection without a byte-order mark, over two characters.
+_WIDE_LANES = (("utf-32-le", (0, 4)), ("utf-32-be", (3, 7)), ("utf-16-le", (0, 2, 4, 6)),
+               ("utf-16-be", (1, 3, 5, 7)))  # fmt: skip
+
+
+def wide_encoding(body: bytes) -> str | None:
+    """``"utf-16-le"``, ``"utf-16-be"``, ``"utf-32-le"`` or ``"utf-32-be"`` when ``body``
+    starts like ASCII text (``<!DOCTYPE``, ``<html``, a newline) in that encoding without a
+    byte-order mark; None otherwise. Reads the first 8 bytes: 2 to 4 characters, each a
+    non-NUL ASCII byte with NUL bytes where the encoding puts them.
+
+    >>> wide_encoding("<html>".encode("utf-16-le")), wide_encoding(b"\\0\\0\\0<\\0\\0\\0h")
+    ('utf-16-le', 'utf-32-be')
+    >>> wide_encoding(b"<html><body>") is None
+    True
+
+    Limits: a page that begins with a non-ASCII character (no markup first) is not detected.
+    """
+    head = body[:8]
+    if len(head) < 8 or (head.isascii() and 0 not in head):
+        return None
+    for name, chars in _WIDE_LANES:
+        if all((0 < byte < 0x80) if i in chars else byte == 0 for i, byte in enumerate(head)):
+            return name
+    return None
 
 
 def _utf16_lanes(head: bytes, nuls: int) -> bool:

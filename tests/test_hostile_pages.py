@@ -1,0 +1,174 @@
+"""Page bounds and wide encodings (issue 15, item 6): a hostile server of our own on 127.0.0.1.
+
+* A page with more links than ``LINKS_PER_PAGE_MAX``: only the first ones are fetched, the
+  rest counted in ``dedup/links_capped`` and the first page logged.
+* A page of a few MB (over ``PAGE_MAX_PARSE_CHARS``): the crawl ends, its links are capped,
+  the page is stored with the text of its first part.
+* UTF-16 and UTF-32 (LE and BE) pages without a BOM or charset: stored as their text, not as
+  markup with NULs (they were decoded as cp1252, UTF-32 taken for a binary body).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from crawler.middlewares.encoding import undeclared_wide_encoding
+from crawler.text import is_binary, wide_encoding
+
+WIDE = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HostileServer
+
+    def do_GET(self) -> None:
+        self.server.hits[self.path] += 1
+        ctype, body = self.server.pages.get(self.path, ("text/html", b"<p>no such page</p>"))
+        self.send_response(200 if self.path in self.server.pages else 404)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent."""
+
+
+class _HostileServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, pages: dict[str, tuple[str, bytes]]) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.pages = pages
+        self.hits: Counter[str] = Counter()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """``serve({path: (content type, body)})`` -> a running server (stopped after the test)."""
+    servers: list[_HostileServer] = []
+
+    def _serve(pages: dict[str, tuple[str, bytes]]) -> _HostileServer:
+        server = _HostileServer(pages)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield _serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _html(title: str, body: str) -> str:
+    return f"<!DOCTYPE html><html><head><title>{title}</title></head><body>{body}</body></html>"
+
+
+def _leaf(i: int) -> tuple[str, bytes]:
+    text = f"Leaf page number {i} tells its own story about owls and rivers, item {i * 7919}."
+    return "text/html; charset=utf-8", _html(f"Leaf {i}", f"<p>{text}</p>").encode()
+
+
+def test_links_beyond_the_cap_are_counted_and_not_followed(serve, crawl) -> None:
+    links = "".join(f'<li><a href="/p/{i}">leaf {i}</a></li>' for i in range(30))
+    pages = {"/": ("text/html; charset=utf-8", _html("Index", f"<ul>{links}</ul>").encode())}
+    pages |= {f"/p/{i}": _leaf(i) for i in range(30)}
+    server = serve(pages)
+    run = crawl(urls=[server.url + "/"], settings={"LINKS_PER_PAGE_MAX": 10}, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    fetched = sorted(int(p[3:]) for p in server.hits if p.startswith("/p/"))
+    assert fetched == list(range(10))
+    assert run.stats["dedup/links_capped"] == 20
+    assert run.stats["dedup/links_extracted"] == 10
+    assert "LINKS_PER_PAGE_MAX=10 links: 20 not followed" in run.stderr
+    assert len(run.stored_urls()) == 11
+
+
+def test_a_page_of_megabytes_ends_with_its_links_capped(serve, crawl) -> None:
+    # 120,000 links off the crawl's host, about 5 MB: judged (offsite) up to the cap only.
+    row = '<li><a href="http://elsewhere.invalid/p/{0}">far page {0}</a> words</li>\n'
+    body = "".join(row.format(i) for i in range(120_000))
+    html = _html("Huge", f"<p>The huge page starts here.</p><ul>{body}</ul>")
+    server = serve({"/": ("text/html; charset=utf-8", html.encode())})
+    run = crawl(urls=[server.url + "/"], timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    parsed = html[:2_000_000].count("</a>")  # PAGE_MAX_PARSE_CHARS
+    assert run.stats["dedup/page_truncated"] == 1
+    assert run.stats["dedup/links_offsite"] == 10_000  # LINKS_PER_PAGE_MAX
+    assert parsed - 10_000 <= run.stats["dedup/links_capped"] <= parsed + 1 - 10_000
+    [(text,)] = run.rows("SELECT text FROM documents")
+    assert text.startswith("The huge page starts here.")
+    assert "far page 40000" not in text  # past the parsed part
+
+
+@pytest.mark.parametrize("encoding", WIDE)
+def test_wide_encodings_without_bom_are_detected(encoding: str) -> None:
+    body = _html("Wide", "<p>Привет</p>").encode(encoding)
+    assert wide_encoding(body) == encoding
+    assert not is_binary(body)
+
+
+def test_ascii_and_binary_bodies_are_not_wide() -> None:
+    assert wide_encoding(b"<!DOCTYPE html><html>") is None
+    assert wide_encoding(b"\x00\x00\x01\x00\x01\x00\x10\x10") is None  # an icon
+    assert wide_encoding("<p>".encode("utf-16-le")) is None  # under 8 bytes: not decided
+
+
+def test_a_declared_charset_or_bom_is_trusted() -> None:
+    from scrapy.http import HtmlResponse
+
+    body = _html("Wide", "<p>x</p>").encode("utf-16-le")
+    declared = HtmlResponse("http://x/", body=body,
+                            headers={"Content-Type": "text/html; charset=utf-16"})  # fmt: skip
+    bom = HtmlResponse("http://x/", body=b"\xff\xfe" + body, headers={"Content-Type": "text/html"})
+    plain = HtmlResponse("http://x/", body=body, headers={"Content-Type": "text/html"})
+    assert undeclared_wide_encoding(declared) is None
+    assert undeclared_wide_encoding(bom) is None
+    assert undeclared_wide_encoding(plain) == "utf-16-le"
+
+
+def test_wide_pages_are_stored_as_their_text(serve, crawl) -> None:
+    words = {"utf-16-le": "Привет мир", "utf-16-be": "Grüße aus Köln",
+             "utf-32-le": "日本語のページ", "utf-32-be": "Ζωή και θάλασσα"}  # fmt: skip
+    links = "".join(f'<a href="/{enc}">{enc}</a> ' for enc in WIDE)
+    pages = {"/": ("text/html; charset=utf-8", _html("Index", links).encode())}
+    for enc, text in words.items():
+        body = _html(enc, f"<p>{text}: a page of its own, {enc}.</p>")
+        pages[f"/{enc}"] = ("text/html", body.encode(enc))  # no BOM, no charset
+    server = serve(pages)
+    run = crawl(urls=[server.url + "/"], timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    stored = {url.rsplit("/", 1)[1]: (text, title, encoding) for url, text, title, encoding
+              in run.rows("SELECT url, text, title, encoding FROM documents")}  # fmt: skip
+    for enc, text in words.items():
+        assert stored[enc] == (f"{text}: a page of its own, {enc}.", enc, enc)
+        assert run.stats[f"dedup/encoding_detected/{enc}"] == 1
+    assert "without a byte-order mark or charset, decoded as such" in run.stderr
+
+
+@pytest.mark.parametrize(("name", "value"), [("LINKS_PER_PAGE_MAX", -1),
+                                             ("PAGE_MAX_PARSE_CHARS", "lots")])  # fmt: skip
+def test_bad_bounds_are_refused_by_name(name: str, value: object) -> None:
+    from crawler.config import SettingError
+    from crawler.pagebounds import PageBounds
+
+    with pytest.raises(SettingError, match=name):
+        PageBounds.from_settings({name: value})
+
+
+def test_a_misspelled_bound_is_caught() -> None:
+    from crawler.preflight import UnknownSettingError, check_unknown_settings
+
+    with pytest.raises(UnknownSettingError, match="did you mean PAGE_MAX_PARSE_CHARS"):
+        check_unknown_settings({"PAGE_MAX_PARSE_CHAR": 10})
