@@ -53,6 +53,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "cluster.json"
 PG_URL = os.environ.get("DEDUP_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("DEDUP_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+#: These runs check that every page of the sites is fetched, stored or dropped, once: every
+#: page's links are followed (the trap guard that skips duplicates' links, on by default,
+#: would leave the pages only a duplicate links to unfetched: crawler.traps).
+FOLLOW_LINKS_OF = "all"
 DELAY = 0.03  # DOWNLOAD_DELAY of the kill scenarios: slow enough to kill mid-crawl
 LEASE = 3.0  # DISTRIBUTED_LEASE_SECONDS of every scenario
 #: How late the site servers may stamp a request: their clock is read by a handler thread of
@@ -129,7 +133,7 @@ class Cluster:
             "DOWNLOAD_DELAY_JITTER": 0, "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
             "DEDUP_PROGRESS_INTERVAL": 0, "STORAGE_BATCH_SECONDS": 0.5,
             "DISTRIBUTED_LEASE_SECONDS": LEASE, "USER_AGENT": f"worker-{len(self.workers)}",
-            **settings,
+            "TRAP_FOLLOW_LINKS_OF": FOLLOW_LINKS_OF, **settings,
         }  # fmt: skip
         args = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"urls={self.seeds}", *cli]
         for key, value in overrides.items():
@@ -244,7 +248,8 @@ def local_crawl(servers: list[SiteServer], workdir: Path, **settings: Any) -> se
             "urls=" + ",".join(s.url("/") for s in servers)]  # fmt: skip
     merged = {"STORAGE_URL": f"sqlite:///{db}", "DROPPED_LOG": workdir / "dropped.jsonl",
               "DEDUP_PROGRESS_INTERVAL": 0, "STORAGE_BATCH_SECONDS": 0.5,
-              "DOWNLOAD_DELAY_JITTER": 0, "USER_AGENT": "one-process", **settings}  # fmt: skip
+              "DOWNLOAD_DELAY_JITTER": 0, "USER_AGENT": "one-process",
+              "TRAP_FOLLOW_LINKS_OF": FOLLOW_LINKS_OF, **settings}  # fmt: skip
     for key, value in merged.items():
         args += ["-s", f"{key}={value}"]
     workdir.mkdir(parents=True, exist_ok=True)

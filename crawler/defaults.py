@@ -37,6 +37,12 @@ URLLENGTH_LIMIT = 2083
 TRAP_MAX_SEGMENT_REPEAT = 3  # the same path segment at most this many times
 TRAP_MAX_PATH_DEPTH = 16  # path segments
 TRAP_MAX_QUERY_PARAMS = 16  # query pairs
+TRAP_FOLLOW_LINKS_OF = "kept"  # pages whose links are followed: kept | near_duplicates | all
+TRAP_FOLLOW_LINKS_CHOICES = ("kept", "near_duplicates", "all")
+TRAP_LEARN_PARAMS_AFTER = 3  # duplicates differing only in a parameter before it is ignored
+TRAP_HOST_MAX_PAGES = 1_000_000  # requests scheduled per host (0 = no budget)
+TRAP_PATH_MAX_QUERY_VARIANTS = 1_000  # requests per path with only the query changing
+TRAP_SOFT404_PROBE = True  # fetch one never-linked path per host; pages like it: soft_404
 
 # --- Bloom filter "seen" set (crawler.bloom, crawler.dupefilter) -------------------------------
 BLOOM_CAPACITY = 10_000_000
@@ -62,24 +68,40 @@ STORAGE_BATCH_SECONDS = 2.0
 STORAGE_RETRY_TIMES = 5  # retries of a failed batch write before the crawl stops
 STORAGE_RETRY_BACKOFF = 1.0  # seconds before the first retry; doubles each time, capped at 30
 DROPPED_LOG = "dropped.jsonl"
+DROPPED_LOG_RETRY_TIMES = 5  # retries of a failed drop log write before the crawl stops
+DROPPED_LOG_RETRY_BACKOFF = 1.0  # seconds before the first retry; doubles each time, capped at 30
 DROPPED_TEXT_MAX_CHARS = 20_000  # text kept per dropped page (for `scrapy dropped --explain`)
 DEDUP_PROGRESS_INTERVAL = 30.0  # seconds between progress log lines (crawler.progress); 0 = off
+
+# --- Politeness (crawler.middlewares.robots, crawler.middlewares.retryafter) -------------------
+ROBOTSTXT_RETRY_BACKOFF = 5.0  # seconds before an unavailable robots.txt is fetched again; doubles
+ROBOTSTXT_RETRY_BACKOFF_MAX = 60.0  # ceiling of that doubling delay, seconds
+ROBOTSTXT_UNAVAILABLE_MAX_SECONDS = 600.0  # robots.txt unavailable this long: the host is given up
+RETRY_AFTER_MAX_SECONDS = 120.0  # a Retry-After (429, 503) pauses its host at most this long
 
 # --- Backends ---------------------------------------------------------------------------------
 DEDUP_BACKEND = "local"  # "local" | "redis"
 DEDUP_BACKEND_CHOICES = ("local", "redis")
 REDIS_URL = "redis://127.0.0.1:6379/0"
 REDIS_KEY_PREFIX = "dedup"
+REDIS_RETRY_SECONDS = 30.0  # a failed Redis call is retried this long before redis_error
+REDIS_TIMEOUT_SECONDS = 10.0  # a Redis reply slower than this is a failed call (retried)
 DEDUP_NAMESPACE: str | None = None  # Redis key namespace of one crawl; None means BOT_NAME
 DISTRIBUTED_LEASE_SECONDS = 30.0  # a worker silent this long is dead: others reclaim its work
 DISTRIBUTED_PREFETCH = 8  # leased requests a worker takes per Redis call
 
 # --- Seeds and scope (crawler.seeds, crawler.spiders.web) --------------------------------------
 SEED_DEFAULT_SCHEME = "https"
+SCOPE = "host"  # links and redirects: "host" (exact, port included), "domain" or "subdomains"
+#: Refuse links and redirects to private/loopback/link-local addresses; None: on unless a
+#: seed is itself on such an address (crawler.scope).
+BLOCK_PRIVATE_ADDRESSES: bool | None = None
 DEDUP_EARLY_SKIP = True  # skip already-seen links before a Request is built
 #: Of two duplicates, store the one the other names canonical (<link rel="canonical">, Link
 #: header), whatever the fetch order; off: the first fetched stays.
 DEDUP_CANONICAL = True
+LINKS_PER_PAGE_MAX = 10_000  # links of one page judged and followed (0 = no cap)
+PAGE_MAX_PARSE_CHARS = 2_000_000  # characters of a page's markup parsed for links (0 = all)
 
 # --- WARC output (crawler.warc) ------------------------------------------------------------------
 WARC_OUTPUT = ""  # a directory (ends with "/" or exists) or a path prefix; empty: no WARC files

@@ -6,7 +6,9 @@ its canonical URL and, when it is not followed, the stats key of the reason:
 ==============================  ===========================================================
 ``dedup/links_not_http``        not an http(s) URL: ``javascript:``, ``mailto:``, ``ftp:``,
                                 ... and hrefs :func:`~crawler.urlnorm.normalize_url` refuses
-``dedup/links_offsite``         a host outside the crawl's (the seeds' hosts, any port)
+``dedup/links_offsite``         a site outside the crawl's :class:`~crawler.scope.Scope`
+                                (``SCOPE``: the seeds' hosts and ports by default)
+``dedup/links_userinfo``        a URL with credentials (``http://user:pw@host/``): never sent
 ``urlnorm/trap/<kind>``         a spider trap (:class:`TrapLimits`): ``url_length``,
                                 ``segment_repeat``, ``path_depth``, ``query_params``
 ==============================  ===========================================================
@@ -24,11 +26,12 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from crawler import config, defaults
+from crawler.scope import Scope, has_userinfo
 from crawler.urlnorm import DEFAULT_POLICY, InvalidUrl, UrlPolicy, normalize_url, url_host
 
 if TYPE_CHECKING:
@@ -38,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 NOT_HTTP = "dedup/links_not_http"
 OFFSITE = "dedup/links_offsite"
+USERINFO = "dedup/links_userinfo"
 TRAP = "urlnorm/trap/"
 #: Schemes refused before any parsing (the cheap path of the spider's loop over links).
 SKIP_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "file:", "ftp:", "about:", "sms:")
@@ -91,29 +95,50 @@ class TrapLimits:
 
 @dataclass(frozen=True)
 class LinkRules:
-    """The crawl's URL policy, trap limits and hosts (None: any host); see the module doc."""
+    """The crawl's URL policy, trap limits and scope (None: any host); see the module doc."""
 
     policy: UrlPolicy = DEFAULT_POLICY
     limits: TrapLimits = field(default_factory=TrapLimits)
-    hosts: frozenset[str] | None = None
+    scope: Scope | None = None
+    #: host -> the policy with the parameters learned for it (:meth:`ignore`); mutable
+    learned: dict[str, UrlPolicy] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_settings(cls, settings: SettingsLike, hosts: Any = None) -> LinkRules:
+    def from_settings(cls, settings: SettingsLike, scope: Scope | None = None) -> LinkRules:
         """Read the URLNORM_*, TRAP_* and URLLENGTH_LIMIT settings; SettingError if bad."""
         return cls(UrlPolicy.from_settings(settings), TrapLimits.from_settings(settings),
-                   None if hosts is None else frozenset(hosts))
+                   scope)
 
     def judge(self, href: str, base: str | None = None) -> tuple[str | None, str | None]:
         """``(canonical URL or None, stats key of the reason not to follow it or None)``."""
         try:
-            canonical = normalize_url(href, base=base, policy=self.policy)
+            canonical = self.normalize(href, base)
         except InvalidUrl:
             return None, NOT_HTTP
         return canonical, self.judge_canonical(canonical)
 
+    def normalize(self, href: str, base: str | None = None) -> str:
+        """The canonical URL of ``href`` under the crawl's policy and the parameters learned
+        for its host (:meth:`ignore`); InvalidUrl if it is not an http(s) URL."""
+        canonical = normalize_url(href, base=base, policy=self.policy)
+        if self.learned:
+            own = self.learned.get(url_host(canonical))
+            if own is not None:
+                return normalize_url(canonical, policy=own)
+        return canonical
+
+    def ignore(self, host: str, name: str) -> None:
+        """Fold the query parameter ``name`` out of ``host``'s canonical URLs from now on
+        (learned: :class:`crawler.traps.ParamLearner`)."""
+        policy = self.learned.get(host, self.policy)
+        glob = re.sub(r"([*?\[])", r"[\1]", name)  # the name as written, not a pattern
+        self.learned[host] = replace(policy, strip_params=(*policy.strip_params, glob))
+
     def judge_canonical(self, canonical: str) -> str | None:
         """The stats key of the reason not to follow a canonical URL, or None."""
-        if self.hosts is not None and url_host(canonical) not in self.hosts:
+        if has_userinfo(canonical):
+            return USERINFO
+        if self.scope is not None and not self.scope.contains(canonical):
             return OFFSITE
         trap = self.limits.trap(canonical)
         return None if trap is None else TRAP + trap
@@ -167,8 +192,9 @@ class LinkMemo:
     href, the directory of the base path for any other href. Hrefs that read the base's full
     path or query (``?q``, ``#f``, empty, a leading control character) and bases that
     ``normalize_url`` would clean first (not printable ASCII, spaces, backslashes) are not
-    memoized. The crawl's :class:`LinkRules` are fixed and judge a canonical URL alone, so the
-    verdict is a function of the key. Bounded: emptied once it holds ``size`` entries (tables
+    memoized. The crawl's :class:`LinkRules` judge a canonical URL alone and change only when
+    a parameter is learned (the spider then empties the memo: :meth:`clear`), so the verdict
+    is a function of the key. Bounded: emptied once it holds ``size`` entries (tables
     included).
     """
 
@@ -187,6 +213,11 @@ class LinkMemo:
         origin, path = match.groups()
         directory = origin + (path[: path.rfind("/") + 1] if path else "/")
         return absolute, self._table(origin), self._table(directory)
+
+    def clear(self) -> None:
+        """Forget every verdict (the crawl's rules changed: a parameter was learned)."""
+        self._tables.clear()
+        self._count = 0
 
     def remember(self, table: MemoTable, href: str, verdict: bytes | str) -> None:
         if self._count >= self.size:

@@ -28,7 +28,8 @@ from crawler.config import SettingError, SettingsLike
 
 #: Prefixes of the project's own settings: an unknown name with one of them is a typo.
 PROJECT_PREFIXES = ("SIMHASH_", "BLOOM_", "DEDUP_", "URLNORM_", "STORAGE_", "TRAP_", "DROPPED_",
-                    "WARC_", "JOBDIR_SNAPSHOT_", "DISTRIBUTED_")
+                    "WARC_", "JOBDIR_SNAPSHOT_", "DISTRIBUTED_", "SCOPE", "BLOCK_PRIVATE",
+                    "LINKS_PER_PAGE", "PAGE_MAX_", "ROBOTSTXT_", "RETRY_AFTER_")
 
 
 class UnknownSpiderError(ValueError):
@@ -51,25 +52,50 @@ class UnknownSettingError(SettingError):
 def settings_checks() -> list[Callable[[SettingsLike], object]]:
     """Every component's settings check, each raising :class:`SettingError` (or
     :class:`~crawler.extras.MissingExtraError`) on a value the crawl cannot use."""
-    from crawler import bloom, jobstate, linkrules, progress, simindex, storage, urlnorm, warc
+    from crawler import (
+        bloom,
+        config,
+        jobstate,
+        linkrules,
+        pagebounds,
+        progress,
+        scope,
+        simindex,
+        storage,
+        traps,
+        urlnorm,
+        warc,
+    )
     from crawler.backends import backend_name, check_extras, cluster
+    from crawler.backends.common import retry_settings
+    from crawler.droplog import droplog_settings
+    from crawler.middlewares import retryafter, robots
     from crawler.pipelines import neardup
     from crawler.spiders.web import spider_settings
 
     return [
+        config.check_scrapy_settings,  # Scrapy's DOWNLOAD_*, CLOSESPIDER_*, ..., STATS_FILE
         backend_name,  # DEDUP_BACKEND
         check_extras,  # the extras the backend and STORAGE_URL need
         urlnorm.UrlPolicy.from_settings,  # URLNORM_STRIP_PARAMS, URLNORM_SORT_QUERY
         linkrules.validate,  # TRAP_*, URLLENGTH_LIMIT, URLNORM_DEBUG
+        traps.validate,  # TRAP_FOLLOW_LINKS_OF, TRAP_LEARN_*, TRAP_*_MAX_*, TRAP_SOFT404_PROBE
+        scope.scope_setting,  # SCOPE
+        scope.private_guard_setting,  # BLOCK_PRIVATE_ADDRESSES
         spider_settings,  # DEDUP_EARLY_SKIP, DEDUP_CANONICAL
+        pagebounds.validate,  # LINKS_PER_PAGE_MAX, PAGE_MAX_PARSE_CHARS
         bloom.read_settings,  # BLOOM_*
         jobstate.check_jobdir,  # JOBDIR, JOBDIR_SNAPSHOT_*
         simindex.settings_params,  # SIMHASH_MAX_DISTANCE, blocks
-        storage.validate,  # STORAGE_*, DROPPED_*
+        storage.validate,  # STORAGE_*, DROPPED_TEXT_MAX_CHARS
+        droplog_settings,  # DROPPED_LOG (a writable file path), DROPPED_LOG_RETRY_*
         cluster.validate,  # DISTRIBUTED_*, the shared scheduler's extension
+        retry_settings,  # REDIS_RETRY_SECONDS, REDIS_TIMEOUT_SECONDS
         progress.interval_setting,  # DEDUP_PROGRESS_INTERVAL
         neardup.validate,  # SIMHASH_*, DEDUP_* of the near-duplicate pipeline
         warc.warc_options,  # WARC_*
+        robots.validate,  # ROBOTSTXT_RETRY_BACKOFF*, ROBOTSTXT_UNAVAILABLE_MAX_SECONDS
+        retryafter.validate,  # RETRY_AFTER_MAX_SECONDS
     ]
 
 
@@ -129,8 +155,11 @@ def check_input(settings: SettingsLike, spargs: dict[str, str], spider: str = "w
     check_settings(settings)
     check_feeds(settings)
     check_warc(settings)
-    if spider == "web":
-        seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"))
+    if spider == "web":  # a seed over URLLENGTH_LIMIT would be dropped silently as a trap
+        from crawler.linkrules import TrapLimits
+
+        seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"),
+                        max_length=TrapLimits.from_settings(settings).max_length)
 
 
 def check_servers(settings: SettingsLike) -> None:
@@ -174,5 +203,8 @@ def preflight_servers(settings: Any) -> None:
 
 
 def fail(exc: Exception, code: int) -> None:
-    print(f"error: {exc}", file=sys.stderr)
+    """Print ``exc`` (control characters escaped: it may echo a seed line) and exit."""
+    from crawler.formats import terminal_safe
+
+    print(terminal_safe(f"error: {exc}"), file=sys.stderr)
     sys.exit(code)

@@ -2,7 +2,8 @@
 what it answers. Plain data, no Scrapy, no database: the libraries, the components and the
 commands all import it, so it imports nothing of theirs.
 
-* the reasons (``dropped.reason``): :data:`EXACT_DUPLICATE`, :data:`NEAR_DUPLICATE`, and
+* the reasons (``dropped.reason``): :data:`EXACT_DUPLICATE`, :data:`NEAR_DUPLICATE`,
+  :data:`SOFT_404`, and
   :data:`PENDING`, a shared index's answer when the matching page is kept by another worker
   but not yet stored;
 * the rules (``dropped.rule``) of a page stored first and dropped later:
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 
 EXACT_DUPLICATE = "exact_duplicate"
 NEAR_DUPLICATE = "near_duplicate"
+#: A page like its host's soft-404 probe (an unknown path answered 200): :mod:`crawler.traps`.
+SOFT_404 = "soft_404"
 #: A shared index's answer when the matching page is kept by another worker but not yet stored.
 PENDING = "pending"
 #: ``dropped.rule`` of a stored page dropped once the page it names canonical was kept.
@@ -62,8 +65,9 @@ class Drop:
     """One dropped page, decided once and written from this one value to the ``dropped``
     table and the drop log.
 
-    ``reason`` is :data:`EXACT_DUPLICATE` or :data:`NEAR_DUPLICATE`; ``duplicate_of`` the URL
-    of the kept page; ``distance`` the Hamming distance in bits (0 for exact copies);
+    ``reason`` is :data:`EXACT_DUPLICATE`, :data:`NEAR_DUPLICATE` or :data:`SOFT_404`;
+    ``duplicate_of`` the URL of the kept page (of the soft-404 probe, not stored);
+    ``distance`` the Hamming distance in bits (0 for exact copies);
     ``simhash`` and ``duplicate_simhash`` the unsigned 64-bit fingerprints of both pages (None
     when not computed); ``content_hash`` the dropped page's content hash (None when not
     computed); ``rule`` :data:`CANONICAL_RULE` or :data:`REFRESHED_RULE` for a page stored

@@ -16,18 +16,27 @@ from crawler.preflight import check_settings, settings_checks
 
 #: check name -> a setting it refuses (name, bad value)
 BAD = {
+    "check_scrapy_settings": ("DOWNLOAD_MAXSIZE", -1),
     "backend_name": ("DEDUP_BACKEND", "memcached"),
     "from_settings": ("URLNORM_SORT_QUERY", "maybe"),
     "validate@crawler.linkrules": ("TRAP_MAX_PATH_DEPTH", 0),
+    "validate@crawler.traps": ("TRAP_PATH_MAX_QUERY_VARIANTS", -1),
+    "scope_setting": ("SCOPE", "planet"),
+    "private_guard_setting": ("BLOCK_PRIVATE_ADDRESSES", "sometimes"),
     "spider_settings": ("DEDUP_EARLY_SKIP", "maybe"),
+    "validate@crawler.pagebounds": ("LINKS_PER_PAGE_MAX", -1),
     "read_settings": ("BLOOM_ERROR_RATE", 2),
     "check_jobdir": ("JOBDIR_SNAPSHOT_SECONDS", -1),
     "settings_params": ("SIMHASH_MAX_DISTANCE", 99),
     "validate@crawler.storage.check": ("STORAGE_BATCH_SIZE", 0),
+    "droplog_settings": ("DROPPED_LOG_RETRY_TIMES", -1),
     "validate@crawler.backends.cluster": ("DISTRIBUTED_PREFETCH", 0),
+    "retry_settings": ("REDIS_RETRY_SECONDS", -1),
     "interval_setting": ("DEDUP_PROGRESS_INTERVAL", -3),
     "validate@crawler.pipelines.neardup": ("SIMHASH_SHINGLE", 9),
     "warc_options": ("WARC_MAX_SIZE", -1),
+    "validate@crawler.middlewares.robots": ("ROBOTSTXT_RETRY_BACKOFF", 0),
+    "validate@crawler.middlewares.retryafter": ("RETRY_AFTER_MAX_SECONDS", "soon"),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -473,13 +475,17 @@ def test_a_parsed_page_is_freed_by_reference_counting_alone():
     gc.disable()
     try:
         response = HtmlResponse(url, body=body, encoding="utf-8", request=Request(url))
-        out = list(spider.parse(response))
+        out = asyncio.run(_collect(spider.parse(response)))
         assert len(out) == 4  # three links and the page item
         ref = weakref.ref(response)
         del response
         assert ref() is None
     finally:
         gc.enable()
+
+
+async def _collect(outputs):
+    return [output async for output in outputs]
 
 
 def _self_linking_site(targets: list[str]) -> Site:

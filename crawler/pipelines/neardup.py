@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from itemadapter import ItemAdapter
 from scrapy import signals
@@ -53,7 +53,9 @@ from crawler.pipelines.drops import DropWriter, storage_enabled
 from crawler.pipelines.hosts import HostTemplates
 from crawler.pipelines.outage import GuardedIndex
 from crawler.pipelines.pages import Candidate, Fingerprinter
+from crawler.pipelines.soft404 import Soft404Pages
 from crawler.pipelines.stored import StoredPages
+from crawler.simindex import settings_params
 
 # block_hashes and template_key live in crawler.template; bench.pipeline_eval reads them here
 from crawler.template import KeptPage, TemplateFilter, block_hashes, template_key
@@ -88,6 +90,27 @@ def validate(settings: config.SettingsLike) -> tuple[int, int, bool, bool]:
 
 
 
+@runtime_checkable
+class EarlyDecision(Protocol):
+    """What the spider asks of the crawl's dedup pipeline before it yields a page: the page's
+    fate (``decide``: its Drop, None when kept), so that the links of a duplicate are not
+    followed (:mod:`crawler.traps`), and ``soft404(item)``: a host's soft-404 probe page to
+    drop the pages like it (``soft_404``). A crawl without such a pipeline
+    (:func:`early_decision_of` answers None) follows every page's links."""
+
+    async def decide(self, item: Any) -> Drop | None: ...
+    def soft404(self, item: Any) -> None: ...
+
+
+def early_decision_of(crawler: Crawler) -> EarlyDecision | None:
+    """The item pipeline of ``crawler`` keeping the :class:`EarlyDecision` contract, or None."""
+    try:
+        managers = crawler.engine.scraper.itemproc.middlewares
+    except (AttributeError, RuntimeError):  # no engine yet (Crawler.engine raises)
+        return None
+    return next((m for m in managers if isinstance(m, EarlyDecision)), None)
+
+
 class NearDuplicatePipeline:
     """Exact and near-duplicate dropping (see the module docstring).
 
@@ -107,6 +130,7 @@ class NearDuplicatePipeline:
         store_factory: Callable[[], Store] | None = None,
         defer_droplog: bool = False,
         prefer_canonical: bool = defaults.DEDUP_CANONICAL,
+        k: int = defaults.SIMHASH_MAX_DISTANCE,
         stored: StoredPages | None = None,
         crawler: Crawler | None = None,
     ) -> None:
@@ -123,6 +147,9 @@ class NearDuplicatePipeline:
                                    self.counts)  # fmt: skip
         self.canonical = CanonicalRule(self.guard, self.drops, self.stored, self.counts,
                                        prefer_canonical)  # fmt: skip
+        self.soft404s = Soft404Pages(self.fingerprinter, k, self.counts)
+        # id(item) -> its decision (the item kept, or the DuplicatePage), made by decide()
+        self._decided: dict[int, Any] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDuplicatePipeline:
@@ -136,7 +163,7 @@ class NearDuplicatePipeline:
             index, min_tokens=min_tokens, shingle=shingle, templates=TemplateFilter(),
             droplog=DropLog(path) if path else None, stats=crawler.stats, stored=stored,
             defer_droplog=storage_enabled(settings), crawler=crawler,
-            prefer_canonical=prefer_canonical,
+            prefer_canonical=prefer_canonical, k=settings_params(settings)[0],
         )  # fmt: skip
         if owner and stored.enabled:  # a new host owner learns the host's template first
             from crawler.backends.cluster import member
@@ -176,13 +203,37 @@ class NearDuplicatePipeline:
         self.drops.committed(dropped or ())
 
     # --- items ----------------------------------------------------------------------------------
+    async def decide(self, item: Any) -> Drop | None:
+        """Decide ``item`` now, before it is yielded (the spider asks, to follow the links of
+        kept pages only; :class:`EarlyDecision`): its Drop, or None when it is kept. The
+        decision is made once: :meth:`process_item` then only acts on it."""
+        try:
+            self._decided[id(item)] = await self._process(item)
+        except Exception as exc:  # DuplicatePage, or an outage's DropItem: raised in process_item
+            self._decided[id(item)] = exc
+            return exc.drop if isinstance(exc, DuplicatePage) else None
+        return None
+
+    def soft404(self, item: Any) -> None:
+        """``item`` is a host's soft-404 probe page (:mod:`crawler.pipelines.soft404`)."""
+        self.soft404s.probe(item)
+
     async def process_item(self, item: Any) -> Any:
         """``item`` with ``content_hash`` and ``simhash`` set (kept), or DuplicatePage."""
+        decided = self._decided.pop(id(item), None)
+        if isinstance(decided, Exception):
+            raise decided
+        return item if decided is not None else await self._process(item)
+
+    async def _process(self, item: Any) -> Any:
         if self.hosts.warm_since is not None:
             await self.hosts.warm(item)
         page = self.fingerprinter.candidate(item)
         if page is None:
             return item
+        soft404 = self.soft404s.match(page)
+        if soft404 is not None:  # not recorded in the index: each is measured against the probe
+            raise self._duplicate(page.signature, soft404)
         await self._decide(page)
         stored_text = None
         if page.verify and page.match is not None:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 EXACT_LIMIT = 100_000
 EXTEND_LIMIT = 20_000  # pages above which the what-if is not extended past k + 8
+#: Stats prefix of the parameters a crawl learned to ignore per host (the web spider's).
+IGNORED_PARAMS = "urlnorm/ignored_params/"
 _STATS_PREFIXES = ("dedup/", "dupefilter/", "storage/", "urlnorm/")
 _STATS_NAMES = ("item_scraped_count", "item_dropped_count", "response_received_count",
                 "elapsed_time_seconds")
@@ -136,6 +138,18 @@ def _by_host(pop: Population) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["pages"], r["host"]))
 
 
+def ignored_params(stats: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """``{host: [parameter]}``: the query parameters the crawls learned to ignore per host
+    (stats ``urlnorm/ignored_params/<host>``, :mod:`crawler.traps`)."""
+    learned: dict[str, set[str]] = {}
+    for one in stats:
+        for key, value in one.items():
+            if key.startswith(IGNORED_PARAMS) and isinstance(value, str):
+                host = key[len(IGNORED_PARAMS):]
+                learned.setdefault(host, set()).update(p for p in value.split(",") if p)
+    return {host: sorted(names) for host, names in sorted(learned.items())}
+
+
 def url_dedup(stats: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
     """The URL-dedup counters of the crawls' stats (summed over a job's crawls).
 
@@ -149,9 +163,11 @@ def url_dedup(stats: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str
                 total[key] += value
     keys = ["dupefilter/filtered", "dedup/links_extracted", "dedup/links_skipped_seen",
             "dedup/links_not_http", "dedup/links_offsite", "dedup/bloom/false_positives_avoided"]
-    prefixed = sorted(key for key in total if key.startswith(("urlnorm/trap/", "urlnorm/dropped/")))
+    prefixed = sorted(key for key in total if key.startswith(
+        ("urlnorm/trap/", "urlnorm/dropped/", "dedup/links_not_followed/")))
     strip = settings.get("URLNORM_STRIP_PARAMS")
     return {"counters": {key: total.get(key, 0) for key in [*keys, *prefixed]},
+            "ignored_params": ignored_params(stats),
             "traps": sum(total[key] for key in prefixed if key.startswith("urlnorm/trap/")),
             "filtered_total": total["dupefilter/filtered"] + total["dedup/links_skipped_seen"],
             "strip_params": list(strip) if isinstance(strip, (list, tuple)) else

@@ -286,18 +286,32 @@ _URL_LABELS = {
 }
 
 
+def _url_label(key: str) -> str:
+    if key in _URL_LABELS:
+        return _URL_LABELS[key]
+    if key.startswith("dedup/links_not_followed/"):
+        return "pages whose links were not followed (a duplicate: trap guard)"
+    return "spider-trap guard" if "/trap/" in key else "links the middleware dropped"
+
+
 def _url_section(url: dict[str, Any] | None) -> str:
     if not url:
         return '<p class="note">No URL-dedup counters in this report.</p>'
-    rows = [[_URL_LABELS.get(key, "spider-trap guard" if "/trap/" in key else
-                             "links the middleware dropped"), key, f"{value:,}"]
-            for key, value in url["counters"].items()]
+    rows = [[_url_label(key), key, f"{value:,}"] for key, value in url["counters"].items()]
     strip = human(url["strip_params"]) if url["strip_params"] else "none"
+    learned = url.get("ignored_params") or {}
+    ignored = (html_table(["host", "query parameters ignored (learned)"],
+                          [[host, ", ".join(names)] for host, names in learned.items()],
+                          table_id="ignored-params") if learned else
+               '<p class="note" id="ignored-params">No query parameter was learned.</p>')
     return (f'<p id="url-summary">{url["filtered_total"]:,} duplicate URL(s) filtered, '
             f"{url['traps']:,} spider-trap link(s) refused.</p>"
             + html_table(["what", "stat", "count"], rows, {2}, "url-dedup")
             + f'<p class="note">Tracking parameters stripped from every URL before the seen '
-            f"check (URLNORM_STRIP_PARAMS; the crawl does not count them): {esc(strip)}.</p>")
+            f"check (URLNORM_STRIP_PARAMS; the crawl does not count them): {esc(strip)}.</p>"
+            '<p class="note">Query parameters learned per host: their values changed while '
+            "the page did not, so they were folded out of that host's URLs "
+            f"(TRAP_LEARN_PARAMS_AFTER).</p>{ignored}")
 
 
 def _settings_table(settings: dict[str, Any]) -> str:

@@ -27,9 +27,16 @@ AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0  # AutoThrottle target requests per host
 DOWNLOAD_TIMEOUT = 30  # seconds before a request fails
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024  # refuse bodies over 32 MiB
 DOWNLOAD_WARNSIZE = 8 * 1024 * 1024  # warn on bodies over 8 MiB
+LINKS_PER_PAGE_MAX = _d.LINKS_PER_PAGE_MAX  # links of one page followed, the rest counted (0 = all)
+PAGE_MAX_PARSE_CHARS = _d.PAGE_MAX_PARSE_CHARS  # characters of a page parsed for links (0 = all)
 RETRY_TIMES = 2  # retries after a network error or 5xx
+RETRY_AFTER_MAX_SECONDS = _d.RETRY_AFTER_MAX_SECONDS  # cap of a 429/503 Retry-After pause, s
+ROBOTSTXT_RETRY_BACKOFF = _d.ROBOTSTXT_RETRY_BACKOFF  # robots.txt 5xx/unreachable: retry (doubles)
+ROBOTSTXT_RETRY_BACKOFF_MAX = _d.ROBOTSTXT_RETRY_BACKOFF_MAX  # ceiling of that delay, seconds
+ROBOTSTXT_UNAVAILABLE_MAX_SECONDS = _d.ROBOTSTXT_UNAVAILABLE_MAX_SECONDS  # then host given up
 DEPTH_LIMIT = 0  # link depth limit (0 = none)
 REDIRECT_MAX_TIMES = 10  # redirect chain limit
+SCOPE = _d.SCOPE  # links and redirects stay on: "host" (exact, port too), "domain", "subdomains"
 
 # --- Security -----------------------------------------------------------------------------------
 TELNETCONSOLE_ENABLED = False  # the telnet console runs code: off
@@ -39,6 +46,7 @@ DOWNLOAD_HANDLERS = {  # http(s) only; the delay counted on the wire (crawler.po
     "https": "crawler.politeness.PoliteDownloadHandler",
     "file": None, "data": None, "s3": None, "ftp": None,
 }  # fmt: skip
+BLOCK_PRIVATE_ADDRESSES = _d.BLOCK_PRIVATE_ADDRESSES  # refuse private/loopback targets (None: auto)
 
 # --- Output -------------------------------------------------------------------------------------
 FEED_EXPORT_ENCODING = "utf-8"  # feeds in UTF-8, not \u escapes
@@ -64,6 +72,11 @@ URLLENGTH_LIMIT = _d.URLLENGTH_LIMIT  # longer URLs are dropped (trap guard)
 TRAP_MAX_SEGMENT_REPEAT = _d.TRAP_MAX_SEGMENT_REPEAT  # same path segment repeated more: trap
 TRAP_MAX_PATH_DEPTH = _d.TRAP_MAX_PATH_DEPTH  # more path segments: trap
 TRAP_MAX_QUERY_PARAMS = _d.TRAP_MAX_QUERY_PARAMS  # more query pairs: trap
+TRAP_FOLLOW_LINKS_OF = _d.TRAP_FOLLOW_LINKS_OF  # "kept" pages only, also "near_duplicates", "all"
+TRAP_LEARN_PARAMS_AFTER = _d.TRAP_LEARN_PARAMS_AFTER  # learn a no-op query parameter (0 = off)
+TRAP_HOST_MAX_PAGES = _d.TRAP_HOST_MAX_PAGES  # requests scheduled per host (0 = no budget)
+TRAP_PATH_MAX_QUERY_VARIANTS = _d.TRAP_PATH_MAX_QUERY_VARIANTS  # per path, query alone changing
+TRAP_SOFT404_PROBE = _d.TRAP_SOFT404_PROBE  # probe one random path per host for soft 404s
 BLOOM_CAPACITY = _d.BLOOM_CAPACITY  # URLs the filter is sized for (n)
 BLOOM_ERROR_RATE = _d.BLOOM_ERROR_RATE  # false "seen" rate at capacity (p), in (0, 1)
 BLOOM_ON_FULL = _d.BLOOM_ON_FULL  # past capacity: "grow" (add a layer) or "stop" the crawl
@@ -85,6 +98,8 @@ STORAGE_BATCH_SECONDS = _d.STORAGE_BATCH_SECONDS  # a partial batch is written a
 STORAGE_RETRY_TIMES = _d.STORAGE_RETRY_TIMES  # write retries before closing (storage_error)
 STORAGE_RETRY_BACKOFF = _d.STORAGE_RETRY_BACKOFF  # first retry delay, seconds (doubles, max 30)
 DROPPED_LOG = _d.DROPPED_LOG  # JSON Lines log of every dropped page
+DROPPED_LOG_RETRY_TIMES = _d.DROPPED_LOG_RETRY_TIMES  # write retries before droplog_error
+DROPPED_LOG_RETRY_BACKOFF = _d.DROPPED_LOG_RETRY_BACKOFF  # first retry delay, s (doubles, max 30)
 DROPPED_TEXT_MAX_CHARS = _d.DROPPED_TEXT_MAX_CHARS  # characters of text stored per dropped page
 DEDUP_PROGRESS_INTERVAL = _d.DEDUP_PROGRESS_INTERVAL  # seconds between progress lines (0 = off)
 
@@ -92,6 +107,8 @@ DEDUP_PROGRESS_INTERVAL = _d.DEDUP_PROGRESS_INTERVAL  # seconds between progress
 DEDUP_BACKEND = _d.DEDUP_BACKEND  # "local" (in process) or "redis" (shared)
 REDIS_URL = _d.REDIS_URL  # Redis server of the distributed profile
 REDIS_KEY_PREFIX = _d.REDIS_KEY_PREFIX  # prefix of every key we write in Redis
+REDIS_RETRY_SECONDS = _d.REDIS_RETRY_SECONDS  # retry failed Redis calls this long (0 = never)
+REDIS_TIMEOUT_SECONDS = _d.REDIS_TIMEOUT_SECONDS  # slower Redis replies count as failures
 DEDUP_NAMESPACE = _d.DEDUP_NAMESPACE  # Redis namespace of one crawl (None = BOT_NAME)
 DISTRIBUTED_LEASE_SECONDS = _d.DISTRIBUTED_LEASE_SECONDS  # silent this long: a worker is dead
 DISTRIBUTED_PREFETCH = _d.DISTRIBUTED_PREFETCH  # leased requests taken per Redis call
@@ -107,6 +124,15 @@ SPIDER_MIDDLEWARES = {
 DOWNLOADER_MIDDLEWARES: dict[str, int | None] = {
     # raw response for the WARC (above HttpCompression 590 and HttpCache 900: sees it first)
     "crawler.warc.RawCaptureMiddleware": 950,
+    # SCOPE for redirects, BLOCK_PRIVATE_ADDRESSES (above Redirect 600: sees a 3xx first)
+    "crawler.middlewares.scope.ScopeMiddleware": 650,
+    # robots.txt 5xx/unreachable: host held, disallow all until it answers; 4xx: allow all
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "crawler.middlewares.robots.StrictRobotsTxtMiddleware": 100,
+    # Retry-After on 429/503: host paused, retried after it (process_response before Retry 550)
+    "crawler.middlewares.retryafter.RetryAfterMiddleware": 560,
+    # UTF-16/32 without BOM or charset decoded as such (after HttpCompression 590 unpacks it)
+    "crawler.middlewares.encoding.WideEncodingMiddleware": 580,
 }
 EXTENSIONS = {
     "crawler.progress.DedupProgress": 500,  # progress line + dedup summary (before StatsFile)

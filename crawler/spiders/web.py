@@ -4,8 +4,9 @@ Behaviour:
 
 * Seeds are read by :mod:`crawler.seeds` (the ``crawl`` command has already refused a bad file)
   and scheduled *through* the dupefilter, so a seed linked from its own page is fetched once.
-* The crawl stays within the seeds' hosts: exact host match on the canonical URL (IDN hosts in
-  punycode, any port), ``allowed_domains`` set to the same hosts for redirects.
+* The crawl stays within its :class:`~crawler.scope.Scope` (``SCOPE``: the seeds' exact hosts
+  and ports by default, IDN hosts in punycode), for links here and for redirects in
+  :mod:`crawler.middlewares.scope` (no ``allowed_domains``: Scrapy's rule differs).
 * Links come from ``<a href>`` and ``<area href>`` of HTML responses, resolved against
   ``<base href>``. Each link is normalized once; the canonical URL travels in
   ``request.meta["canonical_url"]`` to the fingerprinter and to storage.
@@ -43,10 +44,26 @@ Behaviour:
   counted as ``dedup/canonical/missing``. Pages naming another page: ``dedup/canonical/named``.
 * One :class:`~crawler.items.PageItem` per HTML response; other responses (and failures) send
   :data:`crawler.signals.request_finished` so the JOBDIR journal knows they are done.
+* Decided before its links (:mod:`crawler.traps`): ``parse`` asks the dedup pipeline for the
+  page's fate (:class:`~crawler.pipelines.neardup.EarlyDecision`) before it yields the page's
+  links, so a duplicate's links are not followed (``TRAP_FOLLOW_LINKS_OF``) and a page's
+  decision teaches the parameters its host ignores (folded out of its links from then on); the
+  links are still yielded before the item, so they reach the scheduler before the page reaches
+  storage and a page is never committed before the links it promised. Links over a spent host
+  or path budget are not followed (``urlnorm/trap/host_pages``, ``.../query_variants``; the
+  budgets count the requests the scheduler took, through ``request_scheduled`` and
+  ``request_dropped``). At most ``LINKS_PER_PAGE_MAX`` links and ``PAGE_MAX_PARSE_CHARS``
+  characters of a page are read (:mod:`crawler.pagebounds`).
+* Soft-404 probes (``TRAP_SOFT404_PROBE``, :mod:`crawler.spiders.probes`): the first page of
+  an origin this process gets starts the download of a random path no page links (by the
+  worker that holds the host, in the distributed profile); its 200 answer teaches the dedup
+  pipeline the origin's soft 404, and the origin's later pages wait for the probe so that they
+  are measured against it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from datetime import UTC, datetime
@@ -54,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from parsel import Selector as ParselSelector
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.http import HtmlResponse
 from scrapy.utils.response import get_base_url
 
@@ -74,9 +91,14 @@ from crawler.linkrules import (
     fetch_url,
     memo_table,
 )
+from crawler.pagebounds import PageBounds
+from crawler.pipelines.neardup import early_decision_of
+from crawler.scope import Scope
 from crawler.seeds import seeds_from_args
+from crawler.spiders.probes import Soft404Probes
 from crawler.text import extract, is_binary, media_type
-from crawler.urlnorm import UrlPolicy, normalize_url
+from crawler.traps import TrapRules, TrapSettings
+from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -86,6 +108,7 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
     from crawler.config import SettingsLike
+    from crawler.vocab import Drop
 
 logger = logging.getLogger(__name__)
 
@@ -107,23 +130,35 @@ class WebSpider(Spider):
     def __init__(self, seeds: str | None = None, urls: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.seeds = seeds_from_args(seeds=seeds, urls=urls)
-        self.hosts = self.seeds.hosts
-        self.allowed_domains = sorted(self.hosts)
-        self.rules = LinkRules(hosts=frozenset(self.hosts))
+        # No allowed_domains: crawler.middlewares.scope applies this scope to redirects too.
+        self.scope = Scope(self.seeds.canonical)
+        self.rules = LinkRules(scope=self.scope)
         self.notes = DropNotes()
         self.early_skip = True
         self.prefer_canonical = defaults.DEDUP_CANONICAL
         self.link_memo = LinkMemo()
+        self.trap_rules = TrapRules()
+        self.probes: Soft404Probes | None = None
+        self.bounds = PageBounds()
+        self._decider: Any = False  # the EarlyDecision pipeline, looked up at the first page
         # fingerprint -> depth of the page requesting it, while that page's output is consumed
         self._requesting: dict[bytes, int] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> WebSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
-        spider.rules = LinkRules.from_settings(crawler.settings, hosts=spider.hosts)
+        spider.scope = Scope.from_settings(crawler.settings, spider.seeds.canonical)
+        spider.scope.listeners.append(spider.link_memo.clear)  # a host adopted: verdicts change
+        spider.rules = LinkRules.from_settings(crawler.settings, scope=spider.scope)
         spider.seeds = spider.seeds.keyed(spider.policy)
         spider.early_skip, spider.prefer_canonical = spider_settings(crawler.settings)
         spider.notes = DropNotes.from_settings(crawler.settings)
+        spider.bounds = PageBounds.from_settings(crawler.settings)
+        spider.trap_rules = TrapRules(TrapSettings.from_settings(crawler.settings), spider._inc)
+        spider.probes = Soft404Probes(crawler, spider.trap_rules, spider._teach_soft404,
+                                      spider._inc)
+        crawler.signals.connect(spider.request_scheduled, signal=signals.request_scheduled)
+        crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
         return spider
 
     @property
@@ -135,26 +170,79 @@ class WebSpider(Spider):
         for url, canonical in zip(self.seeds.urls, self.seeds.canonical, strict=True):
             yield self._request(fetch_url(url, canonical), canonical)
 
+    # --- traps (crawler.traps) ----------------------------------------------------------------
+
+    async def _decide(self, item: PageItem) -> Drop | None:
+        """The page's fate from the dedup pipeline (None: kept, or no such pipeline)."""
+        if self._decider is False:
+            self._decider = early_decision_of(self.crawler)
+        return None if self._decider is None else await self._decider.decide(item)
+
+    def _follows(self, drop: Drop | None, canonical: str) -> bool:
+        """Whether the links of the page ``canonical``, decided ``drop``, are followed; the
+        parameters its decision teaches are folded out of its host's URLs from now on."""
+        original = None
+        if drop is not None:
+            with contextlib.suppress(InvalidUrl):
+                original = normalize_url(drop.duplicate_of, policy=self.policy)
+        for name in self.trap_rules.learn(drop, canonical, original):
+            host = url_host(canonical)
+            self.rules.ignore(host, name)
+            self.link_memo.clear()  # verdicts of that host's links change
+            ignored = ",".join(sorted(self.trap_rules.learner.learned[host]))
+            self.crawler.stats.set_value(f"{IGNORED_PARAMS_STAT}{host}", ignored)
+        return self.trap_rules.follows(drop, canonical)
+
+    def _teach_soft404(self, response: HtmlResponse) -> None:
+        if self._decider is False:
+            self._decider = early_decision_of(self.crawler)
+        if self._decider is not None and not is_binary(response.body):
+            root = html_tree(response, self.bounds.parse_chars)
+            item = self._item(response, False, root, response.url)
+            self._decider.soft404(item)
+
+    def request_scheduled(self, request: Request, spider: Any = None) -> None:
+        """Count a scheduled request against the crawl budgets (:class:`CrawlBudget`)."""
+        canonical = request.meta.get("canonical_url")
+        if canonical and not request.dont_filter:
+            self.trap_rules.budget.count(canonical)
+
+    def request_dropped(self, request: Request, spider: Any = None) -> None:
+        """A request the scheduler refused after all (a duplicate): not counted."""
+        canonical = request.meta.get("canonical_url")
+        if canonical and not request.dont_filter:
+            self.trap_rules.budget.count(canonical, -1)
+
     # --- responses --------------------------------------------------------------------------
 
-    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+    async def parse(self, response: Response, **kwargs: Any) -> AsyncIterator[Any]:
+        """The page's item, after its links (module doc): the page is decided first, so the
+        links of a duplicate are not followed (:mod:`crawler.traps`); the links go to the
+        scheduler before the item goes to storage, so a page is never committed before the
+        links it promised."""
         if not isinstance(response, HtmlResponse):
             if response.request is not None:
                 self._finished(response.request, response)
             return
         binary = is_binary(response.body)
-        root = None if binary else html_tree(response)
+        root = None if binary else html_tree(response, self.bounds.parse_chars)
         canonical = (canonical_url_of(response.request, self.policy) if response.request
                      else None) or response.url  # fmt: skip
-        names = None
+        names, named_request = None, None
         if root is not None:
-            yield from self._links(response, root)
-            named = self._canonical_link(response, root, canonical)
-            if named is not None:
-                names, request = named
-                if request is not None:
-                    yield request
-        yield self._item(response, binary, root, canonical, names)
+            names, named_request = self._canonical_link(response, root, canonical) or (None, None)
+        item = self._item(response, binary, root, canonical, names)
+        if self.probes is not None:  # built with the crawler (from_crawler)
+            self.probes.start([canonical])
+            if item.depth:  # a seed is never a soft 404
+                await self.probes.answered(canonical)
+        drop = await self._decide(item)
+        if root is not None and self._follows(drop, canonical):
+            for request in self._links(response, root):
+                yield request
+        if named_request is not None:
+            yield named_request
+        yield item
 
     def on_error(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
@@ -163,10 +251,17 @@ class WebSpider(Spider):
                 self._inc("dedup/canonical/missing")
             self._finished(request, getattr(failure.value, "response", None))
 
-    def _inc(self, key: str) -> None:
+    def _inc(self, key: str, count: int = 1) -> None:
         crawler = getattr(self, "crawler", None)
         if crawler is not None and crawler.stats is not None:
-            crawler.stats.inc_value(key)
+            crawler.stats.inc_value(key, count)
+
+    def _links_capped(self, rest: Iterator[Any], base: str) -> None:
+        """The link just met and those left in ``rest`` (not judged) cut by LINKS_PER_PAGE_MAX:
+        counted in ``dedup/links_capped``, the first page logged."""
+        cut = 1 + sum(1 for element in rest if element.get("href"))
+        self.bounds.note_capped(base, cut, extra={"spider": self})
+        self._inc("dedup/links_capped", cut)
 
     def _canonical_link(
         self, response: HtmlResponse, root: Any, own: str
@@ -197,9 +292,13 @@ class WebSpider(Spider):
         title = ""
         if root is not None and hasattr(root, "findtext"):
             title = " ".join((root.findtext(".//title") or "").split())
+        bounds = self.bounds
+        if len(html) > bounds.parse_chars > 0:  # the links and text come from the first part
+            bounds.note_truncated(response.url, len(html), extra={"spider": self})
+            self._inc("dedup/page_truncated")
         # One parse for the visible text and the fingerprint blocks: the dedup pipeline reads
         # ``blocks`` instead of parsing the HTML again.
-        page = None if binary else extract(html, response.url, tokenize=False)
+        page = None if binary else extract(bounds.cut(html), response.url, tokenize=False)
         referer = response.request.headers.get("Referer") if response.request else None
         return PageItem(
             url=response.url,
@@ -243,7 +342,11 @@ class WebSpider(Spider):
                         continue
                     new.discard(fp)
                 if canonical is None:  # a memo hit: normalized on an earlier page, not kept
-                    canonical = normalize_url(href, base=base, policy=self.policy)
+                    canonical = self.rules.normalize(href, base)
+                over = self.trap_rules.budget.refuse(canonical)
+                if over is not None:  # a budget of its host or path is spent
+                    dropped.setdefault(over, []).append(href)
+                    continue
                 yield self._request(fetch_url(urljoin(base, href), canonical), canonical)
         finally:
             for fp in mine:
@@ -255,15 +358,22 @@ class WebSpider(Spider):
         self, root: Any, base: str
     ) -> tuple[list[tuple[bytes, str, str | None]], dict[str, list[str]]]:
         """``([(fingerprint, href, canonical or None)], {stats key: [href]})``: the links of a
-        page to follow in page order, and those not followed by :class:`LinkRules`' reason."""
+        page to follow in page order, and those not followed by :class:`LinkRules`' reason.
+        Only the first ``LINKS_PER_PAGE_MAX`` links are judged (:mod:`crawler.pagebounds`)."""
         # One loop, no per-link helper calls: this runs for every link of every page.
         absolute, rooted, relative = self.link_memo.tables(base)
         links: list[tuple[bytes, str, str | None]] = []
         dropped: dict[str, list[str]] = {}
-        for element in root.iter("a", "area"):
+        budget = self.bounds.links_max or -1  # -1: no cap
+        elements = root.iter("a", "area")
+        for element in elements:
             href = element.get("href")
             if not href:
                 continue
+            if not budget:
+                self._links_capped(elements, base)
+                break
+            budget -= 1
             href = href.strip()
             if href[:11].lower().startswith(SKIP_SCHEMES):
                 dropped.setdefault(NOT_HTTP, []).append(href)
@@ -351,6 +461,9 @@ def _canonical_reason(stat: str | None) -> str:
 
 _LINK_HEADER = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]*)*)")
 _REL_CANONICAL = re.compile(r"""(?:^|;)\s*rel\s*=\s*"?([^";]*)"?""", re.IGNORECASE)
+#: Stats prefix of the query parameters learned per host (``urlnorm/ignored_params/<host>``:
+#: their names, comma-separated); the report lists them.
+IGNORED_PARAMS_STAT = "urlnorm/ignored_params/"
 #: ``request.meta`` key of a request for a page another page names canonical.
 CANONICAL_TARGET_META = "dedup_canonical_target"
 
@@ -375,12 +488,18 @@ def canonical_href(response: Response, root: Any) -> str | None:
     return None
 
 
-def html_tree(response: HtmlResponse) -> Any:
-    """The lxml root of ``response``, parsed exactly as ``response.selector`` parses it.
+def html_tree(response: HtmlResponse, max_chars: int = defaults.PAGE_MAX_PARSE_CHARS) -> Any:
+    """The lxml root of ``response``, parsed as ``response.selector`` parses it, but only its
+    first ``max_chars`` characters (0: all; ``PAGE_MAX_PARSE_CHARS``, :mod:`crawler.pagebounds`).
 
     Not cached on the response: ``response.selector`` keeps the selector on the response and
     the selector keeps the response, a reference cycle that holds each page's tree (C memory)
     until the cyclic garbage collector runs, which measured ~200 pages' trees at a time
     (+20 MiB RSS on the 5,000-page bench).
     """
-    return ParselSelector(text=response.text, type="html", base_url=get_base_url(response)).root
+    text = response.text
+    if max_chars and len(text) > max_chars:
+        text = text[:max_chars]
+    return ParselSelector(text=text, type="html", base_url=get_base_url(response)).root
+
+
