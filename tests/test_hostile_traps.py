@@ -142,17 +142,17 @@ def test_a_session_id_loop_stops_after_a_handful_of_pages(serve, tmp_path) -> No
     assert learned == {"127.0.0.1": ["sid"]}
 
 
+def _calendar(target: str) -> Answer:
+    """``/cal?d=N``: day N, linking day N+1 (:func:`_day`); any other path is a real 404."""
+    if urlsplit(target).path != "/cal":
+        return 404, "no such page"
+    day = int(parse_qs(urlsplit(target).query).get("d", ["0"])[0])
+    return 200, _page("Events", _day(day, _texts(1, seed=11)[0]), [f"/cal?d={day + 1}"])
+
+
 def test_a_calendar_stops_at_its_first_near_duplicate_day(serve, tmp_path) -> None:
     """``/cal?d=`` links the next day forever; each day is a near duplicate of the last."""
-    text = _texts(1, seed=11)[0]
-
-    def handler(target: str) -> Answer:
-        if urlsplit(target).path != "/cal":
-            return 404, "no such page"
-        day = int(parse_qs(urlsplit(target).query).get("d", ["0"])[0])
-        return 200, _page("Events", _day(day, text), [f"/cal?d={day + 1}"])
-
-    site = serve(handler)
+    site = serve(_calendar)
     run = _crawl(tmp_path, site.url + "/cal?d=0")
     assert run.stats["finish_reason"] == "finished"
     assert run.stats["dedup/links_not_followed/near_duplicate"] >= 1
@@ -164,15 +164,7 @@ def test_a_calendar_stops_at_its_first_near_duplicate_day(serve, tmp_path) -> No
 def test_a_calendar_is_crawled_on_when_near_duplicate_links_are_followed(serve, tmp_path):
     """The setting is real: following near duplicates' links the calendar goes on (until the
     learned ``d`` or the path budget ends it)."""
-    text = _texts(1, seed=11)[0]
-
-    def handler(target: str) -> Answer:
-        if urlsplit(target).path != "/cal":
-            return 404, "no such page"
-        day = int(parse_qs(urlsplit(target).query).get("d", ["0"])[0])
-        return 200, _page("Events", _day(day, text), [f"/cal?d={day + 1}"])
-
-    site = serve(handler)
+    site = serve(_calendar)
     run = _crawl(tmp_path, site.url + "/cal?d=0", TRAP_FOLLOW_LINKS_OF="near_duplicates",
                  TRAP_LEARN_PARAMS_AFTER=0, TRAP_PATH_MAX_QUERY_VARIANTS=30)
     assert run.stats["finish_reason"] == "finished"
