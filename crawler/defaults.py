@@ -100,6 +100,9 @@ DEDUP_EARLY_SKIP = True  # skip already-seen links before a Request is built
 #: Of two duplicates, store the one the other names canonical (<link rel="canonical">, Link
 #: header), whatever the fetch order; off: the first fetched stays.
 DEDUP_CANONICAL = True
+#: At the end of a crawl, re-decide the duplicate groups that changed by the preference order
+#: (crawler.settle), so the stored set depends only on the pages fetched, not on their order.
+DEDUP_SETTLE = True
 LINKS_PER_PAGE_MAX = 10_000  # links of one page judged and followed (0 = no cap)
 PAGE_MAX_PARSE_CHARS = 2_000_000  # characters of a page's markup parsed for links (0 = all)
 

@@ -6,10 +6,15 @@ Format (UTF-8, one object per line, ``\\n``-terminated, keys in this order)::
      "distance": 3, "simhash": "00ff...16 hex digits" | null,
      "duplicate_simhash": "..." | null, "time": "2026-12-02T13:20:54.123456Z", "crawl_id": 7}
 
-A page moved to the drop log after it was stored has one more key at the end, ``"rule"``:
-``"canonical"`` (the page it names canonical was kept instead) or ``"refreshed"`` (its
-fingerprint, recomputed once its site's template was learned, is within k of another kept
-page); see :mod:`crawler.pipelines.neardup`.
+A line written for a change made after the page's first line has one more key at the end,
+``"rule"``: ``"canonical"`` (a stored page whose named canonical page was kept instead),
+``"preferred"`` (a stored page whose preferred twin came, :mod:`crawler.preference`),
+``"refreshed"`` (its fingerprint, recomputed once its site's template was learned, is within k
+of another kept page), ``"repointed"`` (a dropped page whose kept page was itself dropped: it
+now names the page kept instead) or ``"settled"`` (the settle step re-decided its group,
+:mod:`crawler.settle`; a page it stores again has ``"reason": "kept"`` and no
+``duplicate_of``). So the log replays to the table: read start to end, each URL's last line
+gives its final state (:func:`replay_drop_log`).
 
 Each record is written from one :class:`crawler.vocab.Drop` (:func:`drop_record`); a row of
 the ``dropped`` table reads as one with :func:`row_drop`. Which drops reach the log, and when,
@@ -33,14 +38,14 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import IO, Any, NamedTuple
 
 from crawler import config, defaults
 from crawler.formats import utc_iso
 from crawler.simhash import to_hex
-from crawler.vocab import Drop
+from crawler.vocab import KEPT_REASON, Drop
 
 __all__ = ["FIELDS", "DropLog", "DropLogError", "DropLogOptions", "drop_record", "droplog_settings",
            "read_drop_log", "row_drop", "row_record", "utc_iso"]  # fmt: skip
@@ -208,6 +213,19 @@ def read_drop_log(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
             yield _parse(name, number, line)
         except DropLogError:
             logger.warning("%s: torn last line %d skipped (a crawl was killed?)", name, number)
+
+
+def replay_drop_log(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The final state the drop log's records give, read start to end: each URL's last record
+    (the ``dropped`` table's row of that URL), URLs whose last record says ``"kept"`` left
+    out (stored again)."""
+    final: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record.get("reason") == KEPT_REASON:
+            final.pop(record["url"], None)
+        else:
+            final[record["url"]] = dict(record)
+    return final
 
 
 def _parse(name: str, number: int, line: str) -> dict[str, Any]:

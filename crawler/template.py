@@ -155,6 +155,18 @@ class TemplateFilter:
         """The host's most recently kept pages (at most ``recent_pages``), oldest first."""
         return list(self._host(host).recent)
 
+    def forget(self, host: str, url: str) -> bool:
+        """A recent kept page of ``host`` at ``url`` is kept no more (demoted, or a late drop):
+        it leaves the recent pages, so it is never re-fingerprinted and recorded again. Its
+        blocks still count towards the template (the page was on the site). Whether it was
+        there."""
+        state = self._hosts.get(host)
+        if state is None:
+            return False
+        before = len(state.recent)
+        state.recent = deque((k for k in state.recent if k.url != url), maxlen=self.recent_pages)
+        return len(state.recent) != before
+
     @staticmethod
     def own_blocks(blocks: Iterable[tuple[int, str]], other: KeptPage) -> list[str]:
         """Texts of ``blocks`` that ``other`` does not hold."""

@@ -7,7 +7,7 @@ commands all import it, so it imports nothing of theirs.
   :data:`PENDING`, a shared index's answer when the matching page is kept by another worker
   but not yet stored;
 * the rules (``dropped.rule``) of a page stored first and dropped later:
-  :data:`CANONICAL_RULE`, :data:`REFRESHED_RULE`;
+  :data:`CANONICAL_RULE`, :data:`PREFERRED_RULE`, :data:`REFRESHED_RULE`;
 * :class:`PageSignature` (a page as the index sees it), :class:`Match` (the kept page it
   duplicates), :data:`Record` (a kept page as the index stores it) and :class:`Drop` (one
   dropped page: the event the drop log and the ``dropped`` table are both written from).
@@ -25,6 +25,13 @@ SOFT_404 = "soft_404"
 PENDING = "pending"
 #: ``dropped.rule`` of a stored page dropped once the page it names canonical was kept.
 CANONICAL_RULE = "canonical"
+#: ``dropped.rule`` of a stored page dropped once a page preferred to it (crawler.preference:
+#: on a seed's host, a shorter URL...) came within k.
+PREFERRED_RULE = "preferred"
+#: ``dropped.rule`` of a move made by the settle step (crawler.settle).
+SETTLED_RULE = "settled"
+#: The drop log's ``reason`` of a page the settle step stored again (it is kept now).
+KEPT_REASON = "kept"
 #: ``dropped.rule`` of a stored page dropped once its host's template became known: its new
 #: fingerprint (template left out) is within k of another kept page.
 REFRESHED_RULE = "refreshed"

@@ -9,6 +9,7 @@ import random
 import threading
 import uuid
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -68,9 +69,31 @@ def decide(pipe: NearDuplicatePipeline, item: PageItem) -> Any:
     return asyncio.run(pipe.process_item(item))
 
 
+class Demoted:
+    """A page kept on arrival and demoted later (a preferred twin came): its ``drop``."""
+
+    def __init__(self, drop: Drop) -> None:
+        self.drop = drop
+
+    def __str__(self) -> str:
+        return f"demoted: {self.drop}"
+
+
 def run_site(pipe: NearDuplicatePipeline, site: Any, paths: list[str]) -> dict[str, Any]:
-    """Feed pages in ``paths`` order; path -> "kept" or the DuplicatePage."""
+    """Feed pages in ``paths`` order; path -> "kept", the DuplicatePage, or :class:`Demoted`
+    (a page kept first that a preferred twin replaced). Drops that named a demoted page name
+    its replacement, as storage repoints them."""
     outcome: dict[str, Any] = {}
+    demote = pipe.drops.demoted
+
+    def demoted(drop: Drop, kept_content_hash: str | None = None) -> None:
+        outcome[drop.url.removeprefix(BASE)] = Demoted(drop)
+        for other in outcome.values():
+            if not isinstance(other, str) and other.drop.duplicate_of == drop.url:
+                other.drop = replace(other.drop, duplicate_of=drop.duplicate_of)
+        demote(drop, kept_content_hash)
+
+    pipe.drops.demoted = demoted  # type: ignore[method-assign]
     for path in paths:
         body = site.render(site.pages[path], BASE)
         try:
@@ -140,7 +163,9 @@ def test_template_site_distinct_pages_kept_mirrors_dropped_in_any_order(order: i
     dropped = [o for o in outcome.values() if o != "kept"]
     assert len(dropped) == len(site.near_duplicates)
     assert all(o.drop.reason == NEAR_DUPLICATE for o in dropped)
-    assert pipe.stats["dedup/kept"] + len(dropped) == len(paths)
+    on_arrival = [o for o in dropped if isinstance(o, DuplicatePage)]
+    assert pipe.stats["dedup/kept"] + len(on_arrival) == len(paths)
+    assert pipe.stats.get("dedup/demoted", 0) == len(dropped) - len(on_arrival)
 
 
 def test_without_template_learning_the_template_site_collapses() -> None:
@@ -197,7 +222,7 @@ def test_empty_script_only_and_near_empty_pages_are_not_duplicates_of_each_other
     assert pipe.stats["dedup/empty"] == 60
     # A byte copy of a script-only page is still an exact copy.
     with pytest.raises(DuplicatePage) as info:
-        decide(pipe, make_item(BASE + "/copy", pages["/script3"]))
+        decide(pipe, make_item(BASE + "/script3-copy", pages["/script3"]))
     assert info.value.drop.reason == EXACT_DUPLICATE
     assert info.value.drop.duplicate_of == BASE + "/script3"
 
@@ -454,7 +479,7 @@ def test_stored_binary_documents_are_left_out_of_the_index(tmp_path: Any) -> Non
 def test_template_site_end_to_end_crawl(crawl: Any) -> None:
     """A real crawl: distinct posts stored, mirrors dropped; table and JSON Lines agree."""
     pytest.importorskip("crawler.middlewares.links")
-    from crawler.droplog import read_drop_log
+    from crawler.droplog import read_drop_log, replay_drop_log
     from crawler.siteserver import SiteServer
 
     site = template_site()
@@ -468,13 +493,15 @@ def test_template_site_end_to_end_crawl(crawl: Any) -> None:
     for members in groups.values():
         assert len(members & stored) == 1
     table = run.rows("SELECT url, reason, duplicate_of, distance FROM dropped ORDER BY id")
-    log = [(r["url"], r["reason"], r["duplicate_of"], r["distance"])
-           for r in read_drop_log(run.dropped_log)]  # fmt: skip
-    assert [tuple(row) for row in table] == log
-    assert len(log) == len(site.near_duplicates)
+    log = replay_drop_log(read_drop_log(run.dropped_log))  # the log read start to end
+    assert {url: (reason, of, distance) for url, reason, of, distance in table} == {
+        url: (r["reason"], r["duplicate_of"], r["distance"]) for url, r in log.items()}
+    assert len(table) == len(site.near_duplicates)
     stats = run.stats
-    assert stats["dedup/kept"] + stats.get("dedup/near_duplicate", 0) == len(stored) + len(log)
-    assert "Dropped near_duplicate (" in run.stderr
+    assert stats["dedup/kept"] + stats.get("dedup/near_duplicate", 0) == (
+        len(stored) + len(table) + stats.get("dedup/demoted", 0))
+    # every drop is in the log, a page dropped on arrival or demoted when its preferred twin came
+    assert run.stderr.count("Dropped near_duplicate (") == len(table)
 
 
 def test_stored_index_holds_keys_not_urls_and_names_stored_matches(tmp_path: Any) -> None:
@@ -612,13 +639,15 @@ def test_a_hosts_new_owner_learns_its_template_from_storage(
             store.upsert_documents(rows)
         a.index.commit([row["canonical_url"] for row in rows])
         item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
+        # the mirror's URL is shorter: preferred (crawler.preference), so when it is known
+        # for a duplicate it is kept instead of the original, which is demoted
+        assert asyncio.run(b.process_item(item)).url == BASE + mirror
         if warm:
-            with pytest.raises(DuplicatePage) as info:
-                asyncio.run(b.process_item(item))
-            assert info.value.drop.duplicate_of == BASE + original
+            assert b.stats["dedup/preferred/swapped"] == 1
+            assert b.stats["dedup/demoted"] == 1
             assert b.stats["dedup/template/warmed"] == 7
         else:
-            assert asyncio.run(b.process_item(item)).url == BASE + mirror
+            assert "dedup/demoted" not in b.stats
     finally:
         for pipe in (a, b):
             asyncio.run(pipe.close_spider())

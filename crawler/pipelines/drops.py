@@ -75,14 +75,19 @@ MAX_BACKOFF = 30.0
 
 def storage_enabled(settings: Any) -> bool:
     """Whether ``ITEM_PIPELINES`` stores pages (then drops are logged once committed)."""
+    from crawler.pipelines.storage import StoragePipeline
+
+    return pipeline_enabled(settings, StoragePipeline)
+
+
+def pipeline_enabled(settings: Any, kind: type) -> bool:
+    """Whether ``ITEM_PIPELINES`` holds ``kind`` (or a subclass of it)."""
     from scrapy.utils.conf import build_component_list
     from scrapy.utils.misc import load_object
 
-    from crawler.pipelines.storage import StoragePipeline
-
     for entry in build_component_list(settings.getwithbase("ITEM_PIPELINES")):
         component = load_object(entry) if isinstance(entry, str) else entry
-        if isinstance(component, type) and issubclass(component, StoragePipeline):
+        if isinstance(component, type) and issubclass(component, kind):
             return True
     return False
 

@@ -110,12 +110,18 @@ class HostTemplates:
             match = self._refresh(page)
             if match is None:
                 continue
+            self.templates.forget(host, page.url)  # out of the index: never re-recorded
             if page is kept:
                 late = match
             else:
                 self.drops.demoted(Drop(page.url, match.reason, match.url, match.distance,
                                         page.simhash, match.simhash, rule=REFRESHED_RULE))
         return late
+
+    def forget(self, url: str) -> None:
+        """The kept page at ``url`` was demoted: its host's template filter forgets it."""
+        if self.templates is not None:
+            self.templates.forget(template_key(url), url)
 
     def _refresh(self, page: KeptPage) -> Match | None:
         """Recompute a page's fingerprint; its match when it is a late drop now."""

@@ -15,8 +15,10 @@ For each :class:`~crawler.items.PageItem`, in this order:
 3. On a young host (its template unknown) a near match on the same host is confirmed only if
    the page adds little text of its own to it; in the distributed profile a host new to this
    worker first learns its template from storage (:mod:`crawler.pipelines.hosts`).
-4. The canonical copy (``DEDUP_CANONICAL``): when the match names the new page canonical, the
-   new page is kept instead and the match demoted (:mod:`crawler.pipelines.canonical`).
+4. The preferred copy (:mod:`crawler.preference`): when the new page is preferred to its match
+   (the match names it canonical, it is on a seed's host, its URL is shorter...), the new page
+   is kept instead and the match demoted (:mod:`crawler.pipelines.preferred`). The settle step
+   at the end of the crawl re-decides whole groups by the same order (:mod:`crawler.settle`).
 5. A duplicate raises :class:`~crawler.exceptions.DuplicatePage` carrying its
    :class:`~crawler.vocab.Drop`, built here once and handed to storage and the drop log by
    :class:`~crawler.pipelines.drops.DropWriter` (stats ``dedup/<reason>``,
@@ -47,7 +49,8 @@ from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_content_index
 from crawler.droplog import DropLog
 from crawler.exceptions import DuplicatePage
-from crawler.pipelines.canonical import CanonicalRule
+from crawler.pipelines.preferred import PreferenceRule
+from crawler.pipelines.storage import seed_urls
 from crawler.pipelines.counts import Counts
 from crawler.pipelines.drops import DropWriter, storage_enabled
 from crawler.pipelines.hosts import HostTemplates
@@ -55,6 +58,7 @@ from crawler.pipelines.outage import GuardedIndex
 from crawler.pipelines.pages import Candidate, Fingerprinter
 from crawler.pipelines.soft404 import Soft404Pages
 from crawler.pipelines.stored import StoredPages
+from crawler.preference import seed_hosts
 from crawler.simindex import settings_params
 
 # block_hashes and template_key live in crawler.template; bench.pipeline_eval reads them here
@@ -145,9 +149,10 @@ class NearDuplicatePipeline:
                                            counts=self.counts)  # fmt: skip
         self.hosts = HostTemplates(self.fingerprinter, self.guard, self.drops, self.stored,
                                    self.counts)  # fmt: skip
-        self.canonical = CanonicalRule(self.guard, self.drops, self.stored, self.counts,
+        self.canonical = PreferenceRule(self.guard, self.drops, self.stored, self.counts,
                                        prefer_canonical)  # fmt: skip
         self.soft404s = Soft404Pages(self.fingerprinter, k, self.counts)
+        self.crawler = crawler
         # id(item) -> its decision (the item kept, or the DuplicatePage), made by decide()
         self._decided: dict[int, Any] = {}
 
@@ -175,6 +180,8 @@ class NearDuplicatePipeline:
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def open_spider(self) -> None:
+        if self.crawler is not None:
+            self.canonical.seeds = seed_hosts(seed_urls(self.crawler.spider))
         if self.stored.enabled:
             loaded = await run_in_thread(self.load_stored)
             logger.info("content index: %d stored fingerprints loaded", loaded)
@@ -268,7 +275,9 @@ class NearDuplicatePipeline:
         if page.match is not None:
             if not self.canonical.wins(page):
                 raise self._duplicate(page.signature, page.match)
+            demoted = page.match.url
             self.canonical.swap(page)
+            self.hosts.forget(demoted)
         return self._keep(page)
 
     def _keep(self, page: Candidate) -> Any:

@@ -50,6 +50,8 @@ class Candidate:
     match: Match | None = None
     verify: bool = False  # young host, same-host match stored by an earlier crawl
     match_names: str | None = None  # what the match names canonical, read from storage
+    rule: str = ""  # the match's demotion rule when this page is preferred to it
+    why: str = ""  # the rule of the preference order that decided (crawler.preference)
 
 
 class Fingerprinter:

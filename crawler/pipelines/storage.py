@@ -52,7 +52,15 @@ from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.closing import close_crawl
 from crawler.exceptions import DuplicatePage
-from crawler.storage import StorageError, Store, dedup_settings, utcnow, write_options
+from crawler.storage import (
+    SettleOptions,
+    StorageError,
+    Store,
+    dedup_settings,
+    settle_options,
+    utcnow,
+    write_options,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -85,8 +93,12 @@ class Batch:
         return len(self.documents) + len(self.dropped) + len(self.demotions)
 
     def drop_rows(self) -> list[dict[str, Any]]:
-        """The batch's drop rows, demoted pages included (once written)."""
-        demoted = [d["row"] for d in self.demotions if d.get("row") is not None]
+        """The batch's drop rows, demoted pages and the drops repointed to their kept page
+        included (once written): the drop log's lines, so that it replays to the table."""
+        demoted = []
+        for demotion in self.demotions:
+            if demotion.get("row") is not None:  # the page's own line, then its drops' moves
+                demoted += [demotion["row"], *demotion.get("repointed", ())]
         return [*self.dropped, *demoted]
 
 
@@ -111,6 +123,10 @@ def document_row(item: Any, crawl_id: int | None) -> dict[str, Any]:
     }
 
 
+#: What a drop row keeps of the page besides its text, so the settle step can store it again.
+PAGE_COLUMNS = ("status", "content_type", "encoding", "depth", "referer")
+
+
 def dropped_row(item: Any, drop: Drop, crawl_id: int | None, max_chars: int) -> dict[str, Any]:
     """The ``dropped`` row of a duplicate page (``drop``, and what the item adds: its canonical
     URL, title, text cut to ``max_chars`` (0: no text), hashes the drop lacks)."""
@@ -130,6 +146,9 @@ def dropped_row(item: Any, drop: Drop, crawl_id: int | None, max_chars: int) -> 
         "text": text[:max_chars] if max_chars and text else None,
         "dropped_at": utcnow(),
         "crawl_id": crawl_id,
+        **{name: page.get(name) for name in PAGE_COLUMNS},
+        "canonical_link": page.get("canonical_link") or None,
+        "fetched_at": page.get("fetched_at") or utcnow(),
     }
 
 
@@ -143,6 +162,15 @@ def run_command(spider: Any) -> str:
     return "parse" if getattr(start, "__module__", "") == "scrapy.commands.parse" else "crawl"
 
 
+def _dedup_runs(crawler: Crawler) -> bool:
+    """Whether the crawl decides duplicates (the near-duplicate pipeline runs): only then
+    does it settle."""
+    from crawler.pipelines.drops import pipeline_enabled
+    from crawler.pipelines.neardup import NearDuplicatePipeline
+
+    return pipeline_enabled(crawler.settings, NearDuplicatePipeline)
+
+
 def _job(crawler: Crawler | None) -> str | None:
     jobdir = crawler.settings.get("JOBDIR") if crawler is not None else None
     if not jobdir:
@@ -152,7 +180,8 @@ def _job(crawler: Crawler | None) -> str | None:
     return job_id(jobdir)
 
 
-def _seed_urls(spider: Any) -> list[str]:
+def seed_urls(spider: Any) -> list[str]:
+    """The crawl's seed URLs (the spider's seeds file, or its ``start_urls``)."""
     seeds = getattr(spider, "seeds", None)
     urls = getattr(seeds, "urls", None) if seeds is not None else None
     return [str(u) for u in (urls or getattr(spider, "start_urls", None) or [])]
@@ -187,11 +216,13 @@ class StoragePipeline:
         self._close_reason: str | None = None
         self._idle_waiters: list[Deferred[None]] = []
         self._timer: Any = None
+        self.settle: SettleOptions | None = None  # DEDUP_SETTLE (from_crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
         pipe = cls(Store.from_settings(crawler.settings), **write_options(crawler.settings))
         pipe.crawler = crawler
+        pipe.settle = settle_options(crawler.settings) if _dedup_runs(crawler) else None
         crawler.signals.connect(pipe.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(pipe.page_demoted, signal=dedup_signals.page_demoted)
         crawler.signals.connect(pipe.spider_closed, signal=signals.spider_closed)
@@ -228,7 +259,7 @@ class StoragePipeline:
                      settings: dict[str, Any]) -> tuple[int, str | None]:
         """The new crawl's id and job (blocking: file and database work, in a thread)."""
         job = _job(self.crawler)
-        crawl_id = self.store.start_crawl(name, _seed_urls(spider), settings, job=job,
+        crawl_id = self.store.start_crawl(name, seed_urls(spider), settings, job=job,
                                           command=run_command(spider))
         return crawl_id, job
 
@@ -282,6 +313,34 @@ class StoragePipeline:
             await self.wait_idle()
         if self._queue:
             self._report_unsaved()
+        elif self.settle is not None and self.crawl_id is not None and not self._failed:
+            await self._settle(self.settle)
+
+    async def _settle(self, options: SettleOptions) -> None:
+        """Re-decide the duplicate groups that changed (:mod:`crawler.settle`) once every
+        batch is committed; the moves' drop log lines go out as a last ``batch_committed``.
+        A failure leaves the crawl unsettled (``crawls.settled_at`` NULL: the next crawl or
+        ``scrapy settle`` takes it in) and is logged, never lost."""
+        assert self.crawl_id is not None
+        scope = None if options.persist else [self.crawl_id]
+        try:
+            done = await run_in_thread(
+                self.store.settle, options.k, crawl_id=self.crawl_id, scope=scope,
+                prefer_canonical=options.prefer_canonical,
+                max_chars=self.dropped_text_max_chars)
+        except StorageError as exc:
+            logger.warning("The settle step failed (%s); the stored pages are as decided "
+                           "while crawling. Run `scrapy settle` once the database is back.",
+                           exc)
+            self._inc("dedup/settle/errors")
+            return
+        for key, count in (("groups", done.groups), ("demoted", done.demoted),
+                           ("promoted", done.promoted), ("repointed", done.repointed)):
+            self._inc(f"dedup/settle/{key}", count)
+        if done.rows and self.crawler is not None:
+            await self.crawler.signals.send_catch_log_async(
+                signal=dedup_signals.batch_committed, fingerprints=[], leases=[],
+                documents=[], dropped=done.rows)
 
     async def spider_closed(self, spider: Any, reason: str) -> None:
         self._close_reason = reason

@@ -65,6 +65,7 @@ DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # Bloom-filter seen set
 DUPEFILTER_DEBUG = False  # log every filtered request, not only the first
 DEDUP_EARLY_SKIP = _d.DEDUP_EARLY_SKIP  # skip already-seen links before building a Request
 DEDUP_CANONICAL = _d.DEDUP_CANONICAL  # of two duplicates, store the one named canonical
+DEDUP_SETTLE = _d.DEDUP_SETTLE  # re-decide changed duplicate groups at the end of a crawl
 URLNORM_STRIP_PARAMS = list(_d.URLNORM_STRIP_PARAMS)  # tracking parameters removed (globs)
 URLNORM_SORT_QUERY = _d.URLNORM_SORT_QUERY  # sort query pairs in the canonical key
 URLNORM_DEBUG = _d.URLNORM_DEBUG  # log every dropped link / trap, not only the first of each kind

@@ -67,7 +67,13 @@ Modules, one idea each:
 from __future__ import annotations
 
 from crawler.formats import jsonable
-from crawler.storage.check import check_storage, validate, write_options
+from crawler.storage.check import (
+    SettleOptions,
+    check_storage,
+    settle_options,
+    validate,
+    write_options,
+)
 from crawler.storage.engine import (
     PG_CONNECT_TIMEOUT_S,
     SQLITE_BUSY_TIMEOUT_MS,
@@ -145,4 +151,6 @@ __all__ = [
     "validate",
     "wrap_error",
     "write_options",
+    "SettleOptions",
+    "settle_options",
 ]

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from crawler import config, defaults
 from crawler.config import SettingsLike
@@ -42,9 +42,32 @@ def write_options(settings: SettingsLike) -> dict[str, Any]:
     }  # fmt: skip
 
 
+class SettleOptions(NamedTuple):
+    """How the settle step runs at the end of a crawl (:meth:`Store.settle`)."""
+
+    k: int  # SIMHASH_MAX_DISTANCE
+    persist: bool  # SIMHASH_PERSIST: the groups span every crawl of the database
+    prefer_canonical: bool  # DEDUP_CANONICAL
+
+
+def settle_options(settings: SettingsLike) -> SettleOptions | None:
+    """``DEDUP_SETTLE`` and what the settle step reads of the dedup settings, checked; None
+    when it is off."""
+    from crawler.simindex import settings_params
+
+    if not config.get_bool(settings, "DEDUP_SETTLE", defaults.DEDUP_SETTLE):
+        return None
+    return SettleOptions(
+        settings_params(settings)[0],
+        config.get_bool(settings, "SIMHASH_PERSIST", defaults.SIMHASH_PERSIST),
+        config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL),
+    )
+
+
 def validate(settings: SettingsLike) -> None:
     """Check the storage settings (no connection; see :func:`check_storage`)."""
     write_options(settings)
+    settle_options(settings)
     url = str(settings.get("STORAGE_URL") or defaults.STORAGE_URL)
     try:
         parse_url(url)

@@ -46,6 +46,8 @@ class Crawl(Base):
     # JOBDIR) and the command that ran it ("crawl" | "parse"; NULL before 0007)
     job: Mapped[str | None] = mapped_column(sa.String(64))
     command: Mapped[str | None] = mapped_column(sa.String(16))
+    # revision 0008: when the settle step last re-decided this crawl's groups (crawler.settle)
+    settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # order-free fingerprints of what the crawl stored (crawler.setfp; revision 0005), kept
     # up to date in each batch's transaction from ``crawl_documents``
     url_fingerprint: Mapped[str] = mapped_column(sa.String(32), default=ZERO_HEX,
@@ -135,8 +137,18 @@ class Dropped(Base):
         sa.ForeignKey("crawls.id", ondelete="SET NULL"), index=True
     )
     # a page stored first, moved here later (0004): "canonical" (the page it names came),
-    # "refreshed" (its fingerprint recomputed once the template was known), "repointed"
+    # "refreshed" (its fingerprint recomputed once the template was known), "repointed",
+    # "preferred" (a preferred twin came), "settled" (the settle step re-decided its group)
     rule: Mapped[str | None] = mapped_column(sa.String(32))
+    # revision 0008: what the page's documents row would hold, so the settle step can store
+    # it again (crawler.settle)
+    canonical_link: Mapped[str | None] = mapped_column(sa.Text)
+    status: Mapped[int | None] = mapped_column(sa.Integer)
+    content_type: Mapped[str | None] = mapped_column(sa.String(255))
+    encoding: Mapped[str | None] = mapped_column(sa.String(64))
+    depth: Mapped[int | None] = mapped_column(sa.Integer)
+    referer: Mapped[str | None] = mapped_column(sa.Text)
+    fetched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 #: Columns computed by the Store on every write (a caller's values for them are ignored).

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from crawler.storage.read import ReadSide
-from crawler.storage.write import WriteSide
+from crawler.storage.settle import SettleSide
 
 
-class Store(WriteSide, ReadSide):
+class Store(SettleSide, ReadSide):
     """The crawl database at one SQLAlchemy URL.
 
     ``Store(url)`` does not connect; :meth:`check` (called by every other method on first use)
@@ -15,7 +15,8 @@ class Store(WriteSide, ReadSide):
     database without our tables is an error instead of being created (for review commands).
 
     The writes are :class:`crawler.storage.write.WriteSide` (with the set fingerprints of
-    :class:`crawler.storage.sets.SetsSide`), the reads :class:`crawler.storage.read.ReadSide`;
+    :class:`crawler.storage.sets.SetsSide` and the settle step of
+    :class:`crawler.storage.settle.SettleSide`), the reads :class:`crawler.storage.read.ReadSide`;
     connection, schema and errors are :class:`crawler.storage.base.StoreBase`. Methods are
     blocking: call them from a worker thread inside a crawl.
     """

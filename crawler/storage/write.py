@@ -202,18 +202,28 @@ class WriteSide(SetsSide):
             row = demoted_row(found, demotion, now)
             self._insert_dropped(conn, [row])
             demotion["row"] = row
-            self._repoint(conn, found["url"], demotion)
+            demotion["repointed"] = self._repoint(conn, found["url"], demotion, now)
             if demotion.get("crawl_id") is not None:
                 removed.append((int(demotion["crawl_id"]),
                                 found["canonical_url"] or found["url"]))
         return removed
 
-    def _repoint(self, conn: sa.Connection, old: str, new: Mapping[str, Any]) -> None:
-        """Drop rows naming ``old`` as their kept page name ``new["duplicate_of"]`` instead."""
+    def _repoint(self, conn: sa.Connection, old: str, new: Mapping[str, Any],
+                 now: Any) -> list[dict[str, Any]]:
+        """Drop rows naming ``old`` as their kept page name ``new["duplicate_of"]`` instead;
+        returns them as updated (``dropped_at`` now: the drop log's line for the change)."""
         d = self.dropped_table
-        rows = conn.execute(sa.select(d.c.id, d.c.simhash, d.c.content_hash)
-                            .where(d.c.duplicate_of == old)).all()
-        updates = [repointed(row_id, own, own_hash, new) for row_id, own, own_hash in rows]
+        rows = conn.execute(sa.select(d.c.id, d.c.url, d.c.simhash, d.c.content_hash,
+                                      d.c.crawl_id)
+                            .where(d.c.duplicate_of == old).order_by(d.c.id)).all()
+        updates = [repointed(row_id, own, own_hash, new) for row_id, _, own, own_hash, _ in rows]
+        self._update_drops(conn, updates)
+        return [repointed_row(url, own, crawl_id, update, now)
+                for (_, url, own, _, crawl_id), update in zip(rows, updates, strict=True)]
+
+    def _update_drops(self, conn: sa.Connection, updates: list[dict[str, Any]]) -> None:
+        """Apply :func:`repointed` updates to their drop rows."""
+        d = self.dropped_table
         if updates:
             conn.execute(sa.update(d).where(d.c.id == sa.bindparam("row_id")).values(
                 duplicate_of=sa.bindparam("new_of"), reason=sa.bindparam("new_reason"),
@@ -246,7 +256,13 @@ def demoted_row(found: Any, demotion: Mapping[str, Any], now: Any,
         "content_hash": found["content_hash"], "title": found["title"],
         "text": text[:limit] if limit and text else None, "dropped_at": now,
         "crawl_id": demotion.get("crawl_id"), "rule": demotion.get("rule"),
+        **{name: found[name] for name in KEPT_COLUMNS},
     }  # fmt: skip
+
+
+#: The columns of a ``documents`` row a drop row keeps, so the page can be stored again.
+KEPT_COLUMNS = ("canonical_link", "status", "content_type", "encoding", "depth", "referer",
+                "fetched_at")
 
 
 def repointed(row_id: int, own: int | None, own_hash: str | None,
@@ -263,3 +279,12 @@ def repointed(row_id: int, own: int | None, own_hash: str | None,
         reason, distance = "near_duplicate", None
     return {"row_id": row_id, "new_of": new["duplicate_of"], "new_reason": reason,
             "new_rule": "repointed", "new_distance": distance, "new_simhash": simhash}
+
+
+def repointed_row(url: str, simhash: int | None, crawl_id: int | None,
+                  update: Mapping[str, Any], now: Any) -> dict[str, Any]:
+    """The drop row ``url`` as :func:`repointed` leaves it (for its drop log line)."""
+    return {"url": url, "reason": update["new_reason"], "duplicate_of": update["new_of"],
+            "distance": update["new_distance"], "simhash": simhash,
+            "duplicate_simhash": update["new_simhash"], "rule": update["new_rule"],
+            "crawl_id": crawl_id, "dropped_at": now}

@@ -1,0 +1,189 @@
+"""The settle step: re-decide duplicate groups so that what is stored depends only on the set of
+fetched pages, never on their order, on the number of workers or on kills.
+
+Streaming decisions (:mod:`crawler.pipelines.neardup`) are made as pages arrive and can lose
+races: two workers deciding two twins at once, a host's template learned after its first pages,
+a page demoted whose own duplicates are then repointed to a page further than k away. This
+module decides the same pages again, all at once, by one rule:
+
+    **Greedy by preference.** Within a group, pages are taken in preference order
+    (:mod:`crawler.preference`). A page is kept iff no page already kept is its duplicate
+    (the same content hash, or both have a SimHash and they are within ``k`` bits).
+
+The outcome is a function of the set of pages alone. A page is dropped only against a kept page
+within k (never a chain: a page whose twin was demoted is kept again if nothing else kept is
+near it), and its ``duplicate_of`` is the nearest kept page within k (exact copies first, ties
+by preference).
+
+Groups are the connected components of the "duplicate" relation: a page's fate depends only on
+the pages of its component, so :func:`components` collects just the components that hold a
+changed page and :func:`decide` re-decides only those (the settle step is incremental).
+
+Plain Python and numpy (:class:`~crawler.simindex.SimIndex` finds the neighbours): the storage
+side (:mod:`crawler.storage.settle`) reads the pages and applies the :class:`Plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from crawler.preference import PreferenceKey, preference_key
+from crawler.simhash import hamming
+from crawler.simindex import SimIndex
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
+
+
+@dataclass(frozen=True)
+class SettlePage:
+    """One fetched page as the settle step sees it: the latest version of one canonical URL,
+    stored (``kept``) or dropped (its current ``duplicate_of`` URL, ``reason``, ``distance``)."""
+
+    canonical: str
+    url: str
+    content_hash: str
+    simhash: int | None
+    names: str = ""
+    kept: bool = True
+    duplicate_of: str = ""
+    reason: str = ""
+    distance: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the rule decides for one page: kept (``duplicate_of`` None), or dropped as
+    ``reason`` of the kept page ``duplicate_of`` (its index) at ``distance`` bits."""
+
+    duplicate_of: int | None = None
+    reason: str = ""
+    distance: int = 0
+
+
+@dataclass
+class Plan:
+    """The moves that bring the stored state to the rule's (indexes into the pages).
+
+    ``demote``: stored pages to move to ``dropped``; ``promote``: dropped pages to store again;
+    ``repoint``: dropped pages whose kept page, reason or distance change. Each with its
+    :class:`Verdict` (a promoted page's is the kept verdict)."""
+
+    demote: list[tuple[int, Verdict]] = field(default_factory=list)
+    promote: list[int] = field(default_factory=list)
+    repoint: list[tuple[int, Verdict]] = field(default_factory=list)
+    groups: int = 0  # components re-decided
+    pages: int = 0  # pages in them
+
+    def __len__(self) -> int:
+        return len(self.demote) + len(self.promote) + len(self.repoint)
+
+
+class Neighbours:
+    """Who duplicates whom among ``pages``: the same content hash, or SimHashes within ``k``."""
+
+    def __init__(self, pages: Sequence[SettlePage], k: int) -> None:
+        self.pages = pages
+        self.k = k
+        self._near = SimIndex(k)
+        self._exact: dict[str, list[int]] = {}
+        for i, page in enumerate(pages):
+            self._exact.setdefault(page.content_hash, []).append(i)
+            if page.simhash is not None:
+                self._near.add(page.simhash, i)
+
+    def of(self, i: int) -> list[int]:
+        page = self.pages[i]
+        found = set(self._exact.get(page.content_hash, ()))
+        if page.simhash is not None:
+            found.update(key for key, _ in self._near.query_all(page.simhash))
+        found.discard(i)
+        return sorted(found)
+
+
+def components(pages: Sequence[SettlePage], k: int,
+               start: Iterable[int] | None = None) -> list[list[int]]:
+    """The groups (connected components) holding the pages ``start`` (all pages: None), each
+    sorted, in the order of their smallest member. Singletons are left out."""
+    near = Neighbours(pages, k)
+    todo = range(len(pages)) if start is None else sorted(set(start))
+    seen: set[int] = set()
+    groups: list[list[int]] = []
+    for first in todo:
+        if first in seen:
+            continue
+        seen.add(first)
+        group, stack = [first], [first]
+        while stack:
+            for j in near.of(stack.pop()):
+                if j not in seen:
+                    seen.add(j)
+                    group.append(j)
+                    stack.append(j)
+        if len(group) > 1:
+            groups.append(sorted(group))
+    return sorted(groups, key=lambda g: g[0])
+
+
+def _is_duplicate(a: SettlePage, b: SettlePage, k: int) -> tuple[str, int] | None:
+    """``(reason, distance)`` when ``a`` duplicates ``b``, else None."""
+    if a.content_hash == b.content_hash:
+        return EXACT_DUPLICATE, 0
+    if a.simhash is not None and b.simhash is not None:
+        d = hamming(a.simhash, b.simhash)
+        if d <= k:
+            return NEAR_DUPLICATE, d
+    return None
+
+
+def group_keys(pages: Sequence[SettlePage], group: Sequence[int], seeds: frozenset[str],
+               prefer_canonical: bool = True) -> dict[int, PreferenceKey]:
+    """The preference key of every page of ``group`` (named: by another member)."""
+    named = set()
+    if prefer_canonical:
+        named = {pages[i].names for i in group
+                 if pages[i].names and pages[i].names != pages[i].canonical}
+    return {i: preference_key(pages[i].canonical, pages[i].canonical in named, seeds)
+            for i in group}
+
+
+def decide_group(pages: Sequence[SettlePage], group: Sequence[int], k: int,
+                 seeds: frozenset[str], prefer_canonical: bool = True) -> dict[int, Verdict]:
+    """The rule's verdict on every page of ``group`` (module docstring)."""
+    keys = group_keys(pages, group, seeds, prefer_canonical)
+    kept: list[int] = []
+    verdicts: dict[int, Verdict] = {}
+    for i in sorted(group, key=keys.__getitem__):
+        best: tuple[int, PreferenceKey, int, str] | None = None
+        for j in kept:
+            dup = _is_duplicate(pages[i], pages[j], k)
+            if dup is not None and (best is None or (dup[1], keys[j]) < best[:2]):
+                best = (dup[1], keys[j], j, dup[0])
+        if best is None:
+            kept.append(i)
+            verdicts[i] = Verdict()
+        else:
+            verdicts[i] = Verdict(best[2], best[3], best[0])
+    return verdicts
+
+
+def plan(pages: Sequence[SettlePage], k: int, seeds: frozenset[str],
+         start: Iterable[int] | None = None, prefer_canonical: bool = True) -> Plan:
+    """The moves that settle the groups of ``start`` (every group: None)."""
+    moves = Plan()
+    for group in components(pages, k, start):
+        moves.groups += 1
+        moves.pages += len(group)
+        for i, verdict in decide_group(pages, group, k, seeds, prefer_canonical).items():
+            page = pages[i]
+            if verdict.duplicate_of is None:
+                if not page.kept:
+                    moves.promote.append(i)
+            elif page.kept:
+                moves.demote.append((i, verdict))
+            elif (pages[verdict.duplicate_of].url != page.duplicate_of
+                  or verdict.reason != page.reason or verdict.distance != page.distance):
+                moves.repoint.append((i, verdict))
+    moves.demote.sort()
+    moves.promote.sort()
+    moves.repoint.sort()
+    return moves
