@@ -53,6 +53,7 @@ class TrapSettings:
     host_max_pages: int = defaults.TRAP_HOST_MAX_PAGES
     path_max_query_variants: int = defaults.TRAP_PATH_MAX_QUERY_VARIANTS
     soft404_probe: bool = defaults.TRAP_SOFT404_PROBE
+    duplicate_hops: int = defaults.TRAP_DUPLICATE_HOPS
 
     @classmethod
     def from_settings(cls, settings: SettingsLike) -> TrapSettings:
@@ -66,9 +67,11 @@ class TrapSettings:
         follow = config.get_choice(settings, "TRAP_FOLLOW_LINKS_OF",
                                    defaults.TRAP_FOLLOW_LINKS_OF,
                                    defaults.TRAP_FOLLOW_LINKS_CHOICES)  # fmt: skip
+        hops = config.get_int(settings, "TRAP_DUPLICATE_HOPS", defaults.TRAP_DUPLICATE_HOPS,
+                              lo=0, hi=defaults.TRAP_DUPLICATE_HOPS_MAX)
         return cls(follow, count("TRAP_LEARN_PARAMS_AFTER"),
                    count("TRAP_HOST_MAX_PAGES"), count("TRAP_PATH_MAX_QUERY_VARIANTS"),
-                   flag("TRAP_SOFT404_PROBE"))  # fmt: skip
+                   flag("TRAP_SOFT404_PROBE"), hops)  # fmt: skip
 
 
 def split_query(canonical: str) -> tuple[str, dict[str, str] | None]:
@@ -195,20 +198,33 @@ class TrapRules:
         self._probed: set[str] = set()
         self._logged: set[str] = set()
 
-    def follows(self, drop: Drop | None, url: str) -> bool:
-        """Whether the links of the page at ``url``, decided ``drop`` (None: kept), are
-        followed (``TRAP_FOLLOW_LINKS_OF``); counted ``dedup/links_not_followed/<reason>``."""
+    def follows(self, drop: Drop | None, url: str, hops: int = 0) -> int | None:
+        """The duplicate hops of the page at ``url``, decided ``drop`` (None: kept), reached
+        through ``hops`` duplicates in a row; None when its links are not followed.
+
+        A kept page (or a duplicate ``TRAP_FOLLOW_LINKS_OF`` always follows) is 0 hops; any
+        other duplicate one more than the page that linked it, followed up to
+        ``TRAP_DUPLICATE_HOPS``: a mirror or a session-ID loop costs that many pages deep,
+        a distinct page linked only from a duplicate is still fetched. A soft 404's links
+        are never followed (but with ``"all"``). Counted ``dedup/links_not_followed/<reason>``
+        and, for a duplicate followed, ``dedup/links_followed_from/<reason>``."""
         follow = self.settings.follow_links_of
         if drop is None or follow == "all" or (follow == "near_duplicates"
                                                and drop.reason == NEAR_DUPLICATE):
-            return True
+            return 0
+        if drop.reason in (EXACT_DUPLICATE, NEAR_DUPLICATE) and (
+                hops < self.settings.duplicate_hops):
+            self._count(f"dedup/links_followed_from/{drop.reason}")
+            return hops + 1
         key = f"dedup/links_not_followed/{drop.reason}"
         self._count(key)
         if key not in self._logged:
             self._logged.add(key)
-            logger.info("Links not followed: %s is a %s of %s (trap guard; further pages "
-                        "counted in %s)", url, drop.reason, drop.duplicate_of, key)
-        return False
+            logger.info("Links not followed: %s is a %s of %s, %d duplicates in a row from a "
+                        "kept page (trap guard, TRAP_DUPLICATE_HOPS=%d; further pages counted "
+                        "in %s)", url, drop.reason, drop.duplicate_of, hops + 1,
+                        self.settings.duplicate_hops, key)  # fmt: skip
+        return None
 
     def learn(self, drop: Drop | None, canonical: str, original: str | None) -> list[str]:
         """Learn from a decided page (``original``: the canonical URL of the page it

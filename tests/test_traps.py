@@ -74,12 +74,34 @@ def test_budget_tables_are_bounded() -> None:
     ("near_duplicates", EXACT_DUPLICATE, False), ("all", EXACT_DUPLICATE, True),
     ("all", SOFT_404, True),
 ])  # fmt: skip
-def test_whose_links_are_followed(follow: str, reason: str | None, followed: bool) -> None:
+def test_whose_links_are_followed_without_hops(follow: str, reason: str | None,
+                                               followed: bool) -> None:
     counted: list[str] = []
-    rules = TrapRules(TrapSettings(follow_links_of=follow), counted.append)
+    rules = TrapRules(TrapSettings(follow_links_of=follow, duplicate_hops=0), counted.append)
     drop = None if reason is None else Drop(f"{H}/b", reason, f"{H}/a", 0)
-    assert rules.follows(drop, f"{H}/b") is followed
+    assert (rules.follows(drop, f"{H}/b") == 0) is followed
     assert counted == ([] if followed else [f"dedup/links_not_followed/{reason}"])
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_a_duplicates_links_are_followed_up_to_the_hop_limit(limit: int) -> None:
+    """A chain of duplicates, each linked from the one before: links followed from the first
+    ``limit`` of them; a kept page starts the count again; a soft 404 never counts."""
+    counted: list[str] = []
+    rules = TrapRules(TrapSettings(duplicate_hops=limit), counted.append)
+    near = Drop(f"{H}/b", NEAR_DUPLICATE, f"{H}/a", 2)
+    exact = Drop(f"{H}/c", EXACT_DUPLICATE, f"{H}/a", 0)
+    hops, chain = 0, []
+    for n in range(limit + 3):
+        hops = rules.follows(near if n % 2 else exact, f"{H}/p{n}", hops)
+        chain.append(hops)
+        if hops is None:
+            break
+    assert chain == [*range(1, limit + 1), None]
+    assert rules.follows(None, f"{H}/kept", limit) == 0  # a kept page: links followed, count reset
+    assert rules.follows(Drop(f"{H}/s", SOFT_404, f"{H}/x", 0), f"{H}/s", 0) is None
+    assert counted.count("dedup/links_not_followed/soft_404") == 1
+    assert sum(c.startswith("dedup/links_followed_from/") for c in counted) == limit
 
 
 def test_origins_are_probed_once_and_not_at_all_when_off() -> None:
@@ -102,6 +124,7 @@ def test_a_learned_parameter_is_folded_out_of_its_hosts_links_only() -> None:
 @pytest.mark.parametrize(("name", "value"), [
     ("TRAP_FOLLOW_LINKS_OF", "sometimes"), ("TRAP_LEARN_PARAMS_AFTER", -1),
     ("TRAP_HOST_MAX_PAGES", "many"), ("TRAP_SOFT404_PROBE", "perhaps"),
+    ("TRAP_DUPLICATE_HOPS", -1), ("TRAP_DUPLICATE_HOPS", 17), ("TRAP_DUPLICATE_HOPS", "two"),
 ])  # fmt: skip
 def test_bad_settings_are_refused(name: str, value: object) -> None:
     with pytest.raises(SettingError) as info:

@@ -66,6 +66,9 @@ class PreferenceRule:
         match = page.match
         if match is None:
             return False
+        if match.url == page.signature.url:  # itself, kept under a key learned since
+            page.rule, page.why = "", "the same page"
+            return True
         own = page.signature.canonical_url or page.signature.url
         kept = match.canonical_url or match.url
         names = match.names if match.names is not None else page.match_names
@@ -91,6 +94,9 @@ class PreferenceRule:
         assert match is not None
         page.match = None
         self.index.replace(match.canonical_url or match.url, signature)
+        if match.url == signature.url:  # the page met again under a new canonical key (a
+            self.counts.inc("dedup/rekeyed")  # parameter learned since): its new version
+            return
         self.counts.inc("dedup/canonical/swapped" if page.rule == CANONICAL_RULE
                         else "dedup/preferred/swapped")
         drop = Drop(match.url, match.reason, signature.url, match.distance, match.simhash,

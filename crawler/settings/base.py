@@ -74,6 +74,7 @@ TRAP_MAX_SEGMENT_REPEAT = _d.TRAP_MAX_SEGMENT_REPEAT  # same path segment repeat
 TRAP_MAX_PATH_DEPTH = _d.TRAP_MAX_PATH_DEPTH  # more path segments: trap
 TRAP_MAX_QUERY_PARAMS = _d.TRAP_MAX_QUERY_PARAMS  # more query pairs: trap
 TRAP_FOLLOW_LINKS_OF = _d.TRAP_FOLLOW_LINKS_OF  # "kept" pages only, also "near_duplicates", "all"
+TRAP_DUPLICATE_HOPS = _d.TRAP_DUPLICATE_HOPS  # duplicates in a row whose links are followed
 TRAP_LEARN_PARAMS_AFTER = _d.TRAP_LEARN_PARAMS_AFTER  # learn a no-op query parameter (0 = off)
 TRAP_HOST_MAX_PAGES = _d.TRAP_HOST_MAX_PAGES  # requests scheduled per host (0 = no budget)
 TRAP_PATH_MAX_QUERY_VARIANTS = _d.TRAP_PATH_MAX_QUERY_VARIANTS  # per path, query alone changing

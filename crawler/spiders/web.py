@@ -178,9 +178,11 @@ class WebSpider(Spider):
             self._decider = early_decision_of(self.crawler)
         return None if self._decider is None else await self._decider.decide(item)
 
-    def _follows(self, drop: Drop | None, canonical: str) -> bool:
-        """Whether the links of the page ``canonical``, decided ``drop``, are followed; the
-        parameters its decision teaches are folded out of its host's URLs from now on."""
+    def _follows(self, drop: Drop | None, canonical: str, hops: int) -> int | None:
+        """The duplicate hops of the page ``canonical``, decided ``drop`` and reached through
+        ``hops`` duplicates in a row, when its links are followed, else None
+        (:meth:`TrapRules.follows`); the parameters its decision teaches are folded out of its
+        host's URLs from now on."""
         original = None
         if drop is not None:
             with contextlib.suppress(InvalidUrl):
@@ -191,7 +193,7 @@ class WebSpider(Spider):
             self.link_memo.clear()  # verdicts of that host's links change
             ignored = ",".join(sorted(self.trap_rules.learner.learned[host]))
             self.crawler.stats.set_value(f"{IGNORED_PARAMS_STAT}{host}", ignored)
-        return self.trap_rules.follows(drop, canonical)
+        return self.trap_rules.follows(drop, canonical, hops)
 
     def _teach_soft404(self, response: HtmlResponse) -> None:
         if self._decider is False:
@@ -237,8 +239,11 @@ class WebSpider(Spider):
             if item.depth:  # a seed is never a soft 404
                 await self.probes.answered(canonical)
         drop = await self._decide(item)
-        if root is not None and self._follows(drop, canonical):
+        hops = self._follows(drop, canonical, int(response.meta.get(DUP_HOPS_META, 0)))
+        if root is not None and hops is not None:
             for request in self._links(response, root):
+                if hops:
+                    request.meta[DUP_HOPS_META] = hops
                 yield request
         if named_request is not None:
             yield named_request
@@ -466,6 +471,9 @@ _REL_CANONICAL = re.compile(r"""(?:^|;)\s*rel\s*=\s*"?([^";]*)"?""", re.IGNORECA
 IGNORED_PARAMS_STAT = "urlnorm/ignored_params/"
 #: ``request.meta`` key of a request for a page another page names canonical.
 CANONICAL_TARGET_META = "dedup_canonical_target"
+#: ``request.meta`` key: how many duplicate pages in a row led to the request (absent: none;
+#: :meth:`crawler.traps.TrapRules.follows`).
+DUP_HOPS_META = "dedup_duplicate_hops"
 
 
 def canonical_href(response: Response, root: Any) -> str | None:
