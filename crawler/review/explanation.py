@@ -57,6 +57,8 @@ class Explanation:
     lines_only_kept: Counter[str]
     notes: list[str] = field(default_factory=list)
     rule: str | None = None  # "canonical": the canonical rule chose which page to keep
+    # the rule of the preference order (crawler.preference) that puts the kept page first
+    preferred_by: str = ""
 
     @property
     def identical_text(self) -> bool:
@@ -145,11 +147,39 @@ def explain(db: CrawlDB, url: str) -> Explanation:
             notes.append("the dropped page's content hash is computed from its stored text")
     result = compare(dropped, kept, row["reason"], row.get("distance"), k, blocks)
     result.rule = row.get("rule")
+    result.preferred_by = _preferred_by(db, row, kept_row)
     if truncated:
         notes.append(f"the dropped page's text was stored truncated to {limit} characters "
                      "(DROPPED_TEXT_MAX_CHARS): differences past that point are not shown")
     result.notes.extend(notes)
     return result
+
+
+def _preferred_by(db: CrawlDB, row: dict[str, Any], kept_row: dict[str, Any]) -> str:
+    """Which rule of the preference order puts the kept page before the dropped one ("" when
+    none does: an older crawl's first-fetched decision)."""
+    from crawler.preference import explain as first_difference
+    from crawler.preference import preference_key, seed_hosts
+
+    crawl_id = row.get("crawl_id")
+    seeds = db.crawl(crawl_id).get("seeds") if crawl_id in db.crawl_ids() else None
+    hosts = seed_hosts(str(s) for s in (_json_list(seeds)))
+    kept = kept_row.get("canonical_url") or kept_row["url"]
+    dropped = row.get("canonical_url") or row["url"]
+    named = row.get("canonical_link") == kept and kept_row.get("canonical_link") != dropped
+    return first_difference(preference_key(kept, named, hosts),
+                            preference_key(dropped, False, hosts))
+
+
+def _json_list(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return list(value) if isinstance(value, list) else []
 
 
 def _decision_rows(db: CrawlDB, url: str) -> tuple[dict[str, Any], dict[str, Any]]:

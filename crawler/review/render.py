@@ -19,10 +19,16 @@ MAX_LISTED = 20  # lines and words listed per side in an explanation
 _RULES = {
     "canonical": ("canonical copy: this page was stored first; the kept page, which this",
                   "page names canonical, came later and replaced it"),
-    "repointed": ("canonical copy: dropped against a copy stored first, which the page it",
-                  "names canonical (the kept page) later replaced"),
+    "preferred": ("preferred copy: this page was stored first; the kept page, preferred to",
+                  "it ({why}), came later and replaced it"),
+    "repointed": ("repointed: dropped against a copy stored first, which a page preferred",
+                  "to it (the kept page) later replaced"),
     "refreshed": ("late drop: stored while its site's template was unknown; fingerprinted",
                   "again once it was learned, it fell within k of the kept page"),
+    "settled": ("settled: the settle step re-decided this group at the end of the crawl;",
+                "the kept page is preferred ({why})"),
+    "": ("preference order: the kept page is preferred ({why}); named canonical, then",
+         "a seed's host, then the shorter URL, then the smaller URL"),
 }
 
 
@@ -67,7 +73,8 @@ def explanation_dict(e: Explanation, diff: bool = False) -> dict[str, Any]:
                 "content_hash": p.content_hash, "kept": p.kept}
 
     data = {"dropped": side(e.dropped), "kept": side(e.kept), "reason": e.reason,
-            "rule": e.rule or ("first_fetched" if e.reason != "pair" else None),
+            "rule": e.rule or ("preference" if e.reason != "pair" else None),
+            "preferred_by": e.preferred_by or None,
             "distance": e.distance, "stored_distance": e.stored_distance,
             "max_distance": e.max_distance, "blocks": len(e.blocks),
             "matched_blocks": [i + 1 for i in e.matched_blocks], "exact": e.exact,
@@ -155,9 +162,12 @@ def _rule_lines(e: Explanation) -> list[str]:
     """Which page of the two was kept, and why."""
     if e.reason == "pair":
         return []
-    first, second = _RULES.get(e.rule or "", ("first fetched: the kept page was decided "
-                                                "first", ""))
-    return [_row("Rule", first)] + ([_row("", second)] if second else [])
+    if not e.preferred_by and not e.rule:  # a crawl of an older version: no order applied
+        return [_row("Rule", "first fetched: the kept page was decided first")]
+    first, second = _RULES.get(e.rule or "", _RULES[""])
+    why = e.preferred_by or "equal by the order"
+    return [_row("Rule", first.format(why=why))] + (
+        [_row("", second.format(why=why))] if second else [])
 
 
 def _n(counts: Any, noun: str) -> str:
