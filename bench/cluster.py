@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.backends.redis import clear_namespace, connect
-from crawler.droplog import read_drop_log
+from crawler.droplog import read_drop_log, replay_drop_log
 from crawler.sitegen import Site, demo_site, template_site
 from crawler.siteserver import SiteServer, item_pages, serve_web, web_duplicate_groups
 from crawler.storage import Store
@@ -256,7 +256,12 @@ def local_crawl(servers: list[SiteServer], workdir: Path, **settings: Any) -> se
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"the local crawl failed: {proc.stderr[-2000:]}")
-    with Store(f"sqlite:///{db}", create=False) as store:
+    return stored_canonical(f"sqlite:///{db}")
+
+
+def stored_canonical(storage_url: str) -> set[str]:
+    """The canonical URLs of the pages a crawl database holds."""
+    with Store(storage_url, create=False) as store:
         return {canonical for _, canonical, _, _ in store.iter_fingerprints()}
 
 
@@ -290,6 +295,7 @@ def outcome(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
         documents = [(url, canonical) for url, canonical, _, _ in store.iter_fingerprints()]
         dropped = [(d.url, d.canonical_url, d.duplicate_of) for d in store.dropped()]
     stored_urls = {url for url, _ in documents}
+    table = {url: of for url, _, of in dropped}
     canonical = [c for _, c in documents]
     decided = set(canonical) | {c for _, c, _ in dropped}
     unfetched = undecided = repeats = 0
@@ -302,8 +308,10 @@ def outcome(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
         undecided += len(pages - decided)
         repeats += sum(n - 1 for p, n in hits.items() if n > 1 and p != "/robots.txt")
         robots.append(server.hits["/robots.txt"])
-    logged = [r for w in cluster.workers if (w.workdir / "dropped.jsonl").exists()
-              for r in read_drop_log(w.workdir / "dropped.jsonl")]  # fmt: skip
+    records = [r for w in cluster.workers if (w.workdir / "dropped.jsonl").exists()
+               for r in read_drop_log(w.workdir / "dropped.jsonl")]  # fmt: skip
+    # the workers' logs read start to end, in time order: each URL's final state
+    logged = list(replay_drop_log(sorted(records, key=lambda r: r["time"])).values())
     groups, twice = kept_twice(servers, set(canonical))
     client = connect(cluster.redis_url)
     # nothing queued or leased, no pending entry left; a worker killed while holding nothing
@@ -337,6 +345,8 @@ def outcome(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
         "log_drops_against_unstored": sum(
             1 for r in logged if r["duplicate_of"] not in stored_urls
         ),
+        "log_disagrees": sum(1 for r in logged if table.get(r["url"], r["duplicate_of"])
+                             != r["duplicate_of"]),
         "close_across_workers": sum(len(close_requests(s, cluster.delay, True)) for s in servers),
         # the first few, for a failure message: (gap, (target, agent), (target, agent))
         "close_across_examples": [c for s in servers

@@ -54,3 +54,6 @@ class PageItem:
     blocks: list[str] | None = None  # fingerprint blocks from the spider's parse (not stored)
     lease: str | None = None  # the shared frontier's lease of the request (distributed profile)
     canonical_link: str | None = None  # the other page of the crawl this page names canonical
+    #: fingerprinted while its site's template was unknown (chrome included): the settle step
+    #: trusts such a fingerprint against a page of the same site only where the crawl did
+    young: bool = False

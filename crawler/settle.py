@@ -15,9 +15,15 @@ within k (never a chain: a page whose twin was demoted is kept again if nothing 
 near it), and its ``duplicate_of`` is the nearest kept page within k (exact copies first, ties
 by preference).
 
-Groups are the connected components of the "duplicate" relation: a page's fate depends only on
-the pages of its component, so :func:`components` collects just the components that hold a
-changed page and :func:`decide` re-decides only those (the settle step is incremental).
+Two pages are duplicates, here as while crawling, when they share a content hash, or when both
+have a SimHash within ``k`` bits and either they are on different sites (origins) or neither
+fingerprint is *young* (computed while its site's template was unknown, chrome included: two
+distinct pages of a young site can be near in bits; the crawl then compared their texts) or
+the crawl recorded one as the other's duplicate within ``k``.
+
+Groups are the connected components of that relation: a page's fate depends only on the pages
+of its component, so :func:`components` collects just the components that hold a changed page
+and :func:`decide_group` re-decides only those (the settle step is incremental).
 
 Plain Python and numpy (:class:`~crawler.simindex.SimIndex` finds the neighbours): the storage
 side (:mod:`crawler.storage.settle`) reads the pages and applies the :class:`Plan`.
@@ -31,6 +37,7 @@ from dataclasses import dataclass, field
 from crawler.preference import PreferenceKey, preference_key
 from crawler.simhash import hamming
 from crawler.simindex import SimIndex
+from crawler.template import template_key
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
 
 
@@ -48,6 +55,11 @@ class SettlePage:
     duplicate_of: str = ""
     reason: str = ""
     distance: int | None = None
+    young: bool = False  # fingerprinted while its site's template was unknown
+
+    @property
+    def origin(self) -> str:
+        return template_key(self.canonical)
 
 
 @dataclass(frozen=True)
@@ -79,32 +91,43 @@ class Plan:
 
 
 class Neighbours:
-    """Who duplicates whom among ``pages``: the same content hash, or SimHashes within ``k``."""
+    """Who duplicates whom among ``pages`` (module docstring)."""
 
     def __init__(self, pages: Sequence[SettlePage], k: int) -> None:
         self.pages = pages
         self.k = k
         self._near = SimIndex(k)
         self._exact: dict[str, list[int]] = {}
+        self._recorded: set[tuple[int, int]] = set()  # (dropped, kept) the crawl recorded
+        by_url = {page.url: i for i, page in enumerate(pages)}
         for i, page in enumerate(pages):
             self._exact.setdefault(page.content_hash, []).append(i)
             if page.simhash is not None:
                 self._near.add(page.simhash, i)
+            j = by_url.get(page.duplicate_of) if not page.kept else None
+            if j is not None:
+                self._recorded |= {(i, j), (j, i)}
 
     def of(self, i: int) -> list[int]:
         page = self.pages[i]
         found = set(self._exact.get(page.content_hash, ()))
         if page.simhash is not None:
-            found.update(key for key, _ in self._near.query_all(page.simhash))
+            found.update(j for j, _ in self._near.query_all(page.simhash)
+                         if self.trusted(i, j))
         found.discard(i)
         return sorted(found)
 
+    def trusted(self, i: int, j: int) -> bool:
+        """Whether two pages within k bits are duplicates (module docstring)."""
+        a, b = self.pages[i], self.pages[j]
+        return (not (a.young or b.young) or a.origin != b.origin
+                or (i, j) in self._recorded)
 
-def components(pages: Sequence[SettlePage], k: int,
-               start: Iterable[int] | None = None) -> list[list[int]]:
+
+def components(near: Neighbours, start: Iterable[int] | None = None) -> list[list[int]]:
     """The groups (connected components) holding the pages ``start`` (all pages: None), each
     sorted, in the order of their smallest member. Singletons are left out."""
-    near = Neighbours(pages, k)
+    pages = near.pages
     todo = range(len(pages)) if start is None else sorted(set(start))
     seen: set[int] = set()
     groups: list[list[int]] = []
@@ -124,13 +147,14 @@ def components(pages: Sequence[SettlePage], k: int,
     return sorted(groups, key=lambda g: g[0])
 
 
-def _is_duplicate(a: SettlePage, b: SettlePage, k: int) -> tuple[str, int] | None:
-    """``(reason, distance)`` when ``a`` duplicates ``b``, else None."""
+def _is_duplicate(near: Neighbours, i: int, j: int) -> tuple[str, int] | None:
+    """``(reason, distance)`` when page ``i`` duplicates page ``j``, else None."""
+    a, b = near.pages[i], near.pages[j]
     if a.content_hash == b.content_hash:
         return EXACT_DUPLICATE, 0
     if a.simhash is not None and b.simhash is not None:
         d = hamming(a.simhash, b.simhash)
-        if d <= k:
+        if d <= near.k and near.trusted(i, j):
             return NEAR_DUPLICATE, d
     return None
 
@@ -146,16 +170,17 @@ def group_keys(pages: Sequence[SettlePage], group: Sequence[int], seeds: frozens
             for i in group}
 
 
-def decide_group(pages: Sequence[SettlePage], group: Sequence[int], k: int,
-                 seeds: frozenset[str], prefer_canonical: bool = True) -> dict[int, Verdict]:
+def decide_group(near: Neighbours, group: Sequence[int], seeds: frozenset[str],
+                 prefer_canonical: bool = True) -> dict[int, Verdict]:
     """The rule's verdict on every page of ``group`` (module docstring)."""
+    pages = near.pages
     keys = group_keys(pages, group, seeds, prefer_canonical)
     kept: list[int] = []
     verdicts: dict[int, Verdict] = {}
     for i in sorted(group, key=keys.__getitem__):
         best: tuple[int, PreferenceKey, int, str] | None = None
         for j in kept:
-            dup = _is_duplicate(pages[i], pages[j], k)
+            dup = _is_duplicate(near, i, j)
             if dup is not None and (best is None or (dup[1], keys[j]) < best[:2]):
                 best = (dup[1], keys[j], j, dup[0])
         if best is None:
@@ -170,10 +195,11 @@ def plan(pages: Sequence[SettlePage], k: int, seeds: frozenset[str],
          start: Iterable[int] | None = None, prefer_canonical: bool = True) -> Plan:
     """The moves that settle the groups of ``start`` (every group: None)."""
     moves = Plan()
-    for group in components(pages, k, start):
+    near = Neighbours(pages, k)
+    for group in components(near, start):
         moves.groups += 1
         moves.pages += len(group)
-        for i, verdict in decide_group(pages, group, k, seeds, prefer_canonical).items():
+        for i, verdict in decide_group(near, group, seeds, prefer_canonical).items():
             page = pages[i]
             if verdict.duplicate_of is None:
                 if not page.kept:

@@ -23,11 +23,18 @@ with the others.
 ``request_finished``: sent by the spider when a request ends without producing a page item
 (a failure, a non-HTML response, an error status). Keyword arguments ``fingerprints`` and
 ``leases`` as above.
+
+``page_refingerprinted``: sent by the dedup pipeline (with a storage pipeline) when a kept
+page's fingerprint was computed again once its site's template was learned and it stays kept:
+keyword arguments ``url`` and ``simhash`` (the new one). Storage updates the page's row in its
+next batch (``documents.simhash``, ``young`` false), so the settle step compares fingerprints
+of a known template (:mod:`crawler.settle`).
 """
 
 batch_committed = object()
 request_finished = object()
 page_demoted = object()
+page_refingerprinted = object()
 
 #: ``request.meta`` key holding the shared frontier's lease id of a popped request.
 LEASE_META = "dedup_lease"

@@ -28,7 +28,10 @@ CANONICAL_RULE = "canonical"
 #: ``dropped.rule`` of a stored page dropped once a page preferred to it (crawler.preference:
 #: on a seed's host, a shorter URL...) came within k.
 PREFERRED_RULE = "preferred"
-#: ``dropped.rule`` of a move made by the settle step (crawler.settle).
+#: ``dropped.rule`` of a dropped page whose kept page was itself dropped later: it names the
+#: page kept instead.
+REPOINTED_RULE = "repointed"
+#: ``dropped.rule`` of a stored page the settle step dropped (crawler.settle).
 SETTLED_RULE = "settled"
 #: The drop log's ``reason`` of a page the settle step stored again (it is kept now).
 KEPT_REASON = "kept"

@@ -33,6 +33,7 @@ from bench.cluster import (
     outcome,
     polite_sites,
     stat_sum,
+    stored_canonical,
     wait_for_hits,
 )
 from crawler.backends import serializer
@@ -107,8 +108,9 @@ def check(figures: dict[str, Any], killed: int = 0) -> None:
     # reactor turn) can leave a committed drop out of the killed worker's log, never the reverse
     assert figures["drops"] > 0 and figures["log_drops_not_in_table"] == 0, figures
     assert figures["log_drops"] <= figures["drops"], figures
-    if not killed:
+    if not killed:  # the logs, read start to end, give the table
         assert figures["log_drops"] == figures["drops"], figures
+        assert figures["log_disagrees"] == 0, figures
     assert figures["drops_against_unstored"] == 0, figures
     assert figures["log_drops_against_unstored"] == 0, figures
     assert figures["close_across_workers"] == 0, (  # a host changes hands politely
@@ -146,7 +148,9 @@ def test_three_workers_decide_like_one_process(services, tmp_path):
             for _ in range(3):
                 cluster.start()
             figures = run(cluster, servers)
+            three = stored_canonical(cluster.storage_url)
     check(figures)
+    assert three == stored  # the same pages stored, whatever the number of workers
     assert figures["duplicate_fetches"] == 0
     assert all(n > 0 for n in figures["responses"]), figures["responses"]  # every worker worked
     assert groups == figures["groups"] > 40

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from crawler.droplog import read_drop_log, replay_drop_log, row_record
 from crawler.preference import explain, preference_key, seed_hosts
-from crawler.settle import SettlePage, components, decide_group, plan
+from crawler.settle import Neighbours, SettlePage, components, decide_group, plan
 from crawler.storage import Store
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
 from tests.conftest import ROOT, fresh_pg_schema
@@ -65,7 +65,7 @@ def test_near_duplicates_at_1_to_k_bits_drop_and_at_k_plus_1_stay(k: int) -> Non
     pages = [page(A + "/", base)]
     pages += [page(f"{A}/near{d}", flip(base, d)) for d in range(1, k + 1)]
     pages.append(page(A + "/far", flip(base, k + 1, start=40)))
-    verdicts = decide_group(pages, range(len(pages)), k, frozenset())
+    verdicts = decide_group(Neighbours(pages, k), range(len(pages)), frozenset())
     assert verdicts[0].duplicate_of is None
     for d in range(1, k + 1):
         assert (verdicts[d].duplicate_of, verdicts[d].reason, verdicts[d].distance) == (
@@ -83,7 +83,7 @@ def test_a_chain_never_loses_a_group_and_the_verdict_ignores_input_order() -> No
     outcomes = set()
     for order in itertools.permutations(range(3)):
         pages = [page(urls[i], (a, b, c)[i]) for i in order]
-        verdicts = decide_group(pages, range(3), 3, frozenset())
+        verdicts = decide_group(Neighbours(pages, 3), range(3), frozenset())
         outcomes.add(tuple(sorted(
             (pages[i].url, None if v.duplicate_of is None else pages[v.duplicate_of].url)
             for i, v in verdicts.items())))
@@ -96,7 +96,7 @@ def test_a_page_named_canonical_wins_over_a_seed_host_page() -> None:
              page(M + "/x", flip(text, 2), names=B + "/syndicated/long/x")]
     # M names B, B names A: A and B are named; B is on the seed's host
     def kept(seeds: frozenset[str], prefer: bool) -> list[str]:
-        verdicts = decide_group(pages, range(3), 3, seeds, prefer_canonical=prefer)
+        verdicts = decide_group(Neighbours(pages, 3), range(3), seeds, prefer_canonical=prefer)
         return [pages[i].url for i, v in verdicts.items() if v.duplicate_of is None]
 
     assert kept(seed_hosts([B + "/"]), True) == [B + "/syndicated/long/x"]
@@ -108,11 +108,32 @@ def test_a_page_named_canonical_wins_over_a_seed_host_page() -> None:
 def test_exact_copies_without_a_simhash_are_one_group() -> None:
     pages = [page(A + "/short", None, "same"), page(A + "/s", None, "same"),
              page(A + "/other", None, "different")]
-    assert components(pages, 3) == [[0, 1]]
-    verdicts = decide_group(pages, [0, 1], 3, frozenset())
+    assert components(Neighbours(pages, 3)) == [[0, 1]]
+    verdicts = decide_group(Neighbours(pages, 3), [0, 1], frozenset())
     assert verdicts[1].duplicate_of is None
     assert (verdicts[0].duplicate_of, verdicts[0].reason, verdicts[0].distance) == (
         1, EXACT_DUPLICATE, 0)
+
+
+def test_young_fingerprints_of_one_site_are_not_duplicates_by_bits_alone() -> None:
+    """Two distinct posts of one site fingerprinted before its template was known (chrome in
+    the fingerprint) can be 2 bits apart: the crawl kept both after comparing their texts, so
+    the settle step keeps both. The same bits across sites, or with a mature fingerprint, or
+    with a drop the crawl recorded, are a duplicate."""
+    x = 0x5555_AAAA_0F0F_F0F0
+    young = [page(A + "/post-1", x, young=True), page(A + "/post-2", x ^ 0b11, young=True)]
+    assert components(Neighbours(young, 3)) == []
+    one_mature = [young[0], page(A + "/post-2", x ^ 0b11)]
+    assert components(Neighbours(one_mature, 3)) == []
+    mature = [page(A + "/post-1", x), page(A + "/post-2", x ^ 0b11)]
+    assert components(Neighbours(mature, 3)) == [[0, 1]]
+    across = [young[0], page(B + "/post-2", x ^ 0b11, young=True)]
+    assert components(Neighbours(across, 3)) == [[0, 1]]
+    recorded = [young[0], page(A + "/post-2", x ^ 0b11, young=True, kept=False,
+                               duplicate_of=A + "/post-1", reason=NEAR_DUPLICATE, distance=2)]
+    assert components(Neighbours(recorded, 3)) == [[0, 1]]
+    exact = [young[0], page(A + "/copy", x ^ 0b11, chash=f"h{A}/post-1", young=True)]
+    assert components(Neighbours(exact, 3)) == [[0, 1]]
 
 
 def test_plan_moves_only_what_the_rule_changes_and_only_groups_asked_for() -> None:
@@ -153,8 +174,8 @@ def test_property_the_kept_set_is_a_function_of_the_set_of_pages(spec: list[tupl
 
     def outcome(pp: list[SettlePage]) -> set[tuple[str, str | None]]:
         result = set()
-        for group in components(pp, 3):
-            for i, v in decide_group(pp, group, 3, frozenset()).items():
+        for group in components(Neighbours(pp, 3)):
+            for i, v in decide_group(Neighbours(pp, 3), group, frozenset()).items():
                 of = None if v.duplicate_of is None else pp[v.duplicate_of]
                 if of is not None:
                     assert v.distance <= 3 and (v.distance == 0) == (

@@ -169,11 +169,15 @@ def test_exact_copies_are_revisits_of_stored_pages(demo_server, demo_warc):
     assert set(revisits) == {url for url, _ in exact}
 
 
+#: ``dropped.rule`` of a page stored first and dropped later
+LATE = ("canonical", "preferred", "refreshed", "settled")
+
+
 def kept_now(run, url: str) -> str:
     """Where a page the archive names as kept ended up: demoted pages (``rule`` canonical or
     refreshed) followed to the page kept instead."""
-    demoted = dict(run.rows("SELECT url, duplicate_of FROM dropped "
-                            "WHERE rule IN ('canonical', 'refreshed')"))  # fmt: skip
+    demoted = dict(run.rows("SELECT url, duplicate_of FROM dropped WHERE rule IN "
+                            "('canonical', 'preferred', 'refreshed', 'settled')"))  # fmt: skip
     for _ in range(len(demoted) + 1):
         if url not in demoted:
             return url
@@ -190,7 +194,7 @@ def test_near_duplicates_and_demotions_have_metadata_records(demo_warc):
     assert len(near) >= 20
     for url, kept, distance, rule in near:
         fields = [m["fields"] for m in metadata[url]]
-        if rule in ("canonical", "refreshed"):  # stored first: its response stays, and a
+        if rule in LATE:  # stored first: its response stays, and a
             (note,) = [f for f in fields if f.get("rule") == rule]  # record says it was dropped
             (response,) = responses[url]
             (record,) = [m for m in metadata[url] if m["fields"] is note]

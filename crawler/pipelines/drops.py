@@ -137,6 +137,13 @@ class DropWriter:
         else:
             self._log(drop)
 
+    def refingerprinted(self, url: str, simhash: int | None) -> None:
+        """A kept page's fingerprint was computed again (its site's template learned) and it
+        stays kept: storage updates its row (signal ``page_refingerprinted``)."""
+        if self.crawler is not None and self.deferred:
+            self.crawler.signals.send_catch_log(signal=dedup_signals.page_refingerprinted,
+                                                url=url, simhash=simhash)
+
     def committed(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Storage committed these ``dropped`` rows: their drop log lines."""
         if self.deferred:

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 #: Stored pages of a host that teach a new owner its template (at most; the newest).
 WARM_PAGES = 32
+#: What :meth:`HostTemplates._refresh` answers for a page whose new fingerprint stays kept.
+STAYS = Match("", "", None, 0)
 YOUNG_DISTINCT = "dedup/template/young_distinct"
 YOUNG_UNVERIFIED = "dedup/template/young_unverified"
 
@@ -110,6 +112,9 @@ class HostTemplates:
             match = self._refresh(page)
             if match is None:
                 continue
+            if match is STAYS:  # a new fingerprint, still kept: storage hears of it
+                self.drops.refingerprinted(page.url, page.simhash)
+                continue
             self.templates.forget(host, page.url)  # out of the index: never re-recorded
             if page is kept:
                 late = match
@@ -124,15 +129,17 @@ class HostTemplates:
             self.templates.forget(template_key(url), url)
 
     def _refresh(self, page: KeptPage) -> Match | None:
-        """Recompute a page's fingerprint; its match when it is a late drop now."""
+        """Recompute a page's fingerprint; its match when it is a late drop now, :data:`STAYS`
+        when its fingerprint changed and it stays kept, None when nothing changed."""
         simhash = self.fingerprinter.simhash(page.blocks)
         if simhash == page.simhash:
             return None
         page.simhash = simhash
         self.counts.inc("dedup/template/refreshed")
         match = self.index.recheck((page.url, page.canonical_url, page.content_hash, simhash))
-        if match is not None:
-            self.counts.inc("dedup/template/refreshed_duplicate")
+        if match is None:
+            return STAYS
+        self.counts.inc("dedup/template/refreshed_duplicate")
         return match
 
     # --- warming --------------------------------------------------------------------------------

@@ -293,6 +293,8 @@ class NearDuplicatePipeline:
         if late is not None:  # its host's template became known with it: a duplicate after all
             self.counts.inc("dedup/kept", -1)
             raise self._duplicate(replace(signature, simhash=kept.simhash), late)
+        if kept.simhash != signature.simhash:  # fingerprinted again with the template it taught
+            adapter["simhash"], adapter["young"] = kept.simhash, False
         return page.item
 
     def _keep_anyway(self, page: Candidate, stat: str | None) -> None:

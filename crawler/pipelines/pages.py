@@ -80,6 +80,7 @@ class Fingerprinter:
         hashes = block_hashes(blocks)
         content = self.content(host, blocks, hashes)
         simhash = self.simhash(content)
+        adapter["young"] = self.templates is not None and self.templates.is_young(host)
         if simhash is None:
             self.counts.inc("dedup/too_short")
         names = adapter.get("canonical_link") or ""

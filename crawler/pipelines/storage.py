@@ -82,6 +82,8 @@ class Batch:
     leases: list[str] = field(default_factory=list)
     # stored pages to move to ``dropped`` (Store._demote); each gets its drop ``row`` on write
     demotions: list[dict[str, Any]] = field(default_factory=list)
+    # stored pages whose fingerprint was computed again ({"url", "simhash"}): Store._refresh
+    refreshes: list[dict[str, Any]] = field(default_factory=list)
 
     def add_page(self, page: ItemAdapter) -> None:
         """The request fingerprints and lease of a stored or dropped page."""
@@ -90,7 +92,8 @@ class Batch:
             self.leases.append(page["lease"])
 
     def __len__(self) -> int:
-        return len(self.documents) + len(self.dropped) + len(self.demotions)
+        return (len(self.documents) + len(self.dropped) + len(self.demotions)
+                + len(self.refreshes))
 
     def drop_rows(self) -> list[dict[str, Any]]:
         """The batch's drop rows, demoted pages and the drops repointed to their kept page
@@ -120,11 +123,12 @@ def document_row(item: Any, crawl_id: int | None) -> dict[str, Any]:
         "fetched_at": page.get("fetched_at") or utcnow(),
         "crawl_id": crawl_id,
         "canonical_link": page.get("canonical_link") or None,
+        "young": bool(page.get("young")),
     }
 
 
 #: What a drop row keeps of the page besides its text, so the settle step can store it again.
-PAGE_COLUMNS = ("status", "content_type", "encoding", "depth", "referer")
+PAGE_COLUMNS = ("status", "content_type", "encoding", "depth", "referer", "young")
 
 
 def dropped_row(item: Any, drop: Drop, crawl_id: int | None, max_chars: int) -> dict[str, Any]:
@@ -225,6 +229,8 @@ class StoragePipeline:
         pipe.settle = settle_options(crawler.settings) if _dedup_runs(crawler) else None
         crawler.signals.connect(pipe.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(pipe.page_demoted, signal=dedup_signals.page_demoted)
+        crawler.signals.connect(pipe.page_refingerprinted,
+                                signal=dedup_signals.page_refingerprinted)
         crawler.signals.connect(pipe.spider_closed, signal=signals.spider_closed)
         return pipe
 
@@ -300,6 +306,11 @@ class StoragePipeline:
             "duplicate_content_hash": duplicate_content_hash, "rule": drop.rule,
             "crawl_id": self.crawl_id, "max_chars": self.dropped_text_max_chars,
         })  # fmt: skip
+
+    def page_refingerprinted(self, url: str, simhash: int | None, **_: Any) -> None:
+        """A kept page's fingerprint was computed again (its site's template was learned):
+        its row is updated in the current batch, which holds or follows the row itself."""
+        self._pending.refreshes.append({"url": url, "simhash": simhash})
 
     async def close_spider(self) -> None:
         self._closing = True
@@ -432,7 +443,7 @@ class StoragePipeline:
         for attempt in range(self.retry_times + 1):
             try:
                 await run_in_thread(self.store.write_batch, batch.documents, batch.dropped,
-                                    batch.demotions)
+                                    batch.demotions, batch.refreshes)
                 return True
             except StorageError as exc:
                 self._inc("storage/errors")
@@ -467,6 +478,8 @@ class StoragePipeline:
                     if exc.transient:
                         return False
                     refused.append((row["url"], exc))
+        if batch.refreshes:  # fingerprints only: never refused for the data
+            await run_in_thread(self.store.write_batch, [], [], [], batch.refreshes)
         for demotion in batch.demotions:  # after the pages kept instead, as in one batch
             try:
                 await run_in_thread(self.store.write_batch, [], [], [demotion])

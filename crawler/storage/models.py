@@ -107,6 +107,8 @@ class Document(Base):
     canonical_key: Mapped[int | None] = mapped_column(sa.BigInteger)
     # the other page of the crawl this page names canonical, normalized (revision 0004)
     canonical_link: Mapped[str | None] = mapped_column(sa.Text)
+    # revision 0008: the SimHash was computed while the site's template was unknown
+    young: Mapped[bool | None] = mapped_column(sa.Boolean)
 
     __table_args__ = (
         # covering: the index load reads these four integers without touching the page text
@@ -149,6 +151,7 @@ class Dropped(Base):
     depth: Mapped[int | None] = mapped_column(sa.Integer)
     referer: Mapped[str | None] = mapped_column(sa.Text)
     fetched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    young: Mapped[bool | None] = mapped_column(sa.Boolean)
 
 
 #: Columns computed by the Store on every write (a caller's values for them are ignored).

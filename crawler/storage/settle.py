@@ -17,7 +17,7 @@ settling at once take turns):
 * a dropped page the rule keeps is stored again from its drop row (``rule`` of the drop log
   line: ``settled``, reason ``kept``) and its drop rows are deleted;
 * a dropped page whose kept page, reason or distance change is repointed
-  (``rule = 'settled'``).
+  (``rule = 'repointed'``, as when a kept page is demoted while crawling).
 
 Every changed drop row (and every page stored again) is returned, so the drop log gets a line
 for each: read start to end, the log gives every URL's final ``duplicate_of``, as the table.
@@ -38,7 +38,13 @@ from crawler.storage.base import StoreBase
 from crawler.storage.rows import chunked
 from crawler.storage.types import utcnow
 from crawler.storage.write import KEPT_COLUMNS, WriteSide, repointed_row
-from crawler.vocab import EXACT_DUPLICATE, KEPT_REASON, NEAR_DUPLICATE, SETTLED_RULE
+from crawler.vocab import (
+    EXACT_DUPLICATE,
+    KEPT_REASON,
+    NEAR_DUPLICATE,
+    REPOINTED_RULE,
+    SETTLED_RULE,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -132,15 +138,16 @@ class SettleSide(WriteSide, StoreBase):
         pages: list[SettlePage] = []
         sources: list[_Source] = []
         stmt = (sa.select(t.c.id, t.c.url, t.c.canonical_url, t.c.content_hash, t.c.simhash,
-                          t.c.canonical_link, t.c.crawl_id)
+                          t.c.canonical_link, t.c.crawl_id, t.c.young)
                 .where(t.c.content_hash.is_not(None)).order_by(t.c.id))
         if scope is not None:
             stmt = stmt.where(t.c.crawl_id.in_(list(scope)))
         stored: set[str] = set()
-        for row_id, url, canonical, chash, simhash, names, crawl in conn.execute(stmt):
+        for row_id, url, canonical, chash, simhash, names, crawl, young in conn.execute(stmt):
             canonical = canonical or url
             stored.add(canonical)
-            pages.append(SettlePage(canonical, url, chash, simhash, names or ""))
+            pages.append(SettlePage(canonical, url, chash, simhash, names or "",
+                                    young=bool(young)))
             sources.append(_Source(doc_id=row_id, crawl_id=crawl))
         latest: dict[str, dict[str, Any]] = {}
         stmt = (sa.select(d).where(d.c.reason.in_((EXACT_DUPLICATE, NEAR_DUPLICATE)),
@@ -156,7 +163,7 @@ class SettleSide(WriteSide, StoreBase):
             pages.append(SettlePage(
                 canonical, row["url"], row["content_hash"], row["simhash"],
                 row["canonical_link"] or "", kept=False, duplicate_of=row["duplicate_of"] or "",
-                reason=row["reason"], distance=row["distance"]))
+                reason=row["reason"], distance=row["distance"], young=bool(row["young"])))
             sources.append(_Source(drop=row, crawl_id=row["crawl_id"]))
         return pages, sources
 
@@ -235,7 +242,7 @@ class SettleSide(WriteSide, StoreBase):
                 continue
             update = {"row_id": latest.id, "new_of": kept.url, "new_reason": verdict.reason,
                       "new_distance": verdict.distance,
-                      "new_rule": latest.rule if same else SETTLED_RULE,
+                      "new_rule": latest.rule if same else REPOINTED_RULE,
                       "new_simhash": kept.simhash}
             self._update_drops(conn, [update])
             if not same:

@@ -23,6 +23,7 @@ from crawler.storage.models import DOCUMENT_COLUMNS, DROPPED_COLUMNS, Crawl
 from crawler.storage.rows import build_row, chunked
 from crawler.storage.sets import SetsSide
 from crawler.storage.types import Fingerprint64, to_signed64, utcnow
+from crawler.vocab import REPOINTED_RULE
 
 logger = logging.getLogger(__name__)
 
@@ -44,15 +45,17 @@ class WriteSide(SetsSide):
 
     def write_batch(
         self, documents: Sequence[Mapping[str, Any]], dropped: Sequence[Mapping[str, Any]],
-        demotions: Sequence[dict[str, Any]] = (),
+        demotions: Sequence[dict[str, Any]] = (), refreshes: Sequence[Mapping[str, Any]] = (),
     ) -> tuple[int, int]:
-        """Upsert ``documents``, append ``dropped``, apply ``demotions`` (:meth:`_demote`) and
-        update the crawls' set fingerprints (:meth:`_track_sets`) in ONE transaction: all or
-        nothing. Returns documents and drop rows written."""
+        """Upsert ``documents``, append ``dropped``, apply ``refreshes`` (:meth:`_refresh`) and
+        ``demotions`` (:meth:`_demote`) and update the crawls' set fingerprints
+        (:meth:`_track_sets`) in ONE transaction: all or nothing. Returns documents and drop
+        rows written."""
         self.check()
         with self._errors("writing a batch"), self.engine.begin() as conn:
             stored = self._upsert(conn, documents)
             done = len(stored), self._insert_dropped(conn, dropped)
+            self._refresh(conn, refreshes)
             removed = self._demote(conn, demotions)
             self._track_sets(conn, stored, removed)
             return done
@@ -176,6 +179,15 @@ class WriteSide(SetsSide):
             conn.execute(sa.insert(self.dropped_table), values)
         return len(values)
 
+    def _refresh(self, conn: sa.Connection, refreshes: Sequence[Mapping[str, Any]]) -> None:
+        """Stored pages get the fingerprint computed once their site's template was known
+        (``{"url", "simhash"}`` each): ``simhash`` set, ``young`` false."""
+        t = self.documents
+        if refreshes:
+            conn.execute(sa.update(t).where(t.c.url == sa.bindparam("row_url")).values(
+                simhash=sa.bindparam("new_simhash", type_=Fingerprint64()), young=False),
+                [{"row_url": r["url"], "new_simhash": r["simhash"]} for r in refreshes])
+
     def _demote(self, conn: sa.Connection,
                 demotions: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
         """Move stored pages to ``dropped``: each was kept first and turned out a duplicate
@@ -262,7 +274,7 @@ def demoted_row(found: Any, demotion: Mapping[str, Any], now: Any,
 
 #: The columns of a ``documents`` row a drop row keeps, so the page can be stored again.
 KEPT_COLUMNS = ("canonical_link", "status", "content_type", "encoding", "depth", "referer",
-                "fetched_at")
+                "fetched_at", "young")
 
 
 def repointed(row_id: int, own: int | None, own_hash: str | None,
@@ -278,7 +290,7 @@ def repointed(row_id: int, own: int | None, own_hash: str | None,
     else:
         reason, distance = "near_duplicate", None
     return {"row_id": row_id, "new_of": new["duplicate_of"], "new_reason": reason,
-            "new_rule": "repointed", "new_distance": distance, "new_simhash": simhash}
+            "new_rule": REPOINTED_RULE, "new_distance": distance, "new_simhash": simhash}
 
 
 def repointed_row(url: str, simhash: int | None, crawl_id: int | None,

@@ -26,7 +26,8 @@ What each fate writes (WARC/1.1, stats ``warc/<kind>``):
   ``request`` too, the metadata ``WARC-Concurrent-To`` the response. The kept URL is in the
   content, not in ``WARC-Refers-To-Target-URI``: WARC 1.1 keeps that field for revisits.
 * **late drop** of a stored page (``page_demoted``: the page it names canonical came, rule
-  ``canonical``; or its fingerprint refreshed, ``refreshed``): its response is already in the
+  ``canonical``; a page preferred to it came, ``preferred``; its fingerprint refreshed,
+  ``refreshed``; or the settle step dropped it, ``settled``): its response is already in the
   archive; a ``metadata`` record with ``duplicate-of``, ``reason``, ``distance``, ``rule``
   (``WARC-Refers-To`` its response when this process wrote it) says it is no longer kept, and
   it is forgotten as a revisit target. Drops later repointed to the new page
@@ -62,7 +63,15 @@ from crawler.exceptions import DuplicatePage
 from crawler.pipelines.drops import storage_enabled
 from crawler.simhash import to_hex
 from crawler.storage import dedup_settings
-from crawler.vocab import CANONICAL_RULE, EXACT_DUPLICATE, REFRESHED_RULE, Drop
+from crawler.vocab import (
+    CANONICAL_RULE,
+    EXACT_DUPLICATE,
+    KEPT_REASON,
+    PREFERRED_RULE,
+    REFRESHED_RULE,
+    SETTLED_RULE,
+    Drop,
+)
 from crawler.warc import WarcOptions, check_warc, warc_options
 from crawler.warc.capture import CAPTURE_META
 from crawler.warc.files import WarcFiles
@@ -82,7 +91,7 @@ logger = logging.getLogger(__name__)
 
 #: Stored pages remembered as revisit targets (about 0.5 kB each); older ones are forgotten.
 DIGEST_MEMORY = 100_000
-LATE_RULES = (CANONICAL_RULE, REFRESHED_RULE)
+LATE_RULES = (CANONICAL_RULE, PREFERRED_RULE, REFRESHED_RULE, SETTLED_RULE)
 
 
 class Archived(NamedTuple):
@@ -175,8 +184,8 @@ class WarcWriter:
                 self.dropped(capture, row)
             else:
                 self._inc("warc/not_stored")
-        for row in dropped:
-            if row.get("rule") in LATE_RULES:
+        for row in dropped:  # a page the settle step stored again (reason "kept"): no record
+            if row.get("rule") in LATE_RULES and row.get("reason") != KEPT_REASON:
                 self.demoted(row)
 
     def item_scraped(self, item: Any, response: Response, spider: Any = None) -> None:

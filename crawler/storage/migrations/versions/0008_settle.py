@@ -7,6 +7,11 @@ So a ``dropped`` row keeps what its ``documents`` row would hold besides title a
 ``content_type``, ``encoding``, ``depth``, ``referer`` and ``fetched_at``. All nullable, added
 without a default (no table rewrite; older rows read NULL).
 
+``documents.young`` and ``dropped.young``: the page's SimHash was computed while its site's
+template was unknown (its chrome in the fingerprint), so two such pages of one site may be
+near in bits and distinct in text; the settle step does not take that nearness alone for a
+duplicate (NULL, older rows: trusted).
+
 ``crawls.settled_at``: when the settle step last re-decided the groups of this crawl's pages
 (NULL: not yet, e.g. a worker killed before its end; the next settle takes its pages in too).
 
@@ -35,6 +40,7 @@ DROPPED_COLUMNS = (
     ("depth", sa.Integer),
     ("referer", sa.Text),
     ("fetched_at", UTCDateTime),
+    ("young", sa.Boolean),
 )
 
 
@@ -42,9 +48,12 @@ def upgrade() -> None:
     for name, kind in DROPPED_COLUMNS:
         op.add_column("dropped", sa.Column(name, kind(), nullable=True))
     op.add_column("crawls", sa.Column("settled_at", UTCDateTime(), nullable=True))
+    op.add_column("documents", sa.Column("young", sa.Boolean(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("documents") as batch:
+        batch.drop_column("young")
     with op.batch_alter_table("crawls") as batch:
         batch.drop_column("settled_at")
     with op.batch_alter_table("dropped") as batch:
