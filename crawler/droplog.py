@@ -215,16 +215,21 @@ def read_drop_log(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
             logger.warning("%s: torn last line %d skipped (a crawl was killed?)", name, number)
 
 
-def replay_drop_log(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The final state the drop log's records give, read start to end: each URL's last record
-    (the ``dropped`` table's row of that URL), URLs whose last record says ``"kept"`` left
-    out (stored again)."""
-    final: dict[str, dict[str, Any]] = {}
+def replay_drop_log(records: Iterable[Mapping[str, Any]],
+                    ) -> dict[tuple[int | None, str], dict[str, Any]]:
+    """The final state the drop log's records give, read start to end: the last record of
+    each (crawl id, URL), as the ``dropped`` table holds one row per page and crawl; a page
+    stored again (a record of reason ``"kept"``) leaves in every crawl, as its rows do."""
+    final: dict[tuple[int | None, str], dict[str, Any]] = {}
+    crawls: dict[str, set[int | None]] = {}
     for record in records:
+        url = record["url"]
         if record.get("reason") == KEPT_REASON:
-            final.pop(record["url"], None)
+            for crawl_id in crawls.pop(url, ()):
+                final.pop((crawl_id, url), None)
         else:
-            final[record["url"]] = dict(record)
+            final[(record.get("crawl_id"), url)] = dict(record)
+            crawls.setdefault(url, set()).add(record.get("crawl_id"))
     return final
 
 

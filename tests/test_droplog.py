@@ -135,3 +135,23 @@ def test_sigkill_loses_nothing_already_written(tmp_path: Path) -> None:
     while time.monotonic() < deadline and not path.exists():
         time.sleep(0.05)
     assert [r["url"] for r in read_drop_log(path)] == [f"http://a/{i}" for i in range(5)]
+
+
+def test_the_log_replays_to_the_final_state_per_crawl_and_url() -> None:
+    """A drop, its repointing, a second crawl's drop of the same URL, and a page stored again
+    by the settle step (gone from every crawl, as its rows are)."""
+    from crawler.droplog import replay_drop_log
+
+    lines = [
+        {"url": "u/a", "reason": "near_duplicate", "duplicate_of": "u/x", "crawl_id": 1},
+        {"url": "u/b", "reason": "exact_duplicate", "duplicate_of": "u/x", "crawl_id": 1},
+        {"url": "u/a", "reason": "near_duplicate", "duplicate_of": "u/y", "crawl_id": 1,
+         "rule": "repointed"},
+        {"url": "u/a", "reason": "near_duplicate", "duplicate_of": "u/z", "crawl_id": 2},
+        {"url": "u/b", "reason": "exact_duplicate", "duplicate_of": "u/x", "crawl_id": 2},
+        {"url": "u/b", "reason": "kept", "duplicate_of": None, "crawl_id": 2, "rule": "settled"},
+    ]
+    final = replay_drop_log(lines)
+    assert {key: r["duplicate_of"] for key, r in final.items()} == {
+        (1, "u/a"): "u/y", (2, "u/a"): "u/z"}
+    assert replay_drop_log([]) == {}

@@ -495,7 +495,7 @@ def test_template_site_end_to_end_crawl(crawl: Any) -> None:
     table = run.rows("SELECT url, reason, duplicate_of, distance FROM dropped ORDER BY id")
     log = replay_drop_log(read_drop_log(run.dropped_log))  # the log read start to end
     assert {url: (reason, of, distance) for url, reason, of, distance in table} == {
-        url: (r["reason"], r["duplicate_of"], r["distance"]) for url, r in log.items()}
+        r["url"]: (r["reason"], r["duplicate_of"], r["distance"]) for r in log.values()}
     assert len(table) == len(site.near_duplicates)
     stats = run.stats
     assert stats["dedup/kept"] + stats.get("dedup/near_duplicate", 0) == (

@@ -259,7 +259,8 @@ def test_settle_moves_a_database_to_the_rule_and_a_second_run_moves_nothing(stor
     assert A + "/far/x" not in drops and A + "/x" not in drops
     assert (done.demoted, done.promoted) == (2, 2)
     # every move has its drop log line: replayed, the lines give the table
-    replayed = replay_drop_log([row_record(r) for r in done.rows])
+    replayed = {url: r for (_, url), r in replay_drop_log(
+        [row_record(r) for r in done.rows]).items()}
     for url, (reason, of, distance) in drops.items():
         if url in replayed:
             assert (replayed[url]["reason"], replayed[url]["duplicate_of"],
@@ -292,7 +293,7 @@ def test_settle_command_on_a_database(tmp_path) -> None:
         assert _stored(s) == {want["x"], want["z"], A + "/far/x"}
         moved = {url: row for url, row in _drops(s).items()
                  if url in {r["url"] for r in records}}
-    replayed = replay_drop_log(records)  # the moves' lines replay to the table's rows
+    replayed = {url: r for (_, url), r in replay_drop_log(records).items()}  # replays to the table
     assert {u: (r["reason"], r["duplicate_of"], r["distance"]) for u, r in replayed.items()} \
         == moved and len(moved) == 3
     again = subprocess.run([sys.executable, "-m", "scrapy", "settle", "--db", str(db), "--all",

@@ -152,14 +152,18 @@ def apply_filter(records: Iterable[DropRecord], flt: DropFilter) -> list[DropRec
 
 
 def read_log(path: str | Path, flt: DropFilter | None = None) -> list[DropRecord]:
-    """Records of a drop log, newest first, filtered; a torn last line is skipped.
+    """Records of a drop log as it replays (each URL's last line: its final state, as the
+    ``dropped`` table holds it; pages stored again left out), newest first, filtered; a torn
+    last line is skipped.
 
     Raises :class:`ReviewError` for a missing file or a bad line that is not the last one.
     """
     path = Path(path)
     if not path.is_file():
         raise ReviewError(f"drop log {path} does not exist; pass the DROPPED_LOG file of a crawl")
-    records = [DropRecord.from_log(obj) for obj in _log_objects(path)]
+    from crawler.droplog import replay_drop_log
+
+    records = [DropRecord.from_log(obj) for obj in replay_drop_log(_log_objects(path)).values()]
     records.sort(key=lambda r: optional_time(r.time) or datetime.min.replace(tzinfo=UTC),
                  reverse=True)
     return apply_filter(records, flt or DropFilter())
