@@ -1,7 +1,7 @@
 """A two-site web for order-free dedup tests: every kind of duplicate group, and distinct pages
 reachable only through a duplicate.
 
-Site ``a`` (the original, a seed) and site ``b`` (a mirror and syndicator, also a seed):
+Site ``a`` (the original), ``b`` and ``c`` (mirrors and a syndicator), all three seeds:
 
 - ``a/``, four sections ``a/s/N/`` and ``ARTICLES`` distinct articles ``a/a/<slug>``
   (300-400 words each), every section linking its articles;
@@ -15,7 +15,10 @@ Site ``a`` (the original, a seed) and site ``b`` (a mirror and syndicator, also 
   ``a/notes-b/N``, which nothing else links: whichever listing is dropped, its notes must still
   be fetched;
 - on ``b``: mirrors ``b/m/<slug>`` (site ``b``'s chrome, an advert, a timestamp, a word or two
-  changed) and byte copies ``b/c/<slug>`` (the article's exact body), listed on ``b/``.
+  changed) and byte copies ``b/c/<slug>`` (the article's exact body), listed on ``b/``;
+- on ``c`` (a third site, so three workers each have a host): mirrors ``c/m/<slug>`` of other
+  articles, listed on ``c/``;
+- ``b`` and ``c`` have distinct pages of their own too (``/local/N``), listed on their home.
 
 Ground truth (:class:`OrderWeb`): ``distinct`` pages, as ``(site, path)``, that every crawl must
 store one page of (each alone, or its group), and ``groups``, the duplicate groups (a store keeps
@@ -38,6 +41,8 @@ SAME_ORIGIN_MIRRORS = 6
 PARTNER_COPIES = 4
 B_MIRRORS = 8
 B_COPIES = 3
+C_MIRRORS = 3
+OWN_PAGES = 12  # distinct pages of b and of c (each host has work of its own)
 SECTIONS = 4
 
 Member = tuple[str, str]  # (site "a" | "b", path)
@@ -49,12 +54,13 @@ class OrderWeb:
 
     a: Site
     b: Site
+    c: Site
     groups: list[set[Member]] = field(default_factory=list)
     singles: set[Member] = field(default_factory=set)
 
     @property
     def sites(self) -> dict[str, Site]:
-        return {"a": self.a, "b": self.b}
+        return {"a": self.a, "b": self.b, "c": self.c}
 
     def grouped(self) -> set[Member]:
         return set().union(*self.groups) if self.groups else set()
@@ -110,7 +116,9 @@ def order_web(seed: int = 0) -> OrderWeb:
     topics = text.words.topics
     a_pages: dict[str, Page] = {}
     b_pages: dict[str, Page] = {}
-    web = OrderWeb(Site(name="order-a", pages=a_pages), Site(name="order-b", pages=b_pages))
+    c_pages: dict[str, Page] = {}
+    web = OrderWeb(Site(name="order-a", pages=a_pages), Site(name="order-b", pages=b_pages),
+                   Site(name="order-c", pages=c_pages))
     articles: list[tuple[str, str, list[str]]] = []  # slug, title, paragraphs
     for n in range(ARTICLES):
         topic = topics[n % len(topics)]
@@ -189,10 +197,29 @@ def order_web(seed: int = 0) -> OrderWeb:
         b_pages[f"/c/{slug}"] = a_pages[f"/a/{slug}"]
         groups[f"/a/{slug}"].add(("b", f"/c/{slug}"))
         b_links.append((f"/c/{slug}", title))
-    b_pages["/"] = page(_chrome("Bexley Daily", "Bexley front page", _links(b_links)))
     web.singles.add(("b", "/"))
+    c_links = []
+    first = -B_MIRRORS - B_COPIES - C_MIRRORS
+    for slug, title, paragraphs in articles[first:-B_MIRRORS - B_COPIES]:
+        c_pages[f"/m/{slug}"] = page(_chrome(
+            "Cheam Courier", title, _body(near(paragraphs, title)),
+            advert=f"Sponsored: {text.sentence(rng.choice(topics))}", updated=stamp()))
+        groups[f"/a/{slug}"].add(("c", f"/m/{slug}"))
+        c_links.append((f"/m/{slug}", title))
+    web.singles.add(("c", "/"))
+    for name, pages, links in (("b", b_pages, b_links), ("c", c_pages, c_links)):
+        for n in range(1, OWN_PAGES + 1):
+            topic = rng.choice(topics)
+            text.set_focus(topic)
+            title = f"Local {n}: {text.title(topic)}"
+            pages[f"/local/{n}"] = page(_chrome(name, title,
+                                                _body(text.paragraphs(topic, 4, 4, 6))))
+            links.append((f"/local/{n}", title))
+            web.singles.add((name, f"/local/{n}"))
+    b_pages["/"] = page(_chrome("Bexley Daily", "Bexley front page", _links(b_links)))
+    c_pages["/"] = page(_chrome("Cheam Courier", "Cheam front page", _links(c_links)))
     web.groups += [g for g in groups.values() if len(g) > 1]
     web.singles -= web.grouped()
-    for site in (web.a, web.b):
+    for site in (web.a, web.b, web.c):
         site.canonical_pages = set(site.pages)
     return web
