@@ -17,6 +17,9 @@ originals' hosts never see them); byte copies under ``/copies/`` on their origin
   copies. Needs python3.11-doc or postgresql-doc-15.
 * ``syndicated``: :func:`bench.syndicated.corpus` (generated sites, syndicated copies; its
   redirect stubs left out: a crawl never stores them).
+* ``english-same-origin``, ``japanese-same-origin``, ``chinese-same-origin``: those sets with
+  every mirror on its original's own origin, at ``/mirror`` + the original's path (a site
+  that serves a renamed, advertised, time-stamped copy of itself).
 * ``shared-host``: the ``english`` set plus two unrelated sites on the mirrors' host name, other
   ports: ``:8002`` (60 / 30 other python3.11-doc pages) and ``:8003`` (60 / 30 other
   postgresql-doc-15 pages), each page's main part in the site's own chrome. Its fetch order is
@@ -46,7 +49,11 @@ from bench.debian_docs import (
 from bench.mirrors import MirrorStyle, plant
 from bench.pages import PageSet, SetPage, fetch_order
 
-SETS = ("english", "japanese", "chinese", "short", "syndicated", "shared-host")
+SETS = ("english", "japanese", "chinese", "short", "syndicated", "shared-host",
+        "english-same-origin", "japanese-same-origin", "chinese-same-origin")
+#: The suffix of a set whose mirrors live on their original's own origin, under ``/mirror``:
+#: one site's template learning sees the original's chrome and the mirror's together.
+SAME_ORIGIN = "-same-origin"
 MIRROR = "http://mirror.test:8001"
 PY_ORIGIN = "http://docs.python.test:8000/3.11/"
 PG_ORIGIN = "http://www.postgresql.test:8000/docs/15/"
@@ -65,6 +72,13 @@ SHORT_WORDS = (100, 360)
 def build(name: str, quick: bool, seed: int, *, unique_ads: bool = False) -> PageSet:
     """The set ``name`` (one of :data:`SETS`); MissingSource when its package is absent.
     ``unique_ads``: no advert block repeats (:class:`bench.mirrors.MirrorStyle`)."""
+    if name.endswith(SAME_ORIGIN):
+        base = name.removesuffix(SAME_ORIGIN)
+        if base in CJK_SITES:
+            return replace(cjk_set(base, quick, seed, unique_ads, same_origin=True), name=name)
+        if base == "english":
+            return replace(_english(*_english_sources(quick, seed), seed, unique_ads,
+                                    same_origin=True), name=name)
     if name in CJK_SITES:
         return cjk_set(name, quick, seed, unique_ads)
     builders: dict[str, Callable[[bool, int, bool], PageSet]] = {
@@ -90,15 +104,22 @@ def english_set(quick: bool, seed: int, unique_ads: bool = False) -> PageSet:
     return _english(*_english_sources(quick, seed), seed, unique_ads)
 
 
-def _english(py: list[DocPage], pg: list[DocPage], seed: int, unique_ads: bool) -> PageSet:
+def _english(py: list[DocPage], pg: list[DocPage], seed: int, unique_ads: bool,
+             same_origin: bool = False) -> PageSet:
     rng = random.Random(seed + 1)
     py_style, pg_style = (replace(s, unique_ads=unique_ads) for s in (PY_STYLE, PG_STYLE))
-    pages = plant([SetPage(PY_ORIGIN + p.path, p.html) for p in py], py_style, rng,
-                  f"{MIRROR}/python")  # fmt: skip
-    pages += plant([SetPage(PG_ORIGIN + p.path, p.html) for p in pg], pg_style, rng,
-                   f"{MIRROR}/postgresql")  # fmt: skip
+    py_base, pg_base = ((_origin(PY_ORIGIN) + "/mirror", _origin(PG_ORIGIN) + "/mirror")
+                        if same_origin else (f"{MIRROR}/python", f"{MIRROR}/postgresql"))
+    pages = plant([SetPage(PY_ORIGIN + p.path, p.html) for p in py], py_style, rng, py_base)
+    pages += plant([SetPage(PG_ORIGIN + p.path, p.html) for p in pg], pg_style, rng, pg_base)
     return PageSet("english", pages, f"{len(py)} python3.11-doc + {len(pg)} postgresql-doc-15 "
                    f"pages (>= 500 words), {_planted(pages)}")  # fmt: skip
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of a URL."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}"
 
 
 def _planted(pages: Iterable[SetPage]) -> str:
@@ -106,7 +127,8 @@ def _planted(pages: Iterable[SetPage]) -> str:
     return f"{kinds.count('mirror')} mirrors, {kinds.count('copy')} byte copies"
 
 
-def cjk_set(name: str, quick: bool, seed: int, unique_ads: bool = False) -> PageSet:
+def cjk_set(name: str, quick: bool, seed: int, unique_ads: bool = False,
+            same_origin: bool = False) -> PageSet:
     source, lang, origin, site, mirror = CJK_SITES[name]
     rng = random.Random(seed)
     sections = reference_sections(source)
@@ -119,7 +141,7 @@ def cjk_set(name: str, quick: bool, seed: int, unique_ads: bool = False) -> Page
         html = chrome.page(s.title, s.html, f"{s.chapter_title} » {s.title}")
         originals.append(SetPage(f"{origin}/{s.chapter}/{s.slug}.html", html))
     style = MirrorStyle(lang, site, mirror, unique_ads)
-    pages = plant(originals, style, rng, MIRROR, copies=4)
+    pages = plant(originals, style, rng, f"{origin}/mirror" if same_origin else MIRROR, copies=4)
     return PageSet(name, pages, f"{len(originals)} of {len(sections)} debian-reference-{source} "
                    f"sections in a {lang} chrome, {_planted(pages)}")  # fmt: skip
 

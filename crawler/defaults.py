@@ -42,7 +42,6 @@ TRAP_FOLLOW_LINKS_CHOICES = ("kept", "near_duplicates", "all")
 #: The links of a duplicate are still followed while the path to it holds at most this many
 #: duplicates in a row (crawler.traps): a distinct page linked only from a duplicate is fetched.
 TRAP_DUPLICATE_HOPS = 1
-TRAP_DUPLICATE_HOPS_MAX = 16
 TRAP_LEARN_PARAMS_AFTER = 3  # duplicates differing only in a parameter before it is ignored
 TRAP_HOST_MAX_PAGES = 1_000_000  # requests scheduled per host (0 = no budget)
 TRAP_PATH_MAX_QUERY_VARIANTS = 1_000  # requests per path with only the query changing

@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 #: Entries a :class:`ParamLearner` or :class:`CrawlBudget` table holds before it stops
 #: recording (learner) or is emptied (budget): bounded memory on a crawl of any size.
 TABLE_SIZE = 1_000_000
+#: The largest ``TRAP_DUPLICATE_HOPS``: past it a chain of duplicates is a trap, not a site.
+MAX_DUPLICATE_HOPS = 16
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class TrapSettings:
                                    defaults.TRAP_FOLLOW_LINKS_OF,
                                    defaults.TRAP_FOLLOW_LINKS_CHOICES)  # fmt: skip
         hops = config.get_int(settings, "TRAP_DUPLICATE_HOPS", defaults.TRAP_DUPLICATE_HOPS,
-                              lo=0, hi=defaults.TRAP_DUPLICATE_HOPS_MAX)
+                              lo=0, hi=MAX_DUPLICATE_HOPS)
         return cls(follow, count("TRAP_LEARN_PARAMS_AFTER"),
                    count("TRAP_HOST_MAX_PAGES"), count("TRAP_PATH_MAX_QUERY_VARIANTS"),
                    flag("TRAP_SOFT404_PROBE"), hops)  # fmt: skip
