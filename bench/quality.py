@@ -229,7 +229,7 @@ def code_digests() -> dict[str, str]:
     """Short SHA-1 of the modules that decide (results are comparable at equal digests)."""
     root = Path(__file__).resolve().parent.parent / "crawler"
     names = ("text.py", "template.py", "simhash.py", "pipelines/neardup.py", "pipelines/pages.py",
-             "pipelines/hosts.py", "pipelines/canonical.py", "pipelines/outage.py",
+             "pipelines/hosts.py", "pipelines/preferred.py", "pipelines/outage.py",
              "backends/local.py")
     return {n: hashlib.sha1((root / n).read_bytes()).hexdigest()[:12] for n in names}
 
