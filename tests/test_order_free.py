@@ -99,6 +99,7 @@ def test_every_fetch_order_stores_the_same_pages(web, servers, tmp_path) -> None
         run, stored = crawl_in(order, tmp_path, servers)
         check_store(web, stored)
         check_replay(run)
+        assert run.stats["dedup/summary/pages_stored"] == len(stored)  # the summary agrees
         notes = {m for m in stored if m[1].startswith(("/notes-a/", "/notes-b/"))
                  and m[1].rstrip("/").rsplit("/", 1)[1].isdigit()}
         assert len(notes) == 24  # the notes behind the dropped listing too

@@ -95,6 +95,10 @@ class Batch:
         return (len(self.documents) + len(self.dropped) + len(self.demotions)
                 + len(self.refreshes))
 
+    def demoted(self) -> int:
+        """Stored pages the batch moved to ``dropped`` (once written)."""
+        return sum(1 for d in self.demotions if d.get("row") is not None)
+
     def drop_rows(self) -> list[dict[str, Any]]:
         """The batch's drop rows, demoted pages and the drops repointed to their kept page
         included (once written): the drop log's lines, so that it replays to the table."""
@@ -348,6 +352,10 @@ class StoragePipeline:
         for key, count in (("groups", done.groups), ("demoted", done.demoted),
                            ("promoted", done.promoted), ("repointed", done.repointed)):
             self._inc(f"dedup/settle/{key}", count)
+        # the rows it wrote, as a batch's: pages stored = documents - demoted
+        self._inc("storage/documents", done.promoted)
+        self._inc("storage/dropped", done.demoted)
+        self._inc("storage/demoted", done.demoted)
         if done.rows and self.crawler is not None:
             await self.crawler.signals.send_catch_log_async(
                 signal=dedup_signals.batch_committed, fingerprints=[], leases=[],
@@ -426,8 +434,10 @@ class StoragePipeline:
         log's lines of the batch, retried) before the next batch is written."""
         self._inc("storage/documents", len(batch.documents))
         drops = batch.drop_rows()
-        self._inc("storage/dropped", len(drops))
-        self._inc("storage/demoted", len(drops) - len(batch.dropped))
+        demoted = batch.demoted()
+        self._inc("storage/dropped", len(batch.dropped) + demoted)
+        self._inc("storage/demoted", demoted)
+        self._inc("storage/repointed", len(drops) - len(batch.dropped) - demoted)
         self._inc("storage/batches")
         if self.crawler is not None:
             await self.crawler.signals.send_catch_log_async(

@@ -5,7 +5,8 @@ Site ``a`` (the original), ``b`` and ``c`` (mirrors and a syndicator), all three
 
 - ``a/``, four sections ``a/s/N/`` and ``ARTICLES`` distinct articles ``a/a/<slug>``
   (300-400 words each), every section linking its articles;
-- same-origin mirrors ``a/mirror/<slug>`` of some articles: another site name in the header, an
+- same-origin mirrors ``a/mirror/<slug>`` of some articles (one of them mirrored on ``b`` too: a
+  group of three): another site name in the header, an
   advert in an ad slot, a "Last updated" timestamp line, and one to three words of the body
   changed (a near duplicate at 1-3 SimHash bits), listed on ``a/mirror/``;
 - canonical copies ``a/partner/<slug>`` naming ``a/a/<slug>`` canonical, listed on
@@ -149,7 +150,9 @@ def order_web(seed: int = 0) -> OrderWeb:
     def stamp() -> str:
         return f"2026-11-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}"
 
-    mirrored = articles[:SAME_ORIGIN_MIRRORS]
+    # the last article is mirrored on b too: a group of three, whose middle page may be kept
+    # first and demoted later (its drops then repointed)
+    mirrored = [*articles[:SAME_ORIGIN_MIRRORS], articles[-1]]
     for slug, title, paragraphs in mirrored:
         a_pages[f"/mirror/{slug}"] = page(_chrome(
             "Aldgate Review Mirror", title, _body(near(paragraphs, title)),
