@@ -37,7 +37,7 @@ URLLENGTH_LIMIT = 2083
 TRAP_MAX_SEGMENT_REPEAT = 3  # the same path segment at most this many times
 TRAP_MAX_PATH_DEPTH = 16  # path segments
 TRAP_MAX_QUERY_PARAMS = 16  # query pairs
-TRAP_FOLLOW_LINKS_OF = "kept"  # pages whose links always count as followed: kept | near_duplicates | all
+TRAP_FOLLOW_LINKS_OF = "kept"  # links always followed of: kept | near_duplicates | all
 TRAP_FOLLOW_LINKS_CHOICES = ("kept", "near_duplicates", "all")
 #: The links of a duplicate are still followed while the path to it holds at most this many
 #: duplicates in a row (crawler.traps): a distinct page linked only from a duplicate is fetched.

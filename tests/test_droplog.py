@@ -10,12 +10,20 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.droplog import FIELDS, DropLog, DropLogError, drop_record, read_drop_log
+from crawler.droplog import (
+    FIELDS,
+    DropLog,
+    DropLogError,
+    drop_record,
+    read_drop_log,
+    replay_drop_log,
+)
 from crawler.vocab import NEAR_DUPLICATE, Drop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,9 +148,7 @@ def test_sigkill_loses_nothing_already_written(tmp_path: Path) -> None:
 def test_the_log_replays_to_the_final_state_per_crawl_and_url() -> None:
     """A drop, its repointing, a second crawl's drop of the same URL, and a page stored again
     by the settle step (gone from every crawl, as its rows are)."""
-    from crawler.droplog import replay_drop_log
-
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"url": "u/a", "reason": "near_duplicate", "duplicate_of": "u/x", "crawl_id": 1},
         {"url": "u/b", "reason": "exact_duplicate", "duplicate_of": "u/x", "crawl_id": 1},
         {"url": "u/a", "reason": "near_duplicate", "duplicate_of": "u/y", "crawl_id": 1,

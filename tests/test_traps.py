@@ -91,8 +91,10 @@ def test_a_duplicates_links_are_followed_up_to_the_hop_limit(limit: int) -> None
     rules = TrapRules(TrapSettings(duplicate_hops=limit), counted.append)
     near = Drop(f"{H}/b", NEAR_DUPLICATE, f"{H}/a", 2)
     exact = Drop(f"{H}/c", EXACT_DUPLICATE, f"{H}/a", 0)
-    hops, chain = 0, []
+    hops: int | None = 0
+    chain: list[int | None] = []
     for n in range(limit + 3):
+        assert hops is not None
         hops = rules.follows(near if n % 2 else exact, f"{H}/p{n}", hops)
         chain.append(hops)
         if hops is None:

@@ -49,14 +49,14 @@ from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_content_index
 from crawler.droplog import DropLog
 from crawler.exceptions import DuplicatePage
-from crawler.pipelines.preferred import PreferenceRule
-from crawler.pipelines.storage import seed_urls
 from crawler.pipelines.counts import Counts
 from crawler.pipelines.drops import DropWriter, storage_enabled
 from crawler.pipelines.hosts import HostTemplates
 from crawler.pipelines.outage import GuardedIndex
 from crawler.pipelines.pages import Candidate, Fingerprinter
+from crawler.pipelines.preferred import PreferenceRule
 from crawler.pipelines.soft404 import Soft404Pages
+from crawler.pipelines.storage import seed_urls
 from crawler.pipelines.stored import StoredPages
 from crawler.preference import seed_hosts
 from crawler.simindex import settings_params

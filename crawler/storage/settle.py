@@ -159,12 +159,13 @@ class SettleSide(WriteSide, StoreBase):
             if canonical not in stored:
                 latest[canonical] = dict(row)
         for canonical in sorted(latest, key=lambda c: latest[c]["id"]):
-            row = latest[canonical]
+            drop = latest[canonical]
             pages.append(SettlePage(
-                canonical, row["url"], row["content_hash"], row["simhash"],
-                row["canonical_link"] or "", kept=False, duplicate_of=row["duplicate_of"] or "",
-                reason=row["reason"], distance=row["distance"], young=bool(row["young"])))
-            sources.append(_Source(drop=row, crawl_id=row["crawl_id"]))
+                canonical, drop["url"], drop["content_hash"], drop["simhash"],
+                drop["canonical_link"] or "", kept=False,
+                duplicate_of=drop["duplicate_of"] or "", reason=drop["reason"],
+                distance=drop["distance"], young=bool(drop["young"])))
+            sources.append(_Source(drop=drop, crawl_id=drop["crawl_id"]))
         return pages, sources
 
     # --- moving -------------------------------------------------------------------------------
