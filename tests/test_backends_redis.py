@@ -319,6 +319,20 @@ def test_a_dead_workers_unstored_pending_pages_leave_the_index(ns):
     assert b.check_and_add(page("http://y/2", 8, far ^ 1)) is None  # decided anew: kept
 
 
+def test_a_replaced_pending_page_leaves_its_workers_pending_list(ns):
+    """A page kept instead of a twin that is still pending (the preference order, on arrival):
+    the twin leaves the owner's pending list with its entry, so a reclaim of a dead owner
+    counts only pages it really kept (before: the twin stayed listed, a stale entry)."""
+    a = RedisContentIndex.from_settings(ns, owner="A")
+    assert a.check_and_add(page("http://x/long-twin", 1, 2**40)) is None
+    assert a.pending_of("A") == ["http://x/long-twin"]
+    a.replace("http://x/long-twin", page("http://x/t", 2, 2**40 + 1))
+    assert a.pending_of("A") == ["http://x/t"]
+    assert int(a.client.hlen(f"{a.base}:pw:A")) == 1
+    b = RedisContentIndex.from_settings(ns, owner="B")
+    assert b.reclaim("A", []) == 1 and len(b) == 0
+
+
 def test_stored_pages_load_once_and_never_replace_a_newer_entry(ns):
     a = RedisContentIndex.from_settings(ns, owner="A")
     a.check_and_add(page("http://x/1", 1, 2**40))  # this crawl's newer version of x/1

@@ -139,18 +139,18 @@ def test_three_workers_with_a_kill_store_what_one_process_stores(web, servers, t
     with cluster_on(list(servers.values()), tmp_path / "cluster", redis_url, pg_url) as cluster:
         for _ in range(3):
             cluster.start(TRAP_FOLLOW_LINKS_OF="kept", ROBOTSTXT_OBEY=False,
-                          DOWNLOAD_DELAY=0.1)
+                          DOWNLOAD_DELAY=0.25)  # hosts b and c last ~6 s: time to steal
         wait_for_hits(list(servers.values()), 0.25)
         every = {f"worker-{n}" for n in range(3)}
         deadline = time.monotonic() + 60  # the third worker steals a host once it has joined
         while not every <= agents_seen(servers) and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert every <= agents_seen(servers), agents_seen(servers)  # every worker works
         cluster.kill(cluster.busiest())
         cluster.wait()
         for worker in cluster.workers:
             assert worker.killed or worker.proc.returncode == 0, worker.log[-3000:]
         three = members(stored_canonical(cluster.storage_url), servers)
     assert sum(1 for w in cluster.workers if w.killed) == 1
-    assert every <= agents_seen(servers), agents_seen(servers)  # every worker worked
     check_store(web, three)
     assert three == one, sorted(three ^ one)

@@ -160,7 +160,7 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         kept_old, own_old = self._stored_version(kept_ck8), self._stored_version(args[0])
         self._run(self._replace, [self.base], [
             *self._head, self.owner, kept_ck8, kept_old, *args, "1" if self.standalone else "",
-            own_old, self._ck_filter.shard_bits])  # fmt: skip
+            own_old, self._ck_filter.shard_bits, kept_canonical])  # fmt: skip
 
     def __len__(self) -> int:
         return int(self._call("hget", self.base + ":meta", "count") or 0)

@@ -142,7 +142,8 @@ return loaded
 
 # ARGV after the specs: me, the replaced page's ck8 and stored version ('' unknown, 'n' none,
 # or a version), then the page kept instead: ck8, ck16, content8, fp8 or '', info, canonical,
-# standalone ('1' or ''), its stored version (as before), shard bits.
+# standalone ('1' or ''), its stored version (as before), shard bits; last the replaced page's
+# canonical URL (its entry in its owner's pending hash leaves with it).
 REPLACE_LUA = (
     INDEX_LIB
     + """
@@ -152,6 +153,8 @@ local me, kck8, kold = ARGV[a], ARGV[a + 1], ARGV[a + 2]
 local ck8, ck16, c8, fp, info, canonical = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6],
   ARGV[a + 7], ARGV[a + 8]
 local standalone, pold, shard_bits = ARGV[a + 9] == '1', ARGV[a + 10], tonumber(ARGV[a + 11])
+local kpc = redis.call('HGET', C.base .. ':pc', kck8)
+if kpc then redis.call('HDEL', C.base .. ':pw:' .. (head(kpc)), ARGV[a + 12]) end
 local replaced = forget(C, kck8, kold)
 forget(C, ck8, pold)  -- the page's own earlier version, as check-and-add replaces it
 keep(C, me, ck8, ck16, encode(fp, c8), info, canonical, standalone, shard_bits)
