@@ -306,3 +306,16 @@ def test_settle_command_on_a_database(tmp_path) -> None:
                          text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "does not exist" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_scoped_settle_settles_only_its_own_crawls(tmp_path) -> None:
+    """SIMHASH_PERSIST off: a crawl settles among its own pages, and marks only itself
+    settled (a killed crawl's pages, not read, stay to be settled)."""
+    with Store(f"sqlite:///{tmp_path / 'crawl.db'}") as s:
+        killed, _ = _bad_stream(s)
+        other = s.start_crawl("web", [A + "/"])
+        done = s.settle(3, crawl_id=other, scope=[other])
+        assert done.groups == 0 and done.moves == 0
+        assert s.crawl(killed).settled_at is None  # type: ignore[union-attr]
+        assert s.crawl(other).settled_at is not None  # type: ignore[union-attr]
+        assert s.settle(3).moves == 5  # the next unscoped settle takes the killed crawl in

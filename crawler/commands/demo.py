@@ -200,24 +200,28 @@ def count_documents(db: Path) -> int | None:
 
 
 def drops_by_reason(log: Path, crawl_id: object = None) -> dict[str, int]:
-    """Count the drop log's records per reason, of one crawl if ``crawl_id`` is given.
-
-    A torn last line is skipped.
-    """
+    """Count the dropped pages per reason as the drop log replays (each page's last line: a
+    repointed drop counts once, a page stored again not at all), of one crawl if ``crawl_id``
+    is given. Unreadable lines are skipped."""
     import json
 
-    counts: dict[str, int] = {}
+    from crawler.droplog import replay_drop_log
+
     if not log.exists():
-        return counts
+        return {}
+    records = []
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             record = json.loads(line)
-            reason = record.get("reason", "?")
-        except (ValueError, AttributeError):
+        except ValueError:
             continue
-        if crawl_id is not None and record.get("crawl_id") != crawl_id:
-            continue
-        counts[reason] = counts.get(reason, 0) + 1
+        if isinstance(record, dict) and "url" in record:
+            records.append(record)
+    counts: dict[str, int] = {}
+    for (crawl, _), record in replay_drop_log(records).items():
+        if crawl_id is None or crawl == crawl_id:
+            reason = str(record.get("reason", "?"))
+            counts[reason] = counts.get(reason, 0) + 1
     return counts
 
 
@@ -279,7 +283,7 @@ def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
 
     # the progress summary's count: storage's rows less pages moved to dropped later
     stored = stats.get(SUMMARY_PREFIX + "pages_stored", stats.get("storage/documents", in_db))
-    swapped = _stat(stats, "dedup/canonical/swapped")
+    swapped = _stat(stats, "dedup/canonical/swapped") + _stat(stats, "dedup/preferred/swapped")
     drops = drops_by_reason(out / "dropped.jsonl", stats.get("dedup/crawl_id")) or {
         r: _stat(stats, f"dedup/{r}") for r in ("exact_duplicate", "near_duplicate")
     }
@@ -296,8 +300,8 @@ def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
          f"the site has {len(site.exact_duplicates)} byte-identical copies"),
         ("dropped as near_duplicate", drops.get("near_duplicate", 0),
          f"the site has {len(site.near_duplicates)} advert/date mirrors"),
-        ("originals kept over copies", swapped,
-         "copies fetched first, moved to dropped when the original they name canonical came"),
+        ("preferred copies kept", swapped,
+         "twins fetched first, moved to dropped when the copy preferred to them came"),
     ]  # fmt: skip
     lines = [f"Demo crawl finished ({stats.get('finish_reason', '?')})", ""]
     lines += [f"  {name:<28}{value!s:>6}   ({note})" for name, value, note in rows]

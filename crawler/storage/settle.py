@@ -97,6 +97,8 @@ class SettleSide(WriteSide, StoreBase):
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                              {"key": SETTLE_LOCK_KEY})
             pending = self._unsettled(conn, crawl_id)
+            if scope is not None:  # only these crawls' pages are read: only they settle
+                pending &= set(scope)
             if seeds is None:
                 seeds = self._seed_hosts(conn, scope)
             pages, sources = self._settle_pages(conn, scope)
