@@ -147,7 +147,11 @@ def test_summary_reads_database_drop_log_and_stats(tmp_path):
     with sqlite3.connect(tmp_path / "crawl.db") as conn:
         conn.execute("CREATE TABLE documents (url TEXT)")
         conn.executemany("INSERT INTO documents VALUES (?)", [(f"u{i}",) for i in range(7)])
-    drops = [{"reason": "near_duplicate"}] * 3 + [{"reason": "exact_duplicate"}]
+    drops = [{"url": f"u/n{i}", "reason": "near_duplicate"} for i in range(3)] + [
+        {"url": "u/e", "reason": "exact_duplicate"},
+        {"url": "u/n1", "reason": "near_duplicate", "rule": "repointed"},  # the same page again
+        {"url": "u/s", "reason": "near_duplicate"},
+        {"url": "u/s", "reason": "kept", "rule": "settled"}]  # stored again by the settle step
     lines = [json.dumps(d) for d in drops] + ['{"reason": "near_dup']  # torn last line
     (tmp_path / "dropped.jsonl").write_text("\n".join(lines))
     stats = {

@@ -43,7 +43,7 @@ PARTNER_COPIES = 4
 B_MIRRORS = 8
 B_COPIES = 3
 C_MIRRORS = 3
-OWN_PAGES = 12  # distinct pages of b and of c (each host has work of its own)
+OWN_PAGES = 30  # distinct pages of b and of c (each host has work of its own)
 SECTIONS = 4
 
 Member = tuple[str, str]  # (site "a" | "b", path)
