@@ -149,8 +149,8 @@ class NearDuplicatePipeline:
                                            counts=self.counts)  # fmt: skip
         self.hosts = HostTemplates(self.fingerprinter, self.guard, self.drops, self.stored,
                                    self.counts)  # fmt: skip
-        self.canonical = PreferenceRule(self.guard, self.drops, self.stored, self.counts,
-                                       prefer_canonical)  # fmt: skip
+        self.preference = PreferenceRule(self.guard, self.drops, self.stored, self.counts,
+                                        prefer_canonical)  # fmt: skip
         self.soft404s = Soft404Pages(self.fingerprinter, k, self.counts)
         self.crawler = crawler
         # id(item) -> its decision (the item kept, or the DuplicatePage), made by decide()
@@ -181,7 +181,7 @@ class NearDuplicatePipeline:
     # --- lifecycle ----------------------------------------------------------------------------
     async def open_spider(self) -> None:
         if self.crawler is not None:
-            self.canonical.seeds = seed_hosts(seed_urls(self.crawler.spider))
+            self.preference.seeds = seed_hosts(seed_urls(self.crawler.spider))
         if self.stored.enabled:
             loaded = await run_in_thread(self.load_stored)
             logger.info("content index: %d stored fingerprints loaded", loaded)
@@ -245,8 +245,8 @@ class NearDuplicatePipeline:
         stored_text = None
         if page.verify and page.match is not None:
             stored_text = await run_in_thread(self.stored.stored_text, page.match.url)
-        if self.canonical.names_unknown(page):
-            page.match_names = await run_in_thread(self.canonical.stored_names, page)
+        if self.preference.names_unknown(page):
+            page.match_names = await run_in_thread(self.preference.stored_names, page)
         return self._finish(page, stored_text)
 
     async def _decide(self, page: Candidate) -> None:
@@ -273,11 +273,11 @@ class NearDuplicatePipeline:
         if page.verify:
             self._keep_anyway(page, self.hosts.stored_verdict(page, stored_text))
         if page.match is not None:
-            if not self.canonical.wins(page):
+            if not self.preference.wins(page):
                 raise self._duplicate(page.signature, page.match)
-            demoted = page.match.url
-            self.canonical.swap(page)
-            self.hosts.forget(demoted)
+            demoted = self.preference.swap(page)
+            if demoted is not None:
+                self.hosts.forget(demoted)
         return self._keep(page)
 
     def _keep(self, page: Candidate) -> Any:

@@ -87,16 +87,17 @@ class PreferenceRule:
             return True
         return False
 
-    def swap(self, page: Candidate) -> None:
+    def swap(self, page: Candidate) -> str | None:
         """Keep ``page`` instead of its match, which it is preferred to: the match leaves the
-        index, and storage moves it to ``dropped`` in the batch that stores ``page``."""
+        index, and storage moves it to ``dropped`` in the batch that stores ``page``. Returns
+        the URL of the page demoted (None: the match was the page itself, met again)."""
         match, signature = page.match, page.signature
         assert match is not None
         page.match = None
         self.index.replace(match.canonical_url or match.url, signature)
         if match.url == signature.url:  # the page met again under a new canonical key (a
             self.counts.inc("dedup/rekeyed")  # parameter learned since): its new version
-            return
+            return None
         self.counts.inc("dedup/canonical/swapped" if page.rule == CANONICAL_RULE
                         else "dedup/preferred/swapped")
         drop = Drop(match.url, match.reason, signature.url, match.distance, match.simhash,
@@ -104,3 +105,4 @@ class PreferenceRule:
         logger.info("%s (stored first; the other is preferred: %s)", duplicate_message(drop),
                     page.why)
         self.drops.demoted(drop, signature.content_hash)
+        return match.url
