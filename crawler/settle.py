@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from crawler.preference import PreferenceKey, preference_key
 from crawler.simhash import hamming
 from crawler.simindex import SimIndex
@@ -100,10 +102,11 @@ class Neighbours:
         self._exact: dict[str, list[int]] = {}
         self._recorded: set[tuple[int, int]] = set()  # (dropped, kept) the crawl recorded
         by_url = {page.url: i for i, page in enumerate(pages)}
+        with_fp = [i for i, page in enumerate(pages) if page.simhash is not None]
+        self._near.add_many(np.array([pages[i].simhash for i in with_fp], dtype=np.uint64),
+                            np.array(with_fp, dtype=np.int64))  # one bulk build, not n adds
         for i, page in enumerate(pages):
             self._exact.setdefault(page.content_hash, []).append(i)
-            if page.simhash is not None:
-                self._near.add(page.simhash, i)
             j = by_url.get(page.duplicate_of) if not page.kept else None
             if j is not None:
                 self._recorded |= {(i, j), (j, i)}
