@@ -1,4 +1,5 @@
-"""How values are written for people and files, once: URLs with their password hidden, the
+"""How values are written for people and files, once: URLs with their secrets hidden (THE one
+masking rule, :func:`mask_url`, for every server, database and feed URL printed or stored), the
 host of a URL, times in ISO 8601 UTC, any value as plain JSON data, text made safe for a
 terminal (:func:`terminal_safe`) and a CSV cell a spreadsheet will not run (:func:`csv_cell`).
 No Scrapy, no database.
@@ -10,7 +11,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 #: What a terminal may act on: C0 controls but tab and newline (ESC among them), DEL and C1.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -18,15 +19,46 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
+#: Query parameters whose value is a secret, compared lower-case with ``-`` read as ``_``
+#: (README, "Security"): these names exactly, and any name containing one of
+#: :data:`SECRET_PARTS`.
+SECRET_PARAMS = frozenset({
+    "pass", "pwd", "passwd", "password", "passphrase", "sslpassword", "key", "api_key",
+    "apikey", "access_key", "secret_key", "private_key", "auth", "authorization",
+    "credential", "credentials", "sig", "signature", "x_amz_signature", "x_amz_credential",
+})
+SECRET_PARTS = ("password", "passwd", "secret", "token", "api_key", "apikey")
+#: Setting names whose value is a secret whatever it looks like (``AWS_SECRET_ACCESS_KEY``).
+SECRET_SETTING_PARTS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL")
+#: What a hidden secret reads as.
+MASK = "***"
+#: A URL in running text: a scheme, ``://`` and everything up to white space or a quote.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+
+
 def mask_url(url: str) -> str:
-    """``url`` with the password of its user info replaced by ``***`` (any scheme: a database,
-    Redis or S3 URL); a URL without a password is returned unchanged, and nothing raises.
+    """``url`` with every secret replaced by ``***``: the password of its user info and the
+    value of each query parameter named as a secret (:data:`SECRET_PARAMS`,
+    :data:`SECRET_PARTS`; the query may be split by ``&`` or ``;``). Any scheme: a database,
+    Redis, S3 or feed URL. A URL without a secret is returned unchanged, masking twice gives
+    the same text, and nothing raises (a value that is not a string is masked as its text).
+
+    Limits: a secret in the path or in a parameter with another name is not recognised; a
+    user name is kept (it names the account, and user-only URLs are common).
 
     >>> mask_url("postgresql://crawler:s3cret@db:5432/crawl")
     'postgresql://crawler:***@db:5432/crawl'
     >>> mask_url("redis://:pw@127.0.0.1:6379/0")
     'redis://:***@127.0.0.1:6379/0'
+    >>> mask_url("postgresql://db/crawl?sslmode=require&PassWord=x;api-key=y#f")
+    'postgresql://db/crawl?sslmode=require&PassWord=***;api-key=***#f'
     """
+    if not isinstance(url, str):
+        url = str(url)
+    return _mask_query(_mask_userinfo(url))
+
+
+def _mask_userinfo(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
@@ -41,7 +73,65 @@ def mask_url(url: str) -> str:
     if not at or ":" not in userinfo:
         return url
     user = userinfo.partition(":")[0]
-    return f"{scheme}://{user}:***@{tail}{rest[end:]}"
+    return f"{scheme}://{user}:{MASK}@{tail}{rest[end:]}"
+
+
+def _mask_query(url: str) -> str:
+    head, sep, rest = url.partition("?")
+    if not sep:
+        return url
+    query, hash_, fragment = rest.partition("#")
+    parts = re.split(r"([&;])", query)
+    for i in range(0, len(parts), 2):
+        name, eq, _ = parts[i].partition("=")
+        if eq and is_secret_param(name):
+            parts[i] = f"{name}={MASK}"
+    return f"{head}?{''.join(parts)}{hash_}{fragment}"
+
+
+def is_secret_param(name: str) -> bool:
+    """Whether a query parameter ``name`` (as written, percent-escapes allowed) holds a secret.
+
+    >>> [is_secret_param(n) for n in ("Password", "sslmode", "X-Amz-Security-Token", "pass%77d")]
+    [True, False, True, True]
+    """
+    norm = unquote(name).strip().lower().replace("-", "_")
+    return norm in SECRET_PARAMS or any(part in norm for part in SECRET_PARTS)
+
+
+def mask_text(text: str) -> str:
+    """``text`` with every URL in it masked by :func:`mask_url` (an error message that quotes
+    a driver's or a library's words may carry the URL it was given).
+
+    >>> mask_text("cannot reach 'redis://:pw@h:6379/0?token=t' (refused)")
+    "cannot reach 'redis://:***@h:6379/0?token=***' (refused)"
+    """
+    if "://" not in text:
+        return text
+    return _URL_IN_TEXT.sub(lambda m: mask_url(m.group()), text)
+
+
+def mask_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` as they may be printed or stored: the value of a name containing
+    :data:`SECRET_SETTING_PARTS` replaced by ``***`` (when set), every text that holds a URL
+    masked (:func:`mask_text`), in lists and dicts too (``FEEDS`` keys are URLs)."""
+    return {str(name): (MASK if _secret_setting(str(name), value) else _masked_value(value))
+            for name, value in settings.items()}
+
+
+def _secret_setting(name: str, value: Any) -> bool:
+    return value not in (None, "") and any(p in name.upper() for p in SECRET_SETTING_PARTS)
+
+
+def _masked_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return mask_text(value)
+    if isinstance(value, Mapping):
+        return {(mask_text(k) if isinstance(k, str) else k): _masked_value(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_masked_value(v) for v in value]
+    return value
 
 
 def host_of(url: str | None) -> str:

@@ -40,14 +40,13 @@ class StorageError(Exception):
 
 
 def mask_url(url: str | URL) -> str:
-    """``url`` with its password replaced by ``***`` (also for strings that fail to parse)."""
+    """``url`` with its secrets replaced by ``***`` by the project's one rule,
+    :func:`crawler.formats.mask_url` (the user info's password and password-like query
+    parameters such as ``?password=``); also for strings that fail to parse."""
     if isinstance(url, URL):
-        return url.render_as_string(hide_password=True)
-    try:  # what the driver will read as the password is what must be hidden
-        parsed = make_url(url)
-    except ArgumentError:
-        return formats.mask_url(url)
-    return parsed.render_as_string(hide_password=True) if parsed.password else url
+        # SQLAlchemy's own hide_password keeps ``?password=``: render in full, then mask.
+        return formats.mask_url(url.render_as_string(hide_password=False))
+    return formats.mask_url(url)
 
 
 def parse_url(url: str | URL) -> URL:

@@ -11,7 +11,7 @@ from typing import Any
 
 from crawler import defaults
 from crawler.config import SettingsLike
-from crawler.formats import jsonable
+from crawler.formats import jsonable, mask_settings
 from crawler.storage.engine import mask_url
 from crawler.storage.models import MAX_LENGTHS, TEXT_COLUMNS
 
@@ -34,7 +34,8 @@ def clean_text(value: Any) -> Any:
 
 
 def dedup_settings(settings: SettingsLike) -> dict[str, Any]:
-    """The settings that shape dedup decisions, as recorded in ``crawls.settings``."""
+    """The settings that shape dedup decisions, as recorded in ``crawls.settings``, with every
+    secret masked (:func:`crawler.formats.mask_settings`)."""
     names = [str(name) for name in settings]  # type: ignore[attr-defined]
     picked = {
         name: settings.get(name)
@@ -42,7 +43,7 @@ def dedup_settings(settings: SettingsLike) -> dict[str, Any]:
         if name.startswith(DEDUP_SETTING_PREFIXES) or name in DEDUP_SETTING_NAMES
     }
     picked["STORAGE_URL"] = mask_url(str(settings.get("STORAGE_URL", defaults.STORAGE_URL)))
-    return jsonable(picked)
+    return jsonable(mask_settings(picked))  # never store a secret: the report prints these
 
 
 def build_row(row: Mapping[str, Any], columns: tuple[str, ...], kind: str) -> dict[str, Any]:
