@@ -1,4 +1,4 @@
-"""The Scrapy exception of a duplicate page: :class:`DuplicatePage`.
+"""The Scrapy exceptions of the dedup pipeline: :class:`DuplicatePage` and :class:`Undecided`.
 
 What a drop *is* (its reason, the kept page, the distance...) is the plain value
 :class:`crawler.vocab.Drop`, importable without Scrapy; this exception only carries one through
@@ -11,7 +11,7 @@ from scrapy.exceptions import DropItem
 
 from crawler.vocab import Drop
 
-__all__ = ["DuplicatePage"]
+__all__ = ["DuplicatePage", "Undecided"]
 
 
 class DuplicatePage(DropItem):
@@ -24,3 +24,19 @@ class DuplicatePage(DropItem):
     def __init__(self, drop: Drop) -> None:
         self.drop = drop
         super().__init__(str(drop))
+
+
+class Undecided(DropItem):
+    """A page the dedup pipeline could not decide: the crawl database stayed unavailable past
+    its retries (:mod:`crawler.pipelines.outage`), or the crawl closes for a failure while the
+    page waits. It is neither stored nor dropped as a duplicate, and its request is *not*
+    finished: the storage pipeline leaves it out of every batch (no journal ``F`` record, no
+    lease acknowledged) and the shared scheduler puts its lease back in the queue, so the
+    page is fetched again (by this crawl's JOBDIR resume, or by any worker of a distributed
+    crawl). Logged at DEBUG; one ERROR line at close counts them (``dedup/storage_error/
+    undecided``).
+    """
+
+    def __init__(self, url: str, why: str) -> None:
+        self.url = url
+        super().__init__(f"not decided ({why}), to be fetched again: {url}", log_level="DEBUG")

@@ -17,6 +17,9 @@ subclass keeps that and replaces the rest:
   (the page stored or its drop committed), ``crawler.signals.request_finished`` (no page: an
   error status, a failure, a non-HTML body), ``spider_error`` and ``item_error`` (the page is
   lost to a bug: counted as ``dedup/shared/leases_failed``, never retried forever);
+* a page the dedup pipeline left :class:`~crawler.exceptions.Undecided` (its storage was
+  unavailable) is not done: its lease goes back to the queue at once
+  (``dedup/shared/leases_requeued``), for any worker to fetch again;
 * it avoids the two APIs of scrapy-redis that Scrapy 2.19 deprecates (``spider=`` on stats,
   ``Spider.log``).
 
@@ -45,6 +48,7 @@ from crawler.backends import cluster
 from crawler.backends.common import redis_errors, retry_policy
 from crawler.backends.frontier import LeasedFrontier, LeaseLost, handover_ms
 from crawler.backends.redis import connect
+from crawler.exceptions import Undecided
 from crawler.signals import LEASE_META
 
 if TYPE_CHECKING:
@@ -72,6 +76,7 @@ class SharedScheduler(Scheduler):
         crawler.signals.connect(scheduler.spider_error, signal=signals.spider_error)
         crawler.signals.connect(scheduler.left_downloader, signal=signals.request_left_downloader)
         crawler.signals.connect(scheduler.item_error, signal=signals.item_error)
+        crawler.signals.connect(scheduler.item_dropped, signal=signals.item_dropped)
         return scheduler
 
     def open(self, spider: Spider) -> None:
@@ -175,6 +180,17 @@ class SharedScheduler(Scheduler):
 
     def item_error(self, item: Any, response: Any, spider: Any = None, failure: Any = None) -> None:
         self._failed(getattr(response, "meta", {}).get(LEASE_META) if response else None)
+
+    def item_dropped(self, item: Any, response: Any, exception: BaseException,
+                     spider: Any = None) -> None:
+        """An Undecided page's request is not done: its lease goes back to the queue."""
+        lease = getattr(response, "meta", {}).get(LEASE_META) if response else None
+        if not lease or not isinstance(exception, Undecided) or self.df.redis_down:
+            return
+        try:
+            self._inc("dedup/shared/leases_requeued", self.queue.requeue([lease]))
+        except redis_errors() as exc:
+            self.df.redis_failed(exc)
 
     def _failed(self, lease: str | None) -> None:
         if lease:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from itemadapter import ItemAdapter
 from scrapy import signals
@@ -52,7 +52,7 @@ from crawler.exceptions import DuplicatePage
 from crawler.pipelines.counts import Counts
 from crawler.pipelines.drops import DropWriter, storage_enabled
 from crawler.pipelines.hosts import HostTemplates
-from crawler.pipelines.outage import GuardedIndex
+from crawler.pipelines.outage import GuardedIndex, StorageOutage
 from crawler.pipelines.pages import Candidate, Fingerprinter
 from crawler.pipelines.preferred import PreferenceRule
 from crawler.pipelines.soft404 import Soft404Pages
@@ -60,10 +60,13 @@ from crawler.pipelines.storage import seed_urls
 from crawler.pipelines.stored import StoredPages
 from crawler.preference import seed_hosts
 from crawler.simindex import settings_params
+from crawler.storage.engine import StorageError
 
 # block_hashes and template_key live in crawler.template; bench.pipeline_eval reads them here
 from crawler.template import KeptPage, TemplateFilter, block_hashes, template_key
 from crawler.vocab import PENDING, Drop, Match, PageSignature
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -143,6 +146,7 @@ class NearDuplicatePipeline:
         self.counts = Counts(stats)
         self.stored = stored or StoredPages(store_factory)
         self.guard = GuardedIndex(index, self.counts, crawler)
+        self.outage = StorageOutage(self.stored.retry, self.counts, crawler)
         self.drops = DropWriter(droplog, deferred=defer_droplog, counts=self.counts,
                                 crawler=crawler)  # fmt: skip
         self.fingerprinter = Fingerprinter(templates, min_tokens=min_tokens, shingle=shingle,
@@ -194,6 +198,7 @@ class NearDuplicatePipeline:
 
     async def close_spider(self) -> None:
         self.guard.report_unchecked()
+        self.outage.report()
         self.stored.close()
 
     def spider_closed(self, spider: Any = None, reason: str = "") -> None:
@@ -233,6 +238,18 @@ class NearDuplicatePipeline:
         return item if decided is not None else await self._process(item)
 
     async def _process(self, item: Any) -> Any:
+        """:meth:`_decide_item`; a storage read that failed past its retries leaves the page
+        :class:`~crawler.exceptions.Undecided` (:class:`StorageOutage`)."""
+        url = str(ItemAdapter(item).get("url") or "")
+        if self.outage.down:
+            raise self.outage.undecided(url, "the crawl database is unavailable")
+        try:
+            return await self._decide_item(item)
+        except StorageError as exc:
+            self.outage.failed(exc)
+            raise self.outage.undecided(url, "the crawl database is unavailable") from exc
+
+    async def _decide_item(self, item: Any) -> Any:
         if self.hosts.warm_since is not None:
             await self.hosts.warm(item)
         page = self.fingerprinter.candidate(item)
@@ -247,16 +264,38 @@ class NearDuplicatePipeline:
             stored_text = await run_in_thread(self.stored.stored_text, page.match.url)
         if self.preference.names_unknown(page):
             page.match_names = await run_in_thread(self.preference.stored_names, page)
-        return self._finish(page, stored_text)
+        page.stored_text = stored_text
+        return await self._waiting_out_storage(self._finish, page)
 
     async def _decide(self, page: Candidate) -> None:
-        """Ask the index until it decides (a shared index's pending match: wait, ask again)."""
+        """Ask the index until it decides: a shared index's pending match is waited for (ask
+        again); the page is Undecided once the crawl closes for a failure meanwhile."""
         waited = False
-        while not self._ask(page):
+        while not await self._waiting_out_storage(self._ask, page):
+            if self.outage.closing():
+                raise self.outage.undecided(page.signature.url,
+                                            "its match waits on a page never committed")
             if not waited:
                 waited = True
                 self.counts.inc("dedup/shared/pending_waits")
             await sleep(PENDING_POLL_SECONDS)
+
+    async def _waiting_out_storage(self, step: Callable[[Candidate], T],
+                                   page: Candidate) -> T:
+        """``step(page)``, a decision step on the reactor thread whose storage reads (the
+        index naming a kept page, the version a page replaces) come before anything it
+        records: a transient storage error is waited out (:class:`StorageOutage`), then the
+        step runs again; past the bound the error is raised."""
+        attempt = 0
+        while True:
+            try:
+                return step(page)
+            except StorageError as exc:
+                delay = self.outage.retrying(exc, attempt)
+                if delay is None:
+                    raise
+                attempt += 1
+                await sleep(delay)
 
     def _ask(self, page: Candidate) -> bool:
         """Ask the index; False when its match is pending (kept by another worker, not yet
@@ -269,9 +308,11 @@ class NearDuplicatePipeline:
         self._keep_anyway(page, self.hosts.young_verdict(page))
         return True
 
-    def _finish(self, page: Candidate, stored_text: str | None) -> Any:
+    def _finish(self, page: Candidate) -> Any:
+        """Act on the decision (run again after a storage error: a page kept anyway is no
+        longer verified, a swap reads before it records)."""
         if page.verify:
-            self._keep_anyway(page, self.hosts.stored_verdict(page, stored_text))
+            self._keep_anyway(page, self.hosts.stored_verdict(page, page.stored_text))
         if page.match is not None:
             if not self.preference.wins(page):
                 raise self._duplicate(page.signature, page.match)

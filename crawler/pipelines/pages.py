@@ -52,6 +52,7 @@ class Candidate:
     match_names: str | None = None  # what the match names canonical, read from storage
     rule: str = ""  # the match's demotion rule when this page is preferred to it
     why: str = ""  # the rule of the preference order that decided (crawler.preference)
+    stored_text: str | None = None  # the match's stored text, read for a young host's check
 
 
 class Fingerprinter:

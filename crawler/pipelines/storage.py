@@ -51,7 +51,7 @@ from twisted.internet.defer import Deferred
 from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.closing import close_crawl
-from crawler.exceptions import DuplicatePage
+from crawler.exceptions import DuplicatePage, Undecided
 from crawler.storage import (
     SettleOptions,
     StorageError,
@@ -288,9 +288,10 @@ class StoragePipeline:
 
     def item_dropped(self, item: Any, response: Any, exception: BaseException,
                      spider: Any = None) -> None:
-        """Queue a drop record for a duplicate; any dropped page's fingerprints join the batch."""
+        """Queue a drop record for a duplicate; any dropped page's fingerprints join the batch,
+        except an Undecided page's: its request is not finished (fetched again)."""
         page = ItemAdapter(item) if ItemAdapter.is_item(item) else None
-        if page is None:
+        if page is None or isinstance(exception, Undecided):
             return
         if isinstance(exception, DuplicatePage):
             row = dropped_row(item, exception.drop, self.crawl_id, self.dropped_text_max_chars)

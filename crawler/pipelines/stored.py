@@ -11,6 +11,13 @@ canonical, and a worker taking a host over reads the host's stored pages (its te
 
 Every method blocks (database work): the pipeline runs them in a thread, except the index's
 resolver calls. The store is opened on first use, from ``store_factory``.
+
+**Outages.** The reads run in a thread (a match's text, its canonical link, an origin's pages)
+retry a transient :class:`~crawler.storage.StorageError` as batch writes do
+(``STORAGE_RETRY_TIMES`` retries, ``STORAGE_RETRY_BACKOFF`` doubling, at most 30 s: the policy
+:class:`crawler.storage.retry.RetryPolicy`), sleeping in their thread; the resolver calls run
+on the reactor thread and fail at once: the pipeline waits and asks the index again
+(:class:`crawler.pipelines.outage.StorageOutage`). Past the bound the error is raised.
 Limit: ``documents.simhash`` keeps the fingerprint a page had when it was kept; a refreshed
 fingerprint (a learned template) updates the index only.
 """
@@ -21,6 +28,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from crawler.storage.retry import RetryPolicy
+
 if TYPE_CHECKING:
     from crawler.backends import ContentIndex
     from crawler.storage import Store
@@ -29,22 +38,26 @@ if TYPE_CHECKING:
 class StoredPages:
     """Lookups in the crawl's store, opened on first use from ``store_factory``."""
 
-    def __init__(self, store_factory: Callable[[], Store] | None = None) -> None:
+    def __init__(self, store_factory: Callable[[], Store] | None = None,
+                 retry: RetryPolicy | None = None) -> None:
         self.store_factory = store_factory
+        self.retry = retry or RetryPolicy(0)
         self._store: Store | None = None
 
     @classmethod
     def from_settings(cls, settings: Any, persist: bool) -> StoredPages:
-        """The crawl's ``STORAGE_URL`` when ``persist`` (``SIMHASH_PERSIST``), else none."""
+        """The crawl's ``STORAGE_URL`` when ``persist`` (``SIMHASH_PERSIST``), else none; reads
+        retried by the storage retry settings."""
         if not persist:
             return cls()
+        retry = RetryPolicy.from_settings(settings)
 
         def store_factory() -> Store:
             from crawler.storage import Store
 
             return Store.from_settings(settings)
 
-        return cls(store_factory)
+        return cls(store_factory, retry)
 
     @property
     def enabled(self) -> bool:
@@ -79,18 +92,20 @@ class StoredPages:
 
     def stored_text(self, url: str) -> str | None:
         """The stored visible text of ``url``, None when unknown."""
-        document = self.store().document_by_url(url) if self.enabled else None
+        if not self.enabled:
+            return None
+        document = self.retry.call(lambda: self.store().document_by_url(url))
         return getattr(document, "text", None) or None
 
     def canonical_link(self, url: str) -> str:
         """What the stored page ``url`` names canonical (``""``: nothing)."""
-        return self.store().canonical_link(url) or ""
+        return self.retry.call(lambda: self.store().canonical_link(url)) or ""
 
     def documents_of_origin(self, host: str, since: datetime,
                             limit: int) -> list[tuple[str, str, str | None, int | None, str]]:
         """The newest ``limit`` pages of ``host`` stored since ``since``:
         ``(url, canonical_url, content_hash, simhash, text)``."""
-        return self.store().documents_of_origin(host, since, limit)
+        return self.retry.call(lambda: self.store().documents_of_origin(host, since, limit))
 
     def close(self) -> None:
         if self._store is not None:
