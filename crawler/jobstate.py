@@ -15,8 +15,12 @@ Files, in ``JOBDIR/dedup/``:
     :meth:`crawler.bloom.LocalSeenSet.save` format (header with magic, version, n, p, m, k,
     layer count and CRC-32), written atomically.
 ``journal.bin``
-    A header (generation: the snapshot it is based on; the job's start time), then *scheduled*
-    and *finished* records, each with a CRC-32 (the format: :mod:`crawler.journal`).
+    A header (generation: the snapshot it is based on; the job's start time; the length its
+    compaction fsynced; a nonce), then *scheduled* and *finished* records, each with a CRC-32
+    of its header and one of the whole record (the format: :mod:`crawler.journal`).
+``journal.sync``
+    The journal's durable length (its nonce, generation, length, boot id, closed flag), JSON,
+    rewritten atomically after each fsync of the journal.
 ``seen.sqlite``
     The exact set of ``BLOOM_VERIFY`` (:class:`crawler.bloom.ExactSet`).
 ``job.json``
@@ -26,21 +30,28 @@ Files, in ``JOBDIR/dedup/``:
 
 Durability: *finished* records are flushed to the OS at once, *scheduled* records at the latest
 with the next finished record or after :data:`FLUSH_SECONDS`; because the file is one ordered
-stream, a durable finished record implies every earlier scheduled one — so the links of a
-stored page are never lost. A SIGKILL loses nothing the OS received; a power loss may lose the
-journal's unsynced tail (it is fsynced only when compacted).
+stream, a durable finished record implies every earlier scheduled one — so the links of a stored
+page are never lost to a kill. A SIGKILL loses nothing the OS received. The journal is fsynced
+by the first write :data:`SYNC_SECONDS` after the last fsync, before every snapshot and by every
+compaction; each fsync records the durable length in ``journal.sync`` (written atomically), so a
+journal cut shorter than it, or missing beside a snapshot, is refused. A power cut or an OS
+crash may lose what was written after the last fsync: a torn tail there is ignored with a
+warning, and a restart of the machine since the journal was last written (``journal.sync`` names
+the boot and whether the crawl closed) sets :attr:`JobState.tail_lost` and is logged (module
+:mod:`crawler.journal` has the rules).
 
 Snapshot (every ``JOBDIR_SNAPSHOT_RECORDS`` records or ``JOBDIR_SNAPSHOT_SECONDS``, and at
-close): flush the journal, save the filter (temp, fsync, rename), then — once the journal
-outgrows the pending set — compact it to the pending records (temp, fsync, rename). A newer
-snapshot with an older journal (a kill between the two renames, or no compaction yet) replays
-to the same state: adds are idempotent.
+close): fsync the journal (recording its durable length), save the filter (temp, fsync, rename),
+then — once the journal outgrows the pending set — compact it to the pending records (temp,
+fsync, rename). A newer snapshot with an older journal (a kill between the two renames, or no
+compaction yet) replays to the same state: adds are idempotent.
 
 The storage commit and the finished record cannot be one atomic step: a kill between them leaves
 a stored page pending, so before re-scheduling the dupefilter asks storage
 (:func:`stored_canonical_urls`) and marks what it already holds finished. A torn last record is
-ignored; a bad header, a corrupt record before the end or a missing snapshot raise
-:class:`JobStateError` naming the file.
+ignored; a bad header, a damaged record (inside the durable length, or followed by a valid
+one), a journal shorter than its durable length, a missing journal beside a snapshot or a
+missing snapshot raise :class:`JobStateError` naming the file (and the byte).
 
 Limits: pending records live in memory (about 150-250 bytes each: the frontier, not the seen
 set); a snapshot blocks the reactor while it writes the filter (about 0.1 s for the 17 MiB of
@@ -62,13 +73,19 @@ from crawler import config, defaults
 from crawler.atomicfile import fsync_dir
 from crawler.bloom import SnapshotError
 from crawler.journal import (
+    HEADER_SIZE,
     JobStateError,
+    Journal,
     PendingRequest,
+    SyncMark,
+    boot_id,
     encode_header,
     encode_scheduled,
     frame,
-    read_journal,
     read_journal_full,
+    read_sync,
+    restarted,
+    write_sync,
 )
 
 if TYPE_CHECKING:
@@ -83,8 +100,11 @@ SUBDIR = "dedup"
 SNAPSHOT = "bloom.snapshot"
 JOURNAL = "journal.bin"
 JOB_FILE = "job.json"
+SYNC = "journal.sync"
 _JOB_ID = re.compile(r"[0-9a-z][0-9a-z_-]{0,63}")
 FLUSH_SECONDS = 0.2
+#: The longest a written journal record waits for its fsync (checked at each write).
+SYNC_SECONDS = 1.0
 
 
 def state_dir(jobdir: str | os.PathLike[str]) -> Path:
@@ -109,7 +129,7 @@ def check_jobdir(settings: SettingsLike) -> None:
         return
     directory = state_dir(jobdir)
     config.check_dir_path("JOBDIR", str(directory))
-    snapshot, journal = directory / SNAPSHOT, directory / JOURNAL
+    snapshot = directory / SNAPSHOT
     if snapshot.exists():
         from crawler.bloom import read_snapshot
 
@@ -117,12 +137,34 @@ def check_jobdir(settings: SettingsLike) -> None:
             read_snapshot(snapshot)
         except SnapshotError as exc:
             raise JobStateError(snapshot, exc.problem) from None
-    if journal.exists():
-        generation, _ = read_journal(journal)
-        if generation and not snapshot.exists():
-            raise JobStateError(snapshot, f"missing, but {journal.name} is based on snapshot "
-                                f"{generation}")
+    read_state(directory)
     read_job_id(jobdir)
+
+
+def read_state(directory: Path) -> Journal | None:
+    """The journal of ``directory`` (``JOBDIR/dedup``), checked against its sync file and the
+    snapshot; None for a fresh directory. Raises :class:`JobStateError` when the journal is
+    damaged or shorter than its durable length, or when the journal or the snapshot it is based
+    on is missing while the other exists: resuming would lose the URLs still to fetch.
+    """
+    snapshot, journal, sync = directory / SNAPSHOT, directory / JOURNAL, directory / SYNC
+    mark = read_sync(sync)
+    if not journal.exists():
+        if snapshot.exists() or mark is not None:
+            found = snapshot.name if snapshot.exists() else sync.name
+            raise JobStateError(journal, f"missing, but {found} exists: the journal holds the "
+                                "URLs still to fetch, a resume without it would lose them")
+        return None
+    state = read_journal_full(journal, mark)
+    if state.generation and not snapshot.exists():
+        raise JobStateError(snapshot, f"missing, but {journal.name} is based on snapshot "
+                            f"{state.generation}")
+    if restarted(mark):
+        assert mark is not None
+        logger.warning("%s: the machine restarted while the crawl writing it ran (a power cut or "
+                       "a system crash): what it wrote after byte %d, at most %.1f s of "
+                       "records, may be lost", journal, mark.length, SYNC_SECONDS)
+    return state
 
 
 def read_job_id(jobdir: str | os.PathLike[str]) -> str | None:
@@ -205,9 +247,16 @@ class JobState:
         self.generation = 0
         self.started = time.time()  # when the job began; kept across resumes
         self.snapshots = 0
+        #: the previous run's journal ended in a torn tail, or the machine restarted while it
+        #: ran: records written after its last fsync may be lost
+        self.tail_lost = False
+        self.sync_path = self.directory / SYNC
         self._file: BinaryIO | None = None
+        self._nonce = b""
+        self._journal_generation = 0  # the generation in the open journal's header
+        self._size = self._synced = 0  # bytes written to the journal, bytes fsynced
         self._since_snapshot = self._journal_records = 0
-        self._last_snapshot = self._last_flush = time.monotonic()
+        self._last_snapshot = self._last_flush = self._last_sync = time.monotonic()
 
     @classmethod
     def from_settings(cls, settings: SettingsLike, jobdir: str | os.PathLike[str],
@@ -227,10 +276,10 @@ class JobState:
             except SnapshotError as exc:
                 raise JobStateError(self.snapshot_path, exc.problem) from None
         records: list[tuple[bytes, PendingRequest | None]] = []
-        if self.journal_path.exists():
-            self.generation, self.started, records = read_journal_full(self.journal_path)
-            if self.generation and not self.snapshot_path.exists():
-                raise JobStateError(self.snapshot_path, "missing, but the journal needs it")
+        state = read_state(self.directory)
+        if state is not None:
+            self.generation, self.started, records = state.generation, state.started, state.records
+            self.tail_lost = state.valid < state.size or restarted(read_sync(self.sync_path))
         pending: dict[bytes, PendingRequest] = {}
         for fp, rec in records:
             if rec is None:
@@ -268,8 +317,7 @@ class JobState:
         idempotent), so a snapshot without compaction is safe.
         """
         started = time.monotonic()
-        if self._file is not None:
-            self._file.flush()
+        self.sync()  # the snapshot never holds a URL that the durable journal lacks
         self.seen.save(self.snapshot_path)
         self.generation += 1
         self.snapshots += 1
@@ -284,27 +332,48 @@ class JobState:
         if self._file is None:
             return
         self.snapshot(compact=True)
+        self._write_sync(closed=True)
         self._file.close()
         self._file = None
+
+    def sync(self) -> None:
+        """Make the journal durable (flush, fsync) and record its length in ``journal.sync``."""
+        if self._file is None:
+            return
+        self._file.flush()
+        if self._size != self._synced:
+            os.fsync(self._file.fileno())
+            self._write_sync()
+        self._last_sync = time.monotonic()
+
+    def _write_sync(self, closed: bool = False) -> None:
+        self._synced = self._size
+        write_sync(self.sync_path, SyncMark(self._nonce, self._journal_generation, self._size,
+                                            boot_id(), closed))
 
     def _write(self, data: bytes, flush: bool, count: int = 1) -> None:
         assert self._file is not None, "JobState.open() first"
         self._file.write(data)
+        self._size += len(data)
         self._since_snapshot += count
         self._journal_records += count
         now = time.monotonic()
         if flush or now - self._last_flush >= FLUSH_SECONDS:
             self._file.flush()
             self._last_flush = now
+        if now - self._last_sync >= SYNC_SECONDS:
+            self.sync()
         if (self._since_snapshot >= self.snapshot_records
                 or now - self._last_snapshot >= self.snapshot_seconds):
             self.snapshot()
 
     def _compact(self) -> None:
         tmp = self.journal_path.with_name(JOURNAL + ".tmp")
+        body = b"".join(self.pending.values())
+        nonce = secrets.token_bytes(8)
         with open(tmp, "wb") as fh:
-            fh.write(encode_header(self.generation, self.started))
-            fh.write(b"".join(self.pending.values()))
+            fh.write(encode_header(self.generation, self.started, HEADER_SIZE + len(body), nonce))
+            fh.write(body)
             fh.flush()
             os.fsync(fh.fileno())
         if self._file is not None:
@@ -313,3 +382,6 @@ class JobState:
         fsync_dir(self.directory)
         self._file = open(self.journal_path, "ab")  # noqa: SIM115 - held for the crawl
         self._journal_records = len(self.pending)
+        self._nonce, self._journal_generation = nonce, self.generation
+        self._size = HEADER_SIZE + len(body)
+        self._write_sync()

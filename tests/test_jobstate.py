@@ -1,17 +1,33 @@
-"""crawler.jobstate: snapshot + journal, replay, torn records, damaged files, a real SIGKILL."""
+"""crawler.jobstate: snapshot + journal, replay, torn records, damaged files, durable lengths,
+a real SIGKILL."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import re
+import shutil
+import struct
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
+from crawler import jobstate
 from crawler.bloom import LocalSeenSet
 from crawler.config import SettingError
-from crawler.jobstate import JOURNAL, SNAPSHOT, JobState, JobStateError, read_journal, state_dir
+from crawler.jobstate import (
+    JOURNAL,
+    SNAPSHOT,
+    SYNC,
+    JobState,
+    JobStateError,
+    read_state,
+    state_dir,
+)
+from crawler.journal import HEADER_SIZE, PendingRequest, encode_scheduled, frame, read_journal
 from crawler.preflight import check_settings as validate_settings
 
 from .conftest import ROOT
@@ -88,10 +104,16 @@ def test_torn_last_record_is_ignored(tmp_path, caplog) -> None:
     assert "torn last record" in caplog.text
 
 
+def flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
 @pytest.mark.parametrize("damage, problem", [
     (lambda d: b"GARBAGE!" + d[8:], "bad magic"),
     (lambda d: d[:5], "truncated journal header"),
-    (lambda d: d[:40] + bytes([d[40] ^ 0xFF]) + d[41:], "corrupt journal record"),
+    (lambda d: flip(d, 20), "damaged journal header (checksum)"),
+    (lambda d: d[:8] + struct.pack("<I", 1) + d[12:], "journal version 1, this crawler reads 2"),
+    (lambda d: flip(d, HEADER_SIZE + 40), f"damaged journal record at byte {HEADER_SIZE}"),
 ])
 def test_damaged_journal_stops_with_the_file_name(tmp_path, damage, problem) -> None:
     seen, state, _ = new_state(tmp_path)
@@ -101,7 +123,7 @@ def test_damaged_journal_stops_with_the_file_name(tmp_path, damage, problem) -> 
     with pytest.raises(JobStateError) as err:
         new_state(tmp_path)
     assert str(state.journal_path) in str(err.value) and problem in str(err.value)
-    with pytest.raises(SettingError, match=problem):
+    with pytest.raises(SettingError, match=re.escape(problem)):
         validate_settings({"JOBDIR": str(tmp_path)})
 
 
@@ -145,3 +167,196 @@ def test_sigkill_loses_nothing_that_was_reported_finished_or_before_it(tmp_path)
     # the last write was a finished record, so everything before it reached the OS
     assert got == {fp(i) for i in range(100)} - finished
     assert all(fp(i) in seen for i in range(100))
+
+
+# --- the durable length: cuts, flips, missing files -------------------------------------------
+
+
+def record_size(i: int) -> int:
+    """The bytes of the scheduled record :func:`schedule` writes for ``i``."""
+    return len(encode_scheduled(PendingRequest(fp(i), f"http://h/{i}?x", i % 7, f"http://h/{i}")))
+
+
+def journal_with_durable_point(tmp_path) -> tuple[JobState, list[int], int]:
+    """A journal of 12 scheduled records, fsynced (durable) after the 6th: ``(state, record
+    boundaries, durable length)``; the process is then 'killed' (the file is left as it is)."""
+    seen, state, _ = new_state(tmp_path / "job")
+    boundaries = [HEADER_SIZE]
+    for i in range(12):
+        schedule(seen, state, [i])
+        boundaries.append(boundaries[-1] + record_size(i))
+        if i == 5:
+            state.sync()
+    durable = boundaries[6]
+    assert state._file is not None
+    state._file.flush()
+    assert state.journal_path.stat().st_size == boundaries[-1]
+    assert json.loads(state.sync_path.read_text())["length"] == durable
+    return state, boundaries, durable
+
+
+def test_sync_records_the_durable_length(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(jobstate, "SYNC_SECONDS", 0.0)  # every write is fsynced
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(3))
+    state.finished([fp(0)])
+    mark = json.loads(state.sync_path.read_text())
+    assert mark["length"] == state.journal_path.stat().st_size
+    assert mark["closed"] is False
+    state.close()
+    mark = json.loads(state.sync_path.read_text())
+    assert (mark["length"], mark["closed"]) == (state.journal_path.stat().st_size, True)
+
+
+def test_a_snapshot_never_holds_a_url_the_durable_journal_lacks(tmp_path) -> None:
+    seen, state, _ = new_state(tmp_path, snapshot_records=10_000)
+    schedule(seen, state, range(30))
+    state.snapshot()  # no compaction: the records stay in the journal after its header
+    assert json.loads(state.sync_path.read_text())["length"] == state.journal_path.stat().st_size
+    # what a power cut leaves: the file cut at the durable length, and not an earlier byte
+    state.journal_path.write_bytes(state.journal_path.read_bytes()[:-1])
+    with pytest.raises(JobStateError, match="shorter than the"):
+        new_state(tmp_path)
+
+
+def test_cut_at_every_record_boundary_and_mid_record(tmp_path, caplog) -> None:
+    state, boundaries, durable = journal_with_durable_point(tmp_path)
+    data = state.journal_path.read_bytes()
+    cuts = sorted(set(boundaries) | {b + d for b in boundaries[:-1] for d in (1, 7, 20)})
+    assert len(cuts) > 40
+    for cut in cuts:
+        copy = tmp_path / f"cut{cut}"
+        shutil.copytree(tmp_path / "job", copy)
+        (state_dir(copy) / JOURNAL).write_bytes(data[:cut])
+        caplog.clear()
+        if cut < durable:
+            with pytest.raises(JobStateError) as err:
+                new_state(copy)
+            assert str(err.value).startswith(f"{state_dir(copy) / JOURNAL}: {cut} bytes, "
+                                             f"shorter than the {durable} bytes made durable")
+            continue
+        with caplog.at_level(logging.WARNING, "crawler.jobstate"):
+            _, again, pending = new_state(copy)
+        whole = sum(1 for b in boundaries[1:] if b <= cut)
+        assert {r.fp for r in pending} == {fp(i) for i in range(whole)}, cut
+        torn = cut not in boundaries
+        assert ("torn last record" in caplog.text) == torn, cut
+        assert again.tail_lost == torn
+
+
+def test_any_flipped_byte_before_the_last_record_is_refused_naming_the_byte(tmp_path) -> None:
+    state, boundaries, durable = journal_with_durable_point(tmp_path)
+    data = state.journal_path.read_bytes()
+    for at in range(HEADER_SIZE, boundaries[-2]):
+        state.journal_path.write_bytes(flip(data, at))
+        start = max(b for b in boundaries if b <= at)
+        with pytest.raises(JobStateError) as err:
+            read_state(state.directory)
+        message = str(err.value)
+        assert message.startswith(f"{state.journal_path}: damaged journal record at byte {start} (")
+        assert ("inside the" in message) == (start < durable), message
+        assert ("followed by a valid record" in message) == (start >= durable), message
+    # the last record is beyond the durable length: damage there looks like a torn write
+    state.journal_path.write_bytes(flip(data, boundaries[-2] + 6))
+    journal = read_state(state.directory)
+    assert journal is not None and len(journal.records) == 11
+
+
+def test_corrupt_length_in_the_middle_is_damage_not_a_torn_tail(tmp_path) -> None:
+    """The reported case: a length made huge in the middle looked like a record running past
+    the end of the file; with nothing made durable beyond the header it is refused all the same."""
+    state, boundaries, _ = journal_with_durable_point(tmp_path)
+    state.sync_path.unlink()  # only the header's own durable length is left
+    data = bytearray(state.journal_path.read_bytes())
+    at = boundaries[8]
+    data[at + 1:at + 5] = struct.pack("<I", 10_000_000)
+    state.journal_path.write_bytes(bytes(data))
+    with pytest.raises(JobStateError, match=f"damaged journal record at byte {at} "
+                       r"\(record header checksum\), followed by a valid record at byte "
+                       f"{boundaries[9]}"):
+        new_state(tmp_path / "job")
+    with pytest.raises(SettingError, match=f"byte {at}"):
+        validate_settings({"JOBDIR": str(tmp_path / "job")})
+
+
+def test_finished_records_count_in_the_durable_length(tmp_path) -> None:
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(4))
+    state.finished([fp(1), fp(2)])
+    state.sync()
+    size = state.journal_path.stat().st_size
+    assert size == HEADER_SIZE + sum(map(record_size, range(4))) + 2 * len(frame(b"F", fp(1)))
+    state.journal_path.write_bytes(state.journal_path.read_bytes()[:size - 10])
+    with pytest.raises(JobStateError, match="shorter than"):
+        new_state(tmp_path)
+
+
+@pytest.mark.parametrize("remove", [[JOURNAL], [JOURNAL, SYNC], [JOURNAL, SNAPSHOT]])
+def test_missing_journal_beside_its_other_files_is_refused(tmp_path, remove) -> None:
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(5))
+    state.close()
+    for name in remove:
+        (state.directory / name).unlink()
+    with pytest.raises(JobStateError) as err:
+        new_state(tmp_path)
+    assert str(err.value).startswith(f"{state.journal_path}: missing, but ")
+    assert "would lose them" in str(err.value)
+    with pytest.raises(SettingError, match="missing, but"):
+        validate_settings({"JOBDIR": str(tmp_path)})
+
+
+def test_journal_replaced_by_an_older_copy_is_refused(tmp_path) -> None:
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(5))
+    state.close()
+    old = state.journal_path.read_bytes()
+    seen, state, _ = new_state(tmp_path)  # open compacts: a newer generation
+    schedule(seen, state, range(5, 10))
+    state.close()
+    state.journal_path.write_bytes(old)
+    with pytest.raises(JobStateError, match="replaced by an old copy"):
+        new_state(tmp_path)
+
+
+def test_a_stale_sync_file_of_the_previous_journal_is_ignored(tmp_path) -> None:
+    # a kill between a compaction's rename and the sync file's rewrite
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(5))
+    state.sync()
+    stale = state.sync_path.read_bytes()
+    state.snapshot(compact=True)
+    assert state._file is not None
+    state._file.close()
+    state.sync_path.write_bytes(stale)
+    _, _, pending = new_state(tmp_path)
+    assert {r.fp for r in pending} == {fp(i) for i in range(5)}
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"nonce": "zz", "generation": 0, "length": 1}',
+                                  '{"length": 5}'])
+def test_damaged_sync_file_is_refused(tmp_path, text) -> None:
+    _, state, _ = new_state(tmp_path)
+    state.close()
+    state.sync_path.write_text(text)
+    with pytest.raises(JobStateError, match=f"{state.sync_path}: not a journal sync file"):
+        new_state(tmp_path)
+
+
+@pytest.mark.parametrize("closed, boot, warned", [
+    (False, "another-boot", True), (True, "another-boot", False), (False, None, False)])
+def test_a_restart_of_the_machine_mid_crawl_is_reported(tmp_path, caplog, closed, boot,
+                                                       warned) -> None:
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(5))
+    state.sync()
+    mark = json.loads(state.sync_path.read_text())
+    mark["closed"] = closed
+    if boot is not None:
+        mark["boot"] = boot
+    state.sync_path.write_text(json.dumps(mark))
+    with caplog.at_level(logging.WARNING, "crawler.jobstate"):
+        _, again, pending = new_state(tmp_path)
+    assert len(pending) == 5
+    assert ("the machine restarted while the crawl writing it ran" in caplog.text) == warned
+    assert again.tail_lost == warned
