@@ -30,7 +30,8 @@ changes only when ``tldextract`` is upgraded.
 
 Private addresses (``BLOCK_PRIVATE_ADDRESSES``): :func:`is_private_address` is true for every
 address that is not globally reachable (private, loopback, link-local, unspecified, shared,
-documentation and reserved ranges, IPv4-mapped forms included); :func:`private_guard_setting`
+documentation and reserved ranges; site-local IPv6; IPv6 forms that carry a private IPv4
+address: mapped, compatible, NAT64, 6to4, Teredo); :func:`private_guard_setting`
 reads the setting (None: decided from the seeds, :func:`guard_default`).
 """
 
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
 
 SCOPE_CHOICES = ("host", "domain", "subdomains")
 _DEFAULT_PORTS = ("", "80", "443")
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL_USE = ipaddress.IPv6Network("64:ff9b:1::/48")
 #: (host, port): the unit of scope; port "" for a scheme's default port.
 SiteKey = tuple[str, str]
 #: Sites whose verdict ``Scope.contains`` remembers (domain and subdomains rules) before it
@@ -94,13 +98,52 @@ def ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | Non
         return None
 
 
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries, or None.
+
+    IPv4-mapped ``::ffff:a.b.c.d`` and IPv4-compatible ``::a.b.c.d`` (RFC 4291 2.5.5; ``::`` and
+    ``::1`` read as 0.0.0.0 and 0.0.0.1), NAT64 ``64:ff9b::a.b.c.d`` (RFC 6052, the well-known
+    /96), 6to4 ``2002:AABB:CCDD::/48`` (RFC 3056) and the Teredo client (RFC 4380, the last 32
+    bits inverted). Not read: ISATAP interface ids and NAT64 network-specific prefixes (their
+    position of the IPv4 bits is a local choice).
+
+    >>> embedded_ipv4(ipaddress.IPv6Address("64:ff9b::a9fe:a9fe"))
+    IPv4Address('169.254.169.254')
+    """
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _IPV4_COMPATIBLE or ip in _NAT64_WELL_KNOWN:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    return ip.teredo[1] if ip.teredo is not None else None
+
+
 def is_private_address(address: str) -> bool:
-    """True for an address that is not globally reachable (an unparsable one included)."""
+    """True for an address that is not globally reachable (an unparsable one included).
+
+    An IPv6 address is private when it is not global itself, when it is site-local
+    (``fec0::/10``, deprecated but still routed inside some networks) or NAT64 local-use
+    (``64:ff9b:1::/48``, RFC 8215), or when the IPv4 address it carries
+    (:func:`embedded_ipv4`) is private: ``64:ff9b::a9fe:a9fe`` reaches 169.254.169.254 through
+    a NAT64 gateway. ``64:ff9b::808:808`` (8.8.8.8) stays public.
+    """
     ip = ip_literal(address)
     if ip is None:
         return True
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local or ip in _NAT64_LOCAL_USE:
+            return True
+        ipv4 = embedded_ipv4(ip)
+        if ipv4 is not None:
+            if _not_global(ipv4):
+                return True
+            if ip.ipv4_mapped is not None or ip in _IPV4_COMPATIBLE:
+                return False  # only the IPv4 address is reached (the /96 itself is "private")
+    return _not_global(ip)
+
+
+def _not_global(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not ip.is_global or ip.is_multicast
 
 
