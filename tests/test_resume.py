@@ -13,6 +13,7 @@ clean stop (one SIGINT). After the last, uninterrupted run:
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -186,3 +187,57 @@ def test_bloom_full_stops_the_crawl_with_a_failing_exit(site_server, tmp_path) -
     assert "Closing spider (bloom_full)" in log and "'dedup/bloom/full': 1" in log
     assert "crawl stopped early: bloom_full" in log
     assert sum(crawl.runs[0]["fetched"].values()) < PAGES
+
+
+def _middle_record(data: bytes) -> int:
+    """The offset of the middle record of a journal (``crawler.journal`` format)."""
+    from crawler.journal import HEADER_SIZE
+
+    starts, pos = [], HEADER_SIZE
+    while pos < len(data):
+        starts.append(pos)
+        pos += 9 + int.from_bytes(data[pos + 1:pos + 5], "little") + 4
+    assert pos == len(data) and len(starts) > 10, (pos, len(data), len(starts))
+    return starts[len(starts) // 2]
+
+
+def _corrupt_length(journal: Path) -> str:
+    data = bytearray(journal.read_bytes())
+    at = _middle_record(bytes(data))
+    data[at + 1:at + 5] = (10_000_000).to_bytes(4, "little")  # runs past the end of the file
+    journal.write_bytes(bytes(data))
+    return f"damaged journal record at byte {at} (record header checksum) inside the"
+
+
+def _cut_to_half(journal: Path) -> str:
+    data = journal.read_bytes()
+    journal.write_bytes(data[:len(data) // 2])
+    return f"{len(data) // 2} bytes, shorter than the {len(data)} bytes made durable"
+
+
+def _delete(journal: Path) -> str:
+    journal.unlink()
+    return "missing, but bloom.snapshot exists"
+
+
+def test_a_damaged_short_or_missing_journal_stops_the_resume_in_one_line(site_server,
+                                                                         tmp_path) -> None:
+    """The three losses users met (a corrupt length read as a torn tail, a journal cut to half,
+    a deleted journal: 56-119 pages never fetched, exit 0) each stop the resume at start: exit 2,
+    one line naming the file, nothing fetched, the job directory left for a backup to restore."""
+    crawl = Crawl(site_server, tmp_path)
+    crawl.kill_when(lambda: crawl.hits() >= 40, sig=signal.SIGINT)
+    assert crawl.runs[0]["code"] == 0, crawl.log_tail()
+    committed = crawl.committed()
+    for damage in (_corrupt_length, _cut_to_half, _delete):
+        jobdir = tmp_path / f"job-{damage.__name__.strip('_')}"
+        shutil.copytree(crawl.jobdir, jobdir)
+        journal = jobdir / "dedup" / "journal.bin"
+        problem = damage(journal)
+        code = crawl.finish(crawl.start(JOBDIR=jobdir))
+        log = Path(crawl.runs[-1]["log"]).read_text()
+        assert code == 2, log[-3000:]
+        lines = log.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {journal}: {problem}"), log[-3000:]
+        assert "delete the job directory" in log and "Traceback" not in log
+        assert crawl.hits() == 0 and crawl.committed() == committed
