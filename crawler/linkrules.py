@@ -246,14 +246,25 @@ def memo_table(href: str, absolute: MemoTable, rooted: MemoTable | None,
     return None
 
 
+#: An absolute URL whose host ends with the root's dot (``http://g.localhost.:8080/x``).
+_DOTTED_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#\\]*@)?[^/?#\\@:\[\]]*\."
+                          r"(?::[^/?#\\]*)?(?:[/?#\\]|$)")
+
+
 def fetch_url(url: str, canonical: str) -> str:
-    """The URL to fetch for a link: as found, less the fragment, with an ASCII host.
+    """The URL to fetch for a link: as found, less the fragment, with an ASCII host without a
+    trailing dot.
 
     Scrapy escapes a non-ASCII host with IDNA 2003 (``faß.de`` becomes ``fass.de``, another
     host), while the canonical key uses UTS 46 non-transitional (``xn--fa-hia.de``), as browsers
-    do. A non-ASCII URL therefore gets the canonical (punycode) host; the rest stays as found.
+    do. A host written with the root's trailing dot (``g.localhost.``) names the same host as
+    without it, but Scrapy would give it a robots.txt and a download slot of its own. Either URL
+    therefore gets the canonical host (punycode, no trailing dot); the rest stays as found.
+
+    >>> fetch_url("http://G.localhost.:8080/x#top", "http://g.localhost:8080/x")
+    'http://g.localhost:8080/x'
     """
     url = url.split("#", 1)[0]
-    if url.isascii():
+    if url.isascii() and _DOTTED_HOST.match(url) is None:
         return url
     return urlunsplit(urlsplit(url)._replace(netloc=urlsplit(canonical).netloc))

@@ -1,0 +1,69 @@
+"""A host written with the root's trailing dot is the same host (issue 23, item 8): one key, one
+robots.txt, one download slot, whichever spelling a page links or a seed uses."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from twisted.internet import defer
+
+from crawler.linkrules import fetch_url
+from crawler.urlnorm import normalize_url
+from tests.conftest import run_crawl
+from tests.test_hostile_scope import LocalhostResolver, VirtualHosts
+
+RESOLVER = f"{__name__}.DottedLocalhostResolver"
+
+
+class DottedLocalhostResolver(LocalhostResolver):
+    """Also ``*.localhost.`` -> 127.0.0.1, so a crawl that still fetched the dotted spelling
+    would reach the server (and the test see the second robots.txt) instead of failing DNS."""
+
+    def getHostByName(self, name: str, timeout: Any = ()) -> Any:
+        if name.endswith(".localhost."):
+            return defer.succeed("127.0.0.1")
+        return super().getHostByName(name, timeout)
+
+
+def test_both_spellings_have_one_key_and_are_fetched_without_the_dot() -> None:
+    dotted, plain = "http://g.localhost.:8080/x", "http://g.localhost:8080/x"
+    assert normalize_url(dotted) == normalize_url(plain) == plain
+    assert fetch_url(dotted + "#f", normalize_url(dotted)) == plain
+    assert fetch_url("http://user@G.Localhost./x?q=a.", "http://user@g.localhost/x?q=a.") == (
+        "http://user@g.localhost/x?q=a.")
+    # dots elsewhere are kept as found
+    for url in ("http://g.localhost/x.", "http://g.localhost/?u=http://h./", "http://10.0.0.1/"):
+        assert fetch_url(url, normalize_url(url)) == url
+
+
+@pytest.fixture
+def hosts() -> Iterator[VirtualHosts]:
+    site = VirtualHosts()
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in site.servers]
+    for thread in threads:
+        thread.start()
+    yield site
+    for server in site.servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_crawl_linking_both_spellings_asks_robots_and_each_page_once(hosts, tmp_path) -> None:
+    """The seed is dotted, its page links ``/next`` under both spellings and itself under the
+    other: before, ``g.localhost.`` had its own robots.txt and slot, and both were asked."""
+    host = "g.localhost"
+    hosts.links[(host, hosts.p)] = [hosts.url(host + ".", "/next"), hosts.url(host, "/next"),
+                                    hosts.url(host, "/")]
+    hosts.links[(host + ".", hosts.p)] = hosts.links[(host, hosts.p)]
+    run = run_crawl(tmp_path / "run", urls=[hosts.url(host + ".")], timeout=120,
+                    settings={"TWISTED_DNS_RESOLVER": RESOLVER, "ROBOTSTXT_OBEY": True})
+    assert run.returncode == 0, run.stderr[-3000:]
+    asked = Counter(hosts.seen)  # besides these, a soft-404 probe asks a random path
+    assert {h for h, _, _ in asked} == {host}, asked
+    assert [asked[(host, hosts.p, path)] for path in ("/robots.txt", "/", "/next")] == [
+        1, 1, 1], asked
+    assert run.stored_urls() == {hosts.url(host), hosts.url(host, "/next")}
