@@ -8,7 +8,7 @@ No Scrapy, no database.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -97,6 +97,27 @@ def is_secret_param(name: str) -> bool:
     """
     norm = unquote(name).strip().lower().replace("-", "_")
     return norm in SECRET_PARAMS or any(part in norm for part in SECRET_PARTS)
+
+
+def is_masked(url: str) -> bool:
+    """Whether ``url`` is a masked URL: ``***`` stands where :func:`mask_url` hides a secret
+    (a ``***`` elsewhere, as in a file name, does not count).
+
+    >>> [is_masked(u) for u in ("postgresql://u:***@h/db", "sqlite:///***.db", "sqlite:///a")]
+    [True, False, False]
+    """
+    probe = url.replace(MASK, "x")
+    return MASK in url and mask_url(probe) != probe
+
+
+def unmask(url: str, candidates: Iterable[str | None]) -> str | None:
+    """The first of ``candidates`` that :func:`mask_url` masks to ``url`` (the real URL a
+    masked one stands for), or None: a secret is only ever taken from a URL that names the
+    same scheme, user, server, database and parameters."""
+    for candidate in candidates:
+        if candidate and mask_url(candidate.strip()) == url:
+            return candidate.strip()
+    return None
 
 
 def mask_text(text: str) -> str:

@@ -170,8 +170,9 @@ class Command(ScrapyCommand):
         (db_a, id_a), (db_b, id_b) = crawls
         stores: dict[str, Store] = {}
         try:
-            a = _open_side("A", db_a or default_db, id_a, stores)
-            b = _open_side("B", db_b or opts.db_b or default_db, id_b, stores)
+            known = [self.settings.get("STORAGE_URL")]  # the real URL of a masked --db
+            a = _open_side("A", db_a or default_db, id_a, stores, known)
+            b = _open_side("B", db_b or opts.db_b or default_db, id_b, stores, known)
             diff = Differences() if a.sets == b.sets else compare_pages(a.pages(), b.pages())
         finally:
             for store in stores.values():
@@ -179,12 +180,14 @@ class Command(ScrapyCommand):
         return a, b, diff
 
 
-def _open_side(label: str, db: str, crawl: str, stores: dict[str, Store]) -> Side:
-    """Open (once per database) and read the recorded fingerprints of one crawl."""
+def _open_side(label: str, db: str, crawl: str, stores: dict[str, Store],
+               real_urls: list[str | None]) -> Side:
+    """Open (once per database) and read the recorded fingerprints of one crawl; a masked
+    URL is resolved from ``real_urls`` (:func:`crawler.storage.resolve_db_url`)."""
     from crawler.storage import ReviewError, StorageError, Store, resolve_db_url
 
     try:
-        url = resolve_db_url(db)
+        url = resolve_db_url(db, real_urls)
         if url not in stores:
             stores[url] = Store(url, create=False)
         store = stores[url]

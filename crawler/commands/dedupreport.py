@@ -91,7 +91,7 @@ class Command(ScrapyCommand):
 
         assert self.settings is not None
         db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
-        with review.CrawlDB.open(db_url) as db:
+        with review.CrawlDB.open(db_url, [self.settings.get("STORAGE_URL")]) as db:
             db.require_content()
             job = review.LATEST_JOB if opts.job == "" else opts.job  # bare --job
             picked = db.select(opts.crawl, job)

@@ -121,6 +121,11 @@ class Command(ScrapyCommand):
         assert self.settings is not None
         return opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
 
+    def _known(self) -> list[str | None]:
+        """Where the real URL of a masked ``--db`` (as a report prints it) is looked up."""
+        assert self.settings is not None
+        return [self.settings.get("STORAGE_URL")]
+
     def _list(self, opts: argparse.Namespace, flt: review.DropFilter) -> None:
         from crawler import review
 
@@ -132,7 +137,7 @@ class Command(ScrapyCommand):
                 return write_records([], opts.format, sys.stdout, quiet=True)
             records = review.apply_filter(records, flt)
         else:
-            with review.CrawlDB.open(self._db_url(opts)) as db:
+            with review.CrawlDB.open(self._db_url(opts), self._known()) as db:
                 db.require_content()
                 db.check_crawl(flt.crawl_id)
                 latest = db.latest_crawl()
@@ -172,7 +177,7 @@ class Command(ScrapyCommand):
         if opts.log:
             raise UsageError("--explain and --pair need the database (--db), not --log",
                              print_help=False)
-        with review.CrawlDB.open(self._db_url(opts)) as db:
+        with review.CrawlDB.open(self._db_url(opts), self._known()) as db:
             db.require_content()
             if opts.pair:
                 result = review.explain_pair(db, review.resolve_url(db, opts.pair[0]),

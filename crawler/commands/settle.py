@@ -70,7 +70,8 @@ class Command(ScrapyCommand):
             max_chars = config.get_int(self.settings, "DROPPED_TEXT_MAX_CHARS",
                                        defaults.DROPPED_TEXT_MAX_CHARS, lo=0)
             url = resolve_db_url(opts.db or str(self.settings.get("STORAGE_URL")
-                                                or defaults.STORAGE_URL))
+                                                or defaults.STORAGE_URL),
+                                 [self.settings.get("STORAGE_URL")])
             with Store(url, create=False) as store:
                 if not options.persist:  # each crawl among itself: one settle per crawl
                     done = [store.settle(options.k, crawl_id=crawl.id, scope=[crawl.id],

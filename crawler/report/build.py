@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from crawler import review
+from crawler.formats import mask_settings
 from crawler.report.decisions import decisions, largest_groups
 from crawler.report.distances import effective_edges, neighbours
 from crawler.report.population import (
@@ -59,7 +60,7 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
         "crawl": _crawl_info(crawl, ids),
         "database": db.masked_url,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "settings": settings,
+        "settings": mask_settings(settings),  # crawls of older versions stored secrets
         "threshold": k,
         "blocks": blocks,
         "totals": _totals(len(pop) - counts["prior"], counts, drops),

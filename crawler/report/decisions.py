@@ -9,6 +9,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from crawler import review
+from crawler.formats import mask_url
 
 if TYPE_CHECKING:
     from crawler.report.population import Population
@@ -22,8 +23,10 @@ DIFF_CHARS = 120  # one line of a difference, cut to this many characters
 
 
 def dropped_command(db_arg: str | None, option: str, *urls: str) -> str:
-    """The ``scrapy dropped`` command line that shows ``urls`` with ``option``."""
-    db_part = f" --db {shlex.quote(db_arg)}" if db_arg else ""
+    """The ``scrapy dropped`` command line that shows ``urls`` with ``option``. ``db_arg`` is
+    printed masked (a report may be mailed): the command resolves a masked ``--db`` from
+    ``STORAGE_URL`` where the crawl's settings are (:func:`crawler.storage.resolve_db_url`)."""
+    db_part = f" --db {shlex.quote(mask_url(db_arg))}" if db_arg else ""
     return f"scrapy dropped{db_part} {option} " + " ".join(shlex.quote(u) for u in urls)
 
 

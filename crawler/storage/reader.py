@@ -12,16 +12,22 @@ one-line message naming the database (password masked) and what to do.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 import sqlalchemy as sa
 
+from crawler import formats
 from crawler.simhash import to_unsigned
 from crawler.storage.engine import first_line, mask_url
 
 FINGERPRINT_COLUMNS = ("simhash", "duplicate_simhash")
+#: Environment variables that may hold the real URL of a masked ``--db`` (besides the
+#: ``STORAGE_URL`` setting); ``settings.distributed`` reads the same one.
+REAL_URL_ENV = ("DEDUP_STORAGE_URL",)
 
 
 class ReviewError(Exception):
@@ -37,27 +43,46 @@ class Run:
     command: str | None  # "crawl" | "parse"; None before revision 0007
 
 
-def resolve_db_url(value: str) -> str:
+def resolve_db_url(value: str, known: Iterable[str | None] = ()) -> str:
     """A SQLAlchemy URL for ``value``; a plain file path means ``sqlite:///path``.
 
-    Raises :class:`ReviewError` when a SQLite file does not exist (opening it would create it).
+    A masked URL (``postgresql://u:***@db/crawl``, as reports and logs print it) stands for
+    the real URL that masks to it, taken from ``known`` (the command's ``STORAGE_URL``) or
+    the environment variables :data:`REAL_URL_ENV`; so a command copied from a report works
+    where the crawl's settings are. Raises :class:`ReviewError` when no real URL matches, or
+    when a SQLite file does not exist (opening it would create it).
     """
     value = value.strip()
     if "://" not in value:
         value = "sqlite:///" + str(Path(value).expanduser().resolve())
+    if formats.is_masked(value):
+        value = _unmasked(value, known)
     try:
         url = sa.engine.make_url(value)
     except sa.exc.ArgumentError:
-        raise ReviewError(f"{value!r} is neither a database URL nor a file path") from None
+        raise ReviewError(
+            f"{mask_url(value)!r} is neither a database URL nor a file path") from None
     if url.get_backend_name() == "sqlite":
         database = url.database or ""
         if database in ("", ":memory:"):
-            raise ReviewError(f"{value}: an in-memory SQLite database holds no crawl")
+            raise ReviewError(f"{mask_url(value)}: an in-memory SQLite database holds no crawl")
         if not Path(database).is_file():
             raise ReviewError(
                 f"database {database} does not exist; run a crawl first or pass --db URL"
             )
     return value
+
+
+def _unmasked(value: str, known: Iterable[str | None]) -> str:
+    """The real URL behind the masked ``value`` (:func:`resolve_db_url`)."""
+    candidates = [*known, *(os.environ.get(name) for name in REAL_URL_ENV)]
+    real = formats.unmask(value, candidates)
+    if real is None:
+        raise ReviewError(
+            f"{value} hides its password (***), as reports print it: set STORAGE_URL "
+            f"(-s STORAGE_URL=... or the project settings) or the {REAL_URL_ENV[0]} "
+            "environment variable to the real URL, or pass the real URL with --db")
+    return real
 
 
 def masked(url: str) -> str:
@@ -125,10 +150,11 @@ class ReaderBase:
         self.crawls = tables.get("crawls")
 
     @classmethod
-    def open(cls, value: str) -> Self:
-        """The crawl database at ``value`` (URL or SQLite path): URL, file and tables checked,
+    def open(cls, value: str, known: Iterable[str | None] = ()) -> Self:
+        """The crawl database at ``value`` (URL or SQLite path; a masked URL is resolved from
+        ``known`` as :func:`resolve_db_url` says): URL, file and tables checked,
         :class:`ReviewError` (one line naming the database) when it cannot be reviewed."""
-        url = resolve_db_url(value)
+        url = resolve_db_url(value, known)
         engine, tables = _reflect(url)
         return cls(engine, tables, url)
 
