@@ -15,6 +15,7 @@ dedup stage kept (README, "Feed exports"). Two things Scrapy leaves to the user 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path, PureWindowsPath
@@ -22,11 +23,13 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlparse
 
-from crawler.formats import mask_url
+from crawler.formats import mask_text, mask_url
 from crawler.items import EXPORT_FIELDS
 
 #: Seconds the bucket check waits for the S3 endpoint (connect and read).
 S3_CHECK_TIMEOUT = 10.0
+#: The logger of Scrapy's feed exporter, which names each feed by its URI as given.
+FEED_EXPORT_LOGGER = "scrapy.extensions.feedexport"
 
 
 class FeedError(ValueError):
@@ -36,6 +39,25 @@ class FeedError(ValueError):
         self.uri = uri
         self.exit_code = exit_code
         super().__init__(f"feed {mask_url(uri)}: {problem}")
+
+
+class MaskedFeedLog(logging.Filter):
+    """Masks every URL in the feed exporter's messages (``Stored jsonlines feed (3 items) in:
+    s3://KEY:SECRET@bucket/...``, ``Error storing ...``) by :func:`crawler.formats.mask_text`;
+    the traceback of a failed store is left as the storage library wrote it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "://" in message:
+            record.msg, record.args = mask_text(message), ()
+        return True
+
+
+def mask_feed_log() -> None:
+    """Attach :class:`MaskedFeedLog` to Scrapy's feed exporter logger (once per process)."""
+    feed_logger = logging.getLogger(FEED_EXPORT_LOGGER)
+    if not any(isinstance(f, MaskedFeedLog) for f in feed_logger.filters):
+        feed_logger.addFilter(MaskedFeedLog())
 
 
 def export_fields(settings: Any) -> list[str]:

@@ -179,10 +179,12 @@ def check_servers(settings: SettingsLike) -> None:
 
 def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
     """:func:`check_spider` and :func:`check_input`; on bad input, print its one line and exit 2
-    (``crawl`` and ``parse`` call this before Scrapy sets up logging)."""
-    from crawler.feeds import FeedError
+    (``crawl`` and ``parse`` call this before Scrapy sets up logging). The crawl's feed log is
+    masked from here on (:func:`crawler.feeds.mask_feed_log`): Scrapy names a feed by its URI."""
+    from crawler.feeds import FeedError, mask_feed_log
     from crawler.seeds import SeedError
 
+    mask_feed_log()
     try:
         check_spider(settings, spider)
         check_input(settings, spargs, spider=spider)
@@ -203,8 +205,9 @@ def preflight_servers(settings: Any) -> None:
 
 
 def fail(exc: Exception, code: int) -> None:
-    """Print ``exc`` (control characters escaped: it may echo a seed line) and exit."""
-    from crawler.formats import terminal_safe
+    """Print ``exc`` (control characters escaped: it may echo a seed line; every URL in it
+    masked: a driver's words may quote the URL it was given) and exit."""
+    from crawler.formats import mask_text, terminal_safe
 
-    print(terminal_safe(f"error: {exc}"), file=sys.stderr)
+    print(terminal_safe(mask_text(f"error: {exc}")), file=sys.stderr)
     sys.exit(code)
