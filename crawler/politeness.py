@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.robotstxt import RobotParser
 
+    from crawler.backends.cluster import DownloadFence
+
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 500 * 1024
@@ -64,9 +66,21 @@ def restart_delay(crawler: Crawler, request: Request) -> None:
 
 
 class PoliteDownloadHandler(HTTP11DownloadHandler):
-    """Scrapy's HTTP/1.1 handler; the slot's delay restarts when a download starts and ends."""
+    """Scrapy's HTTP/1.1 handler; the slot's delay restarts when a download starts and ends.
+    A distributed worker first checks that it still holds its lease
+    (:class:`crawler.backends.cluster.DownloadFence`): a paused worker sends nothing to a host
+    another worker took over."""
+
+    _fence: DownloadFence | None = None
+    _fence_known = False  # looked up on the first download (the crawl has started by then)
 
     async def download_request(self, request: Request) -> Response:
+        if not self._fence_known:
+            from crawler.backends.cluster import DownloadFence
+
+            self._fence, self._fence_known = DownloadFence.of(self._crawler), True
+        if self._fence is not None:
+            self._fence.check(request)
         restart_delay(self._crawler, request)
         try:
             return await super().download_request(request)

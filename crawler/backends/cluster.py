@@ -20,6 +20,14 @@ everything the worker holds — leased requests and owned hosts in the frontier
   A fenced or removed member is never revived: a worker that finds its membership so (stat
   ``dedup/shared/lease_lost``) closes with finish reason ``lease_lost`` instead of working on
   requests another worker now owns.
+* **Fencing downloads.** A paused worker (SIGSTOP, a stalled VM) does not know it was paused:
+  when it runs again its download slots send what they held, to hosts another worker took
+  over meanwhile. So every download asks :meth:`Member.may_download` first (the download
+  handler, :class:`crawler.politeness.PoliteDownloadHandler`): a membership renewed less than
+  half a lease ago answers at once; an older one is renewed first, in that call, and a
+  worker that finds its membership fenced or gone sends nothing more (the download fails
+  with ``IgnoreRequest``, stat ``dedup/shared/downloads_fenced``) and closes ``lease_lost``.
+  So no two workers are in flight on one host, paused or not.
 * **A Redis outage** stops every worker's renewals alike (calls are retried for up to
   ``REDIS_RETRY_SECONDS``, :class:`crawler.backends.common.RedisRetry`), so when Redis answers
   again every membership may look expired: a worker that itself just waited for Redis reports
@@ -47,7 +55,8 @@ everything the worker holds — leased requests and owned hosts in the frontier
 Stats ``dedup/shared/*``: ``workers_reclaimed``, ``leases_reclaimed`` (queued again from dead
 workers), ``leases_done_at_reclaim`` (found committed), ``index_reclaimed`` (pending entries
 removed), ``leases_released`` (queued again at close), ``leases_orphaned``, ``idle_waits``,
-``idle_flushes``, ``hosts_stolen``, ``leases_revived`` (renewed late, not reported dead).
+``idle_flushes``, ``hosts_stolen``, ``leases_revived`` (renewed late, not reported dead),
+``downloads_fenced`` (requests not sent: the lease was lost).
 """
 
 from __future__ import annotations
@@ -79,10 +88,11 @@ from crawler.backends.common import (
     namespace,
     retry_policy,
 )
-from crawler.closing import stop_on_redis_error
+from crawler.closing import close_crawl, stop_on_redis_error
 
 if TYPE_CHECKING:
     import redis
+    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.spiders import Spider
 
@@ -137,6 +147,7 @@ class Member(RedisBacked):
         self.meta_key = f"{base}:meta"
         self.lost = False
         self.revived = False  # the last renewal found the membership expired, not reclaimed
+        self.renewed_at = float("-inf")  # time.monotonic() of the last renewal that held
         self._registered = False
         self._beat = client.register_script(_BEAT)
 
@@ -149,6 +160,7 @@ class Member(RedisBacked):
         its data)."""
         if self.lost:
             return []
+        now = time.monotonic()  # before the call: the lease runs from when it was asked for
         out = self._run(self._beat, [self.workers_key, self.meta_key],
                         [self.id, self.lease_ms, int(not self._registered), int(report)])
         if int(out[0]) == -2:
@@ -157,7 +169,19 @@ class Member(RedisBacked):
             self.lost = True
             return []
         self._registered, self.revived = True, int(out[0]) == 2
+        self.renewed_at = now
         return [w.decode() if isinstance(w, bytes) else w for w in out[1:]]
+
+    def may_download(self) -> bool:
+        """Whether this worker may send a request now (module docstring, Fencing): its
+        membership renewed less than half a lease ago, else renewed now. False once it is
+        fenced or gone. Raises :class:`RedisBackendError` when Redis cannot be asked."""
+        if self.lost:
+            return False
+        if time.monotonic() - self.renewed_at < self.lease_ms / 2000:
+            return True
+        self.beat(report=False)
+        return not self.lost
 
     def started(self) -> float:
         """When the namespace's first worker joined (Unix seconds)."""
@@ -184,6 +208,45 @@ def member(crawler: Crawler) -> Member:
         found.beat()
         _members[crawler] = found
     return found
+
+
+class DownloadFence:
+    """What the download handler asks before each request of a distributed worker (module
+    docstring, Fencing): :meth:`check` raises ``IgnoreRequest`` once the worker's membership is
+    fenced or gone, and closes the crawl ``lease_lost`` the first time."""
+
+    def __init__(self, crawler: Crawler, me: Member) -> None:
+        self.crawler, self.member = crawler, me
+        self.fenced = 0
+
+    @classmethod
+    def of(cls, crawler: Crawler | None) -> DownloadFence | None:
+        """The fence of a distributed worker (the Redis backend and a shared scheduler),
+        None in any other profile."""
+        if crawler is None or backend_name(crawler.settings) != "redis" \
+                or not shared_scheduler(crawler.settings):  # fmt: skip
+            return None
+        return cls(crawler, member(crawler))
+
+    def check(self, request: Request) -> None:
+        from scrapy.exceptions import IgnoreRequest
+
+        try:
+            allowed = self.member.may_download()
+        except RedisBackendError as exc:
+            stop_on_redis_error(self.crawler, exc, self.member.url)
+            raise IgnoreRequest(f"not sent (Redis unavailable): {request.url}") from exc
+        if allowed:
+            return
+        self.fenced += 1
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value("dedup/shared/downloads_fenced")
+        if self.fenced == 1:
+            logger.error("This worker's lease expired while it was paused or cut off; other "
+                         "workers own its hosts now: nothing more is sent. Closing (%s).",
+                         LEASE_LOST)  # fmt: skip
+            close_crawl(self.crawler, LEASE_LOST)
+        raise IgnoreRequest(f"not sent (this worker's lease expired): {request.url}")
 
 
 def lease_seconds(settings: config.SettingsLike) -> float:
