@@ -108,6 +108,10 @@ DEDUP_CANONICAL = True
 DEDUP_SETTLE = True
 LINKS_PER_PAGE_MAX = 10_000  # links of one page judged and followed (0 = no cap)
 PAGE_MAX_PARSE_CHARS = 2_000_000  # characters of a page's markup parsed for links (0 = all)
+#: A response's header section (status line and header lines) is refused past this many bytes
+#: (Chrome's own limit) or header lines (crawler.middlewares.headerlimit); 0 = no bound.
+DOWNLOAD_MAX_HEADER_BYTES = 256 * 1024
+DOWNLOAD_MAX_HEADER_COUNT = 500
 
 # --- WARC output (crawler.warc) ------------------------------------------------------------------
 WARC_OUTPUT = ""  # a directory (ends with "/" or exists) or a path prefix; empty: no WARC files

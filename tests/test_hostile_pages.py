@@ -172,3 +172,108 @@ def test_a_misspelled_bound_is_caught() -> None:
 
     with pytest.raises(UnknownSettingError, match="did you mean PAGE_MAX_PARSE_CHARS"):
         check_unknown_settings({"PAGE_MAX_PARSE_CHAR": 10})
+
+
+# --- endless response headers (issue 23, item 5) -------------------------------------------------
+
+
+class _EndlessHeaders:
+    """A raw-socket server on 127.0.0.1: ``/endless`` answers a status line and then header
+    lines without end (as long as the client reads); anything else a small page (``/ok``) or a
+    404 (``/robots.txt``). Records the bytes it managed to send on each ``/endless`` connection
+    before the client hung up."""
+
+    LINE = b"X-Filler: " + b"v" * 1000 + b"\r\n"
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sent: list[int] = []
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: Any) -> None:
+        import socket
+
+        # A small send buffer: the bytes counted are (nearly) the bytes the client took.
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                request += chunk
+            path = request.split(b" ", 2)[1]
+            if path != b"/endless":
+                body = b"<html><body><p>A plain page with ordinary headers.</p></body></html>"
+                status = b"200 OK" if path == b"/ok" else b"404 Not Found"
+                conn.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html\r\n"
+                             b"Content-Length: " + str(len(body)).encode() + b"\r\n"
+                             b"Connection: close\r\n\r\n" + body)  # fmt: skip
+                return
+            sent = 0
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                while sent < 1 << 30:
+                    conn.sendall(self.LINE)
+                    sent += len(self.LINE)
+            except OSError:
+                pass
+            self.sent.append(sent)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_endless_response_headers_are_refused_early(crawl) -> None:
+    server = _EndlessHeaders()
+    try:
+        run = crawl(urls=[server.url + "/endless", server.url + "/ok"],
+                    settings={"DOWNLOAD_TIMEOUT": 60}, timeout=120)  # fmt: skip
+    finally:
+        server.close()
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stats["downloader/headers_too_large"] == 1
+    assert run.stored_urls() == {server.url + "/ok"}
+    # One connection (not retried), dropped soon after the 256 KiB bound: before, 1 GiB
+    # was read over three tries. Bytes in flight in the kernel's buffers count too.
+    assert len(server.sent) == 1
+    assert server.sent[0] < 1024 * 1024, server.sent
+    assert run.stderr.count("Response refused, connection dropped") == 1
+    assert "DOWNLOAD_MAX_HEADER_BYTES=262144" in run.stderr
+
+
+def test_header_count_bound_refuses_many_short_lines() -> None:
+    from twisted.internet.testing import StringTransport
+    from twisted.web._newclient import Request
+    from twisted.web.http_headers import Headers
+
+    from crawler.middlewares.headerlimit import HeaderLimitExceeded, _BoundedParser
+
+    parser = _BoundedParser(Request(b"GET", b"/", Headers(), None), lambda rest: None)
+    parser.max_bytes, parser.max_count = 0, 3
+    parser.makeConnection(StringTransport())
+    for line in (b"HTTP/1.1 200 OK", b"A: 1", b"B: 2", b"C: 3"):
+        parser.lineReceived(line)
+    with pytest.raises(HeaderLimitExceeded, match="DOWNLOAD_MAX_HEADER_COUNT=3"):
+        parser.lineReceived(b"D: 4")
+
+
+@pytest.mark.parametrize(("name", "value"), [("DOWNLOAD_MAX_HEADER_BYTES", -1),
+                                             ("DOWNLOAD_MAX_HEADER_COUNT", "many")])  # fmt: skip
+def test_bad_header_bounds_are_refused_by_name(name: str, value: object) -> None:
+    from crawler.config import SettingError
+    from crawler.middlewares.headerlimit import validate
+
+    with pytest.raises(SettingError, match=name):
+        validate({name: value})

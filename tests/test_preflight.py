@@ -37,6 +37,7 @@ BAD = {
     "warc_options": ("WARC_MAX_SIZE", -1),
     "validate@crawler.middlewares.robots": ("ROBOTSTXT_RETRY_BACKOFF", 0),
     "validate@crawler.middlewares.retryafter": ("RETRY_AFTER_MAX_SECONDS", "soon"),
+    "validate@crawler.middlewares.headerlimit": ("DOWNLOAD_MAX_HEADER_BYTES", -1),
 }
 
 

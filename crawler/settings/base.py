@@ -27,6 +27,8 @@ AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0  # AutoThrottle target requests per host
 DOWNLOAD_TIMEOUT = 30  # seconds before a request fails
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024  # refuse bodies over 32 MiB
 DOWNLOAD_WARNSIZE = 8 * 1024 * 1024  # warn on bodies over 8 MiB
+DOWNLOAD_MAX_HEADER_BYTES = _d.DOWNLOAD_MAX_HEADER_BYTES  # refuse header sections over this (0 = any)
+DOWNLOAD_MAX_HEADER_COUNT = _d.DOWNLOAD_MAX_HEADER_COUNT  # refuse more header lines (0 = any)
 LINKS_PER_PAGE_MAX = _d.LINKS_PER_PAGE_MAX  # links of one page followed, the rest counted (0 = all)
 PAGE_MAX_PARSE_CHARS = _d.PAGE_MAX_PARSE_CHARS  # characters of a page parsed for links (0 = all)
 RETRY_TIMES = 2  # retries after a network error or 5xx
@@ -41,9 +43,9 @@ SCOPE = _d.SCOPE  # links and redirects stay on: "host" (exact, port too), "doma
 # --- Security -----------------------------------------------------------------------------------
 TELNETCONSOLE_ENABLED = False  # the telnet console runs code: off
 REMOTE_CONTROL_ENABLED = False  # Scrapy 2.19 RemoteControl runs code: off
-DOWNLOAD_HANDLERS = {  # http(s) only; the delay counted on the wire (crawler.politeness)
-    "http": "crawler.politeness.PoliteDownloadHandler",
-    "https": "crawler.politeness.PoliteDownloadHandler",
+DOWNLOAD_HANDLERS = {  # http(s) only; delay counted on the wire, headers bounded
+    "http": "crawler.middlewares.headerlimit.HeaderLimitDownloadHandler",
+    "https": "crawler.middlewares.headerlimit.HeaderLimitDownloadHandler",
     "file": None, "data": None, "s3": None, "ftp": None,
 }  # fmt: skip
 BLOCK_PRIVATE_ADDRESSES = _d.BLOCK_PRIVATE_ADDRESSES  # refuse private/loopback targets (None: auto)
