@@ -69,7 +69,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
     from crawler.backends import backend_name, check_extras, cluster
     from crawler.backends.common import retry_settings
     from crawler.droplog import droplog_settings
-    from crawler.middlewares import retryafter, robots
+    from crawler.middlewares import headerlimit, retryafter, robots
     from crawler.pipelines import neardup
     from crawler.spiders.web import spider_settings
 
@@ -96,6 +96,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
         warc.warc_options,  # WARC_*
         robots.validate,  # ROBOTSTXT_RETRY_BACKOFF*, ROBOTSTXT_UNAVAILABLE_MAX_SECONDS
         retryafter.validate,  # RETRY_AFTER_MAX_SECONDS
+        headerlimit.validate,  # DOWNLOAD_MAX_HEADER_BYTES, DOWNLOAD_MAX_HEADER_COUNT
     ]
 
 
