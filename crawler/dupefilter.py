@@ -426,9 +426,18 @@ class BloomDupeFilter(BaseDupeFilter):
         A kill between the storage commit and the ``batch_committed`` signal leaves a stored page
         pending in the journal; the database is the authority on what was stored, so it is asked
         (rows fetched since the job began, by canonical URL) before anything is re-scheduled.
+        Not after a lost journal tail (:attr:`crawler.jobstate.JobState.tail_lost`, a power
+        cut): a stored page's links may have been lost with it, so every pending page is
+        fetched again.
         """
         assert self.crawler is not None and self.jobstate is not None
         from crawler.jobstate import stored_canonical_urls
+
+        if self.jobstate.tail_lost:
+            logger.warning("JOBDIR: the journal lost its last records; the %d pending pages are "
+                           "fetched again even where storage holds them, so the links they led "
+                           "to are found again", len(self._resume))
+            return
 
         by_url: dict[str, list[bytes]] = {}
         for rec in self._resume.values():
