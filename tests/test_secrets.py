@@ -7,6 +7,7 @@ connects with both secrets in its URL, in a scratch schema dropped afterwards.
 
 from __future__ import annotations
 
+import gzip
 import html
 import json
 import os
@@ -30,6 +31,7 @@ from crawler.formats import (
     unmask,
 )
 from tests.conftest import ROOT, CrawlRun, crawl_command, fresh_pg_schema, run_crawl
+from tests.test_feeds import s3_server  # noqa: F401  (moto's S3 server, a fixture)
 
 USER_PW = "S3cretPW1"
 QUERY_PW = "QueryPW3"
@@ -138,7 +140,7 @@ def secret_crawl(secret_db: str, demo_server: Any,
     workdir = tmp_path_factory.mktemp("secrets")
     feed = workdir / "pages.jsonl"
     run = run_crawl(workdir, urls=[demo_server.base_url + "/"],
-                    settings={"STORAGE_URL": secret_db,
+                    settings={"STORAGE_URL": secret_db, "WARC_OUTPUT": f"{workdir}/warc/",
                               # Scrapy logs a feed's URI as given; a file URI's query is
                               # not part of the file name
                               "FEEDS": json.dumps({f"{feed.as_uri()}?token={QUERY_PW}":
@@ -153,6 +155,11 @@ def test_the_crawl_prints_and_stores_no_secret(secret_crawl: CrawlRun, secret_db
     _assert_no_secret("the crawl log", secret_crawl.stdout + secret_crawl.stderr)
     _assert_no_secret("the stats file", secret_crawl.stats_path.read_text())
     _assert_no_secret("the drop log", secret_crawl.dropped_log.read_text())
+    warcs = sorted((secret_crawl.workdir / "warc").glob("*.warc.gz"))
+    assert warcs, "the crawl wrote WARC files"
+    warc_text = "".join(gzip.decompress(p.read_bytes()).decode("utf-8", "replace") for p in warcs)
+    assert "dedup-settings" in warc_text and "postgres:***@" in warc_text  # warcinfo record
+    _assert_no_secret("the WARC files", warc_text)
     feed = (secret_crawl.workdir / "pages.jsonl").read_text()
     assert feed.count("\n") >= 5, "the feed holds the kept pages"
     _assert_no_secret("the feed", feed)
@@ -254,3 +261,19 @@ def test_errors_about_a_database_print_no_secret(tmp_path: Path, pg_url: str) ->
         proc = _scrapy(*args)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
         _assert_no_secret(f"scrapy {args[0]} on a dead server", proc.stdout + proc.stderr)
+
+
+def test_an_s3_feed_with_keys_in_its_uri_is_logged_masked(crawl: Any, demo_server: Any,
+                                                           s3_server: str) -> None:  # noqa: F811
+    from tests.test_feeds import _s3
+
+    _s3(s3_server).create_bucket(Bucket="pages")
+    uri = f"s3://AKIATEST:{USER_PW}@pages/demo.jsonl?X-Amz-Security-Token={QUERY_PW}"
+    run = crawl(urls=[demo_server.base_url + "/"],
+                settings={"AWS_ENDPOINT_URL": s3_server, "AWS_REGION_NAME": "us-east-1",
+                          "FEEDS": json.dumps({uri: {"format": "jsonlines"}})})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "feed (" in run.stderr and "in: s3://AKIATEST:***@pages/demo.jsonl" in run.stderr
+    _assert_no_secret("a crawl exporting to S3", run.stdout + run.stderr)
+    body = _s3(s3_server).get_object(Bucket="pages", Key="demo.jsonl")["Body"].read()
+    assert body.count(b"\n") >= 5  # the keys in the URI were used
