@@ -9,7 +9,11 @@ Format of a seeds file (UTF-8, a BOM is tolerated):
   is a URL with credentials (``user:password@``: the crawl never sends them), and, for the
   ``crawl`` command, a URL longer than ``URLLENGTH_LIMIT`` (canonical or as fetched).
 
-An error echoes at most 200 characters of a bad line, marked when cut.
+An error echoes at most 200 characters of a bad line, marked when cut. A line longer than
+:data:`LINE_MAX_BYTES` (64 KiB) is refused without being read into memory (a 10 MB line took
+1 GB of RSS before it was refused): its error names the line and the limit. Lines end at
+``\n`` while reading (then at any line break, as :meth:`str.splitlines` splits), so a file
+with old-Mac ``\r``-only line endings larger than 64 KiB is refused as one long line.
 
 :func:`parse_seeds` never stops at the first bad line: it reports every invalid line with its
 line number, so a user fixes the whole file in one go. The ``crawl`` command calls it before the
@@ -19,9 +23,10 @@ crawler starts and exits non-zero when it finds errors.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from crawler import defaults
 from crawler.linkrules import fetch_url
@@ -31,6 +36,9 @@ from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _HOST_PORT = re.compile(r"^[^/?#\s]+:\d+(?:[/?#]|$)")
 SHOWN_MAX = 200  # characters of a bad seed line echoed in its error
+#: Bytes of one seeds-file line read at most; a longer line is refused unread (a seed is one
+#: URL, at most URLLENGTH_LIMIT characters: 2,083 by default).
+LINE_MAX_BYTES = 64 * 1024
 
 
 class SeedError(ValueError):
@@ -112,7 +120,51 @@ def _seed(line: str, max_length: int) -> tuple[str, str] | str:
     return url, canonical
 
 
-def parse_seeds(lines: Iterable[str], source: str = "<seeds>", max_length: int = 0) -> Seeds:
+@dataclass
+class LongLine:
+    """A seeds-file line over :data:`LINE_MAX_BYTES`: its first bytes and its size, the rest
+    skipped unread."""
+
+    head: bytes
+    size: int
+
+    def problem(self) -> str:
+        shown = self.head[:SHOWN_MAX].decode("utf-8", "replace")
+        return (f"{shown!r}… (cut, {self.size} bytes in all): longer than the "
+                f"{LINE_MAX_BYTES} bytes a seed line may have; give one URL per line")
+
+
+class _NotUtf8(ValueError):
+    def __init__(self, byte: int) -> None:
+        super().__init__(byte)
+        self.byte = byte
+
+
+def _file_lines(handle: BinaryIO) -> Iterator[str | LongLine]:
+    """The lines of a seeds file, each read at most :data:`LINE_MAX_BYTES` at a time; a
+    longer line is a :class:`LongLine`. Raises :class:`_NotUtf8` at the first bad byte."""
+    offset = 0
+    while chunk := handle.readline(LINE_MAX_BYTES + 1):
+        size = len(chunk)
+        if size > LINE_MAX_BYTES and not chunk.endswith(b"\n"):
+            head = chunk[:SHOWN_MAX]
+            while not chunk.endswith(b"\n") and (chunk := handle.readline(LINE_MAX_BYTES)):
+                size += len(chunk)
+            yield LongLine(head, size)
+            offset += size
+            continue
+        try:
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _NotUtf8(offset + exc.start) from None
+        if offset == 0:
+            text = text.removeprefix("\ufeff")
+        offset += size
+        yield from text.splitlines()
+
+
+def parse_seeds(lines: Iterable[str | LongLine], source: str = "<seeds>",
+                max_length: int = 0) -> Seeds:
     """Parse seed lines; raise :class:`SeedError` listing every invalid line (1-based numbers).
 
     ``max_length`` (``URLLENGTH_LIMIT``; 0: none) refuses a seed longer than the crawl would
@@ -120,6 +172,9 @@ def parse_seeds(lines: Iterable[str], source: str = "<seeds>", max_length: int =
     seeds = Seeds()
     problems: list[str] = []
     for number, raw in enumerate(lines, start=1):
+        if isinstance(raw, LongLine):
+            problems.append(f"line {number}: {raw.problem()}")
+            continue
         line = raw.strip().lstrip("\ufeff").strip()
         if not line or line.startswith("#"):
             continue
@@ -142,16 +197,16 @@ def load_seeds(path: str | Path, max_length: int = 0) -> Seeds:
     file = Path(path)
     source = f"seeds file {file}"
     try:
-        text = file.read_text(encoding="utf-8-sig")
+        with file.open("rb") as handle:
+            return parse_seeds(_file_lines(handle), source=str(file), max_length=max_length)
     except FileNotFoundError:
         problem = "file not found; give -a seeds=PATH to an existing seed list"
         raise SeedError(source, [problem], per_line=False) from None
-    except UnicodeDecodeError as exc:
-        problem = f"not UTF-8 text (byte {exc.start}): save it as UTF-8"
+    except _NotUtf8 as exc:
+        problem = f"not UTF-8 text (byte {exc.byte}): save it as UTF-8"
         raise SeedError(source, [problem], per_line=False) from None
     except OSError as exc:
         raise SeedError(source, [f"cannot read: {exc.strerror}"], per_line=False) from None
-    return parse_seeds(text.splitlines(), source=str(file), max_length=max_length)
 
 
 def seeds_from_args(seeds: str | None = None, urls: str | None = None,

@@ -102,3 +102,44 @@ def test_url_host_matches_urlsplit_on_canonical_urls():
         "http://127.0.0.1:5000/p",
     ]:
         assert canonical_host(url) == urlsplit(url).hostname
+
+
+def test_a_10mb_line_is_refused_unread(tmp_path):
+    import tracemalloc
+
+    from crawler.seeds import LINE_MAX_BYTES
+
+    path = tmp_path / "huge.txt"
+    with path.open("wb") as out:
+        out.write(b"https://ok.example/\n")
+        out.write(b"https://long.example/" + b"a" * 10_000_000 + b"\n")
+        out.write(b"ftp://bad.example/\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(SeedError) as info:
+            load_seeds(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    message = str(info.value)
+    assert str(path) in message
+    assert "line 2: 'https://long.example/aaa" in message
+    assert f"(cut, 10000022 bytes in all): longer than the {LINE_MAX_BYTES} bytes" in message
+    assert "line 3: 'ftp://bad.example/'" in message  # the lines after it are still read
+    # Read 64 KiB at a time: the 10 MB line is never held (read whole, it took 1 GB of RSS).
+    assert peak < 1_000_000, peak
+
+
+def test_lines_split_as_before_and_bad_bytes_located(tmp_path):
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(b"\xef\xbb\xbfhttps://a.example/\r\nhttps://b.example/\rftp://c/\n")
+    with pytest.raises(SeedError, match="line 3: 'ftp://c/'"):
+        load_seeds(path)
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"https://a.example/\nhttps://caf\xe9.example/\n")
+    with pytest.raises(SeedError, match=r"not UTF-8 text \(byte 30\)"):
+        load_seeds(latin)
+    exact = tmp_path / "exact.txt"
+    url = b"https://a.example/" + b"x" * (64 * 1024 - 18)
+    exact.write_bytes(url + b"\n")  # a line of exactly LINE_MAX_BYTES is read
+    assert load_seeds(exact).urls == [url.decode()]
