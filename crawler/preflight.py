@@ -194,15 +194,16 @@ def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
 
 
 def preflight_servers(settings: Any) -> None:
-    """:func:`check_servers`; when one fails, print its one line (password masked), exit 1."""
+    """:func:`check_servers`; when one fails, print its one line (password masked), exit 1
+    (2 for a database that is not ours: :class:`crawler.storage.ForeignDatabaseError`)."""
     from crawler.backends.common import RedisBackendError
     from crawler.feeds import FeedError
     from crawler.storage import StorageError
 
     try:
         check_servers(settings)
-    except (StorageError, RedisBackendError, FeedError) as exc:
-        fail(exc, 1)
+    except (StorageError, RedisBackendError, FeedError) as exc:  # 2: another program's database
+        fail(exc, getattr(exc, "exit_code", 1))
 
 
 def fail(exc: Exception, code: int) -> None:

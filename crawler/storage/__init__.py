@@ -59,6 +59,7 @@ Modules, one idea each:
 ``reader``      :class:`CrawlReader`: a database reflected read-only for review (crawls, runs)
 ``pages``       :class:`PageReader`: its pages and drops (listing, lookups, report rows)
 ``check``       :func:`validate` and :func:`check_storage`, before a crawl
+``ownership``   another program's database and a read-only one refused (before any write)
 ``scratch``     throw-away PostgreSQL schemas and bulk loads for tests and benchmarks
 ``migrations``  the alembic revisions, applied on open
 ==============  ==============================================================================
@@ -97,6 +98,7 @@ from crawler.storage.models import (
     Document,
     Dropped,
 )
+from crawler.storage.ownership import ForeignDatabaseError
 from crawler.storage.pages import PageReader
 from crawler.storage.reader import ReviewError, Run, resolve_db_url
 from crawler.storage.rows import chunked, clean_text, dedup_settings
@@ -125,6 +127,7 @@ __all__ = [
     "Document",
     "Dropped",
     "Fingerprint64",
+    "ForeignDatabaseError",
     "KeyArrays",
     "PageReader",
     "ReviewError",

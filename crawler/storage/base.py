@@ -21,6 +21,7 @@ from crawler.storage.engine import (
     StorageError,
     acquire_engine,
     check_sqlite_path,
+    enable_wal,
     first_line,
     mask_url,
     parse_url,
@@ -28,6 +29,7 @@ from crawler.storage.engine import (
     wrap_error,
 )
 from crawler.storage.models import Crawl, CrawlDocument, Document, Dropped
+from crawler.storage.ownership import read_only_error, refuse_foreign, refuse_read_only
 from crawler.storage.rows import chunked
 
 #: Key of the PostgreSQL advisory lock held while migrating (two workers starting at once).
@@ -87,15 +89,27 @@ class StoreBase:
     # --- schema -----------------------------------------------------------------------------
 
     def check(self) -> None:
-        """Connect and migrate to the latest schema (once per Store; thread-safe)."""
+        """Connect and migrate to the latest schema (once per Store; thread-safe).
+
+        Refuses another program's database before writing anything, and (``create`` True) a
+        read-only one: :mod:`crawler.storage.ownership`.
+        """
         with self._lock:
             if self._ready:
                 return
             if self.backend == "sqlite":
                 check_sqlite_path(self.sa_url, self._create)
-            with MIGRATE_LOCK, self._errors("opening the database"), \
-                    self.engine.begin() as conn:
-                self._migrate(conn)
+            try:
+                with MIGRATE_LOCK, self._errors("opening the database"):
+                    with self.engine.begin() as conn:
+                        self._migrate(conn)
+                    if self._create:  # a crawl must fail here, not at its first write
+                        refuse_read_only(self.engine, self.sa_url)
+            except StorageError as exc:  # a migration refused by a read-only database, too
+                error = read_only_error(exc.__cause__ or exc, self.sa_url)
+                if error is None:
+                    raise
+                raise error from None
             self._ready = True
 
     def _migrate(self, conn: sa.Connection) -> None:
@@ -105,6 +119,9 @@ class StoreBase:
         if self.backend == "postgresql":  # two workers starting at once migrate one at a time
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                          {"key": MIGRATION_LOCK_KEY})
+        refuse_foreign(conn, self.sa_url)  # before the first write, WAL mode included
+        if self.backend == "sqlite":
+            enable_wal(conn)
         current = current_revisions(conn)
         if not current and not self._create:
             raise StorageError(

@@ -33,6 +33,9 @@ class StorageError(Exception):
     locked) and False for errors a retry cannot fix (bad data, schema mismatch).
     """
 
+    #: What a command exits with when this error stops it (2: a usage error, in subclasses).
+    exit_code = 1
+
     def __init__(self, message: str, url: str = "", transient: bool = False) -> None:
         super().__init__(message)
         self.url = url
@@ -112,8 +115,7 @@ MIGRATE_LOCK = threading.Lock()
 
 def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+    try:  # per connection; WAL mode is a property of the file (enable_wal)
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS:d}")
         # FULL: a commit is on disk before batch_committed tells the dupefilter journal the
         # pages are done (NORMAL could lose the last commits in a power cut)
@@ -121,6 +123,13 @@ def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
+
+
+def enable_wal(conn: sa.Connection) -> None:
+    """Put the SQLite database in WAL mode (readers never block the writer). The mode is kept
+    in the file, so this runs once per open, after the database is known to be ours: switching
+    rewrites the file's header (:mod:`crawler.storage.ownership`)."""
+    conn.exec_driver_sql("PRAGMA journal_mode=WAL")
 
 
 def _create_engine(url: URL) -> Engine:
