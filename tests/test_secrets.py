@@ -201,6 +201,7 @@ def test_the_report_names_the_database_without_its_secrets(reports: dict[str, st
     commands = _commands(data)
     assert commands and all("--db 'postgresql+psycopg://postgres:***@" in c for c in commands)
     assert commands[0] in html.unescape(reports["html"])  # the HTML shows the same commands
+    assert data["decisions"]["db_masked"] is True and 'id="masked-db"' in reports["html"]
 
 
 def test_a_command_copied_from_the_report_works(reports: dict[str, str],

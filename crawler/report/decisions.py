@@ -59,6 +59,8 @@ def decisions(db: CrawlDB, rows: list[dict[str, Any]], k: int,
         "exact_group_count": len(groups),
         "exact_count": sum(len(c) for c in groups.values()),
         "listed_limit": DECISIONS_LISTED,
+        # the commands' --db hides a secret: they need the real URL where they run
+        "db_masked": bool(db_arg) and mask_url(db_arg or "") != db_arg,
     }
 
 

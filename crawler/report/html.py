@@ -125,6 +125,10 @@ def decisions_section(dec: dict[str, Any] | None) -> str:
            f"{': ' + esc(counts) if counts else ''}; {dec['exact_count']} exact cop(ies) in "
            f"{dec['exact_group_count']} group(s). Closest to the threshold first: open a few "
            "with the command under each.</p>"]
+    if dec.get("db_masked"):
+        out.append('<p class="note" id="masked-db">The commands name the database with its '
+                   "secrets hidden (***): they run where STORAGE_URL or the DEDUP_STORAGE_URL "
+                   "environment variable holds the real URL.</p>")
     if dec["near"]:
         items = "".join(_decision_item(d) for d in dec["near"])
         out.append(f'<h3>Near duplicates</h3><ol class="decisions" id="decisions">{items}</ol>')
