@@ -7,9 +7,11 @@ Listing (newest first; one row per dropped page: distance, reason, URL, the kept
                    [--limit N] [--format table|json|csv] [--wide]
 
 ``--db`` takes a SQLAlchemy URL or a plain SQLite file path (default: ``STORAGE_URL``); a missing
-file is reported, never created. ``--log`` reads the JSON Lines drop log instead (a torn last line
-is skipped). Only the latest crawl is listed unless ``--crawl ID`` or ``--all-crawls`` is given;
-which crawl was picked is said on stderr, and when it dropped nothing, which crawls did.
+file is reported, never created. A masked URL (``***`` for its secrets, as the report's commands
+print it) stands for the real URL in ``STORAGE_URL`` or ``DEDUP_STORAGE_URL`` that masks to it
+(:func:`crawler.storage.resolve_db_url`). ``--log`` reads the JSON Lines drop log instead (a torn
+last line is skipped). Only the latest crawl is listed unless ``--crawl ID`` or ``--all-crawls``
+is given; which crawl was picked is said on stderr, and when it dropped nothing, which crawls did.
 
 ``table`` prints whole URLs when stdout is not a terminal or with ``--wide``. On a terminal it fits
 the terminal's width: the most common origin is printed once above the table and its URLs as
