@@ -336,6 +336,13 @@ class JobState:
         self._file.close()
         self._file = None
 
+    def flush(self) -> None:
+        """Hand the buffered records to the OS (survives a kill, not a power cut). A caller
+        about to commit pages to storage calls it first, so their links' records go before."""
+        if self._file is not None:
+            self._file.flush()
+            self._last_flush = time.monotonic()
+
     def sync(self) -> None:
         """Make the journal durable (flush, fsync) and record its length in ``journal.sync``."""
         if self._file is None:

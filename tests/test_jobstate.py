@@ -360,3 +360,13 @@ def test_a_restart_of_the_machine_mid_crawl_is_reported(tmp_path, caplog, closed
     assert len(pending) == 5
     assert ("the machine restarted while the crawl writing it ran" in caplog.text) == warned
     assert again.tail_lost == warned
+
+
+def test_flush_hands_buffered_records_to_the_os(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(jobstate, "FLUSH_SECONDS", 3600.0)
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(3))
+    assert state.journal_path.stat().st_size == HEADER_SIZE  # still in the process's buffer
+    state.flush()
+    assert state.journal_path.stat().st_size == HEADER_SIZE + sum(map(record_size, range(3)))
+    assert json.loads(state.sync_path.read_text())["length"] == HEADER_SIZE  # not fsynced
