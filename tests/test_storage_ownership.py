@@ -6,7 +6,10 @@ scratch schema per test) and ``scrapy crawl`` run as a subprocess."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +18,7 @@ import sqlalchemy as sa
 from alembic import command as alembic_command
 
 from crawler.storage import ForeignDatabaseError, StorageError, Store, migrations, parse_url
-from tests.conftest import fresh_pg_schema, run_crawl
+from tests.conftest import ROOT, crawl_command, fresh_pg_schema, run_crawl
 
 DEAD_SEED = "http://127.0.0.1:9/"  # never fetched: the crawl must stop before it starts
 
@@ -176,18 +179,45 @@ def test_a_read_only_empty_database_is_refused_with_the_same_line(tmp_path) -> N
     assert path.read_bytes() == b""
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes a chmod 444 file anyway")
-def test_a_file_the_user_may_not_write_is_refused(tmp_path) -> None:
-    path = _ours(tmp_path / "crawl.db")
-    for name in ("crawl.db-wal", "crawl.db-shm"):
-        (tmp_path / name).unlink(missing_ok=True)
-    path.chmod(0o444)
+def _as_a_plain_user() -> list[str]:
+    """The command prefix that runs a process as a user without root's right to write anything:
+    none when the tests are not root, else ``setpriv`` to ``nobody`` (skipped without it)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: chmod cannot make a file read-only")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.mark.parametrize("dir_mode", [0o777, 0o555], ids=["writable dir", "read-only dir"])
+def test_a_crawl_into_a_file_its_user_may_not_write_stops_with_one_line(dir_mode) -> None:
+    """The case users meet: a chmod 444 file (in a directory they may write or not), run
+    through the real CLI by a user that is not root. Before: in a writable directory SQLite
+    opened the file read-only and the crawl failed at its first write, with tracebacks."""
+    prefix = _as_a_plain_user()
+    home = Path(tempfile.mkdtemp(prefix="dedup-ro-"))  # pytest's tmp_path is root's, mode 700
     try:
-        with Store(f"sqlite:///{path}") as store, \
-                pytest.raises(StorageError, match="is read-only"):
-            store.check()
+        home.chmod(0o755)
+        path = _ours(home / "crawl.db")
+        path.chmod(0o444)
+        before = path.read_bytes()
+        out = home / "out"
+        out.mkdir(mode=0o777)
+        out.chmod(0o777)
+        home.chmod(dir_mode)
+        args = ["crawl", "web", "-a", f"urls={DEAD_SEED}", "-s", f"STORAGE_URL=sqlite:///{path}",
+                "-s", f"DROPPED_LOG={out / 'dropped.jsonl'}", "-s",
+                f"STATS_FILE={out / 'stats.json'}"]
+        proc = subprocess.run([*prefix, *crawl_command(args)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "HOME": str(out)})
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert len(errors) == 1 and "is read-only" in errors[0], proc.stderr[-3000:]
+        assert "Traceback" not in proc.stderr
+        assert path.read_bytes() == before
     finally:
-        path.chmod(0o644)
+        home.chmod(0o755)
+        shutil.rmtree(home)
 
 
 def test_the_crawl_command_stops_at_a_read_only_database_with_one_line(tmp_path) -> None:

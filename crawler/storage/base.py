@@ -107,7 +107,7 @@ class StoreBase:
                         refuse_read_only(self.engine, self.sa_url)
             except StorageError as exc:  # a migration refused by a read-only database, too
                 error = read_only_error(exc.__cause__ or exc, self.sa_url)
-                if error is None:
+                if error is None or not self._create:
                     raise
                 raise error from None
             self._ready = True
