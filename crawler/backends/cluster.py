@@ -56,7 +56,8 @@ Stats ``dedup/shared/*``: ``workers_reclaimed``, ``leases_reclaimed`` (queued ag
 workers), ``leases_done_at_reclaim`` (found committed), ``index_reclaimed`` (pending entries
 removed), ``leases_released`` (queued again at close), ``leases_orphaned``, ``idle_waits``,
 ``idle_flushes``, ``hosts_stolen``, ``leases_revived`` (renewed late, not reported dead),
-``downloads_fenced`` (requests not sent: the lease was lost).
+``downloads_fenced`` (requests not sent: the lease was lost), ``redis_rolled_back`` (Redis
+found older than storage: :mod:`crawler.backends.generation`).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ from crawler.backends.common import (
     namespace,
     retry_policy,
 )
+from crawler.backends.generation import REDIS_ROLLED_BACK, RedisRolledBack
 from crawler.closing import close_crawl, stop_on_redis_error
 
 if TYPE_CHECKING:
@@ -97,6 +99,7 @@ if TYPE_CHECKING:
     from scrapy.spiders import Spider
 
     from crawler.backends.frontier import LeasedFrontier
+    from crawler.backends.generation import GenerationFence
     from crawler.backends.redis import RedisContentIndex
 
 logger = logging.getLogger(__name__)
@@ -305,6 +308,9 @@ class ClusterWorker:
         self._frontier: LeasedFrontier | None = None
         self._index: RedisContentIndex | None = None
         self._left = False
+        self._fence: GenerationFence | None = None
+        self._store: Any = None  # opened by the first generation check
+        self._checking = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ClusterWorker:
@@ -367,10 +373,49 @@ class ClusterWorker:
             return
         if self.member.revived:
             self._revived()
+        self._check_generation()
         for worker in dead:
             if worker not in self._reclaiming:
                 self._reclaiming.add(worker)
                 deferred_from_coro(self._reclaim(worker))
+
+    # --- a Redis older than storage (crawler.backends.generation) -------------------------------
+    def _check_generation(self) -> None:
+        """Compare Redis's commit counter with storage's, in a thread (one at a time)."""
+        if self._checking:
+            return
+        self._checking = True
+        deferred_from_coro(self._generation())
+
+    async def _generation(self) -> None:
+        try:
+            await run_in_thread(self._generation_blocking)
+        except RedisRolledBack as exc:
+            self._rolled_back(exc)
+        except Exception as exc:  # storage or Redis away: their own policies apply; next renewal
+            logger.debug("could not compare Redis with storage (%s: %s)", type(exc).__name__, exc)
+        finally:
+            self._checking = False
+
+    def _generation_blocking(self) -> None:
+        from crawler.backends.generation import GenerationFence
+        from crawler.storage import Store
+
+        if self._fence is None:
+            self._fence = GenerationFence(self.member, namespace(self.crawler.settings))
+        if self._store is None:
+            self._store = Store.from_settings(self.crawler.settings)
+        recorded = self._store.redis_generation(self._fence.key)  # storage first, then Redis
+        self._fence.check(recorded)
+
+    def _rolled_back(self, exc: RedisRolledBack) -> None:
+        if self.stats is not None and self.stats.get_value("dedup/shared/redis_rolled_back"):
+            return
+        self._inc("dedup/shared/redis_rolled_back")
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        logger.error("%s", exc)
+        close_crawl(self.crawler, REDIS_ROLLED_BACK)
 
     def _lost(self) -> None:
         if self._loop is not None and self._loop.running:
@@ -510,6 +555,8 @@ class ClusterWorker:
     def spider_closed(self, spider: Spider, reason: str) -> None:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
+        if self._store is not None:
+            self._store.close()
         if self._left or self.member.lost:
             return
         self._left = True

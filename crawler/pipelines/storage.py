@@ -26,6 +26,9 @@
   and the spider closes with reason ``storage_error``; the close tries once more and logs how
   many rows were not stored (``storage/unsaved``; rows lost only then fail the crawl too:
   :func:`crawler.closing.close_crawl`, finish reason ``storage_error``, exit 1).
+* In a distributed crawl each batch's transaction also advances the crawl's Redis commit
+  counter (:mod:`crawler.backends.generation`): a Redis found older than storage aborts the
+  batch (nothing of it acknowledged), one ERROR line, finish reason ``redis_rolled_back``.
   A row the database refuses as bad data is isolated by writing the
   batch row by row; only that row is rejected, logged and counted.
 * At close: everything queued is written, then the ``spider_closed`` handler records the finish
@@ -50,6 +53,7 @@ from twisted.internet.defer import Deferred
 
 from crawler import defaults
 from crawler import signals as dedup_signals
+from crawler.backends.generation import REDIS_ROLLED_BACK, GenerationFence, RedisRolledBack
 from crawler.closing import close_crawl
 from crawler.exceptions import DuplicatePage, Undecided
 from crawler.storage import (
@@ -225,12 +229,15 @@ class StoragePipeline:
         self._idle_waiters: list[Deferred[None]] = []
         self._timer: Any = None
         self.settle: SettleOptions | None = None  # DEDUP_SETTLE (from_crawler)
+        self.fence: Any = None  # a distributed crawl's GenerationFence (from_crawler)
+        self._rolled_back = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
         pipe = cls(Store.from_settings(crawler.settings), **write_options(crawler.settings))
         pipe.crawler = crawler
         pipe.settle = settle_options(crawler.settings) if _dedup_runs(crawler) else None
+        pipe.fence = GenerationFence.of(crawler)
         crawler.signals.connect(pipe.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(pipe.page_demoted, signal=dedup_signals.page_demoted)
         crawler.signals.connect(pipe.page_refingerprinted,
@@ -323,7 +330,7 @@ class StoragePipeline:
             self._timer.stop()
         self.flush()
         await self.wait_idle()
-        if self._queue:  # the database was down: one last round of retries
+        if self._queue and not self._rolled_back:  # the database was down: one last try
             self._failed = False
             self._start_writer()
             await self.wait_idle()
@@ -454,8 +461,11 @@ class StoragePipeline:
         for attempt in range(self.retry_times + 1):
             try:
                 await run_in_thread(self.store.write_batch, batch.documents, batch.dropped,
-                                    batch.demotions, batch.refreshes)
+                                    batch.demotions, batch.refreshes, self.fence)
                 return True
+            except RedisRolledBack as exc:
+                self._roll_back(exc)
+                return False
             except StorageError as exc:
                 self._inc("storage/errors")
                 if not exc.transient:
@@ -507,9 +517,18 @@ class StoragePipeline:
         batch.documents, batch.dropped = kept
         return True
 
+    def _roll_back(self, exc: RedisRolledBack) -> None:
+        """The shared Redis is older than storage: nothing more is written (the batches stay
+        unacknowledged, so their requests are fetched again by the crawl run anew)."""
+        if not self._rolled_back:
+            self._rolled_back = True
+            logger.error("%s", exc)
+            close_crawl(self.crawler, REDIS_ROLLED_BACK)
+
     def _fail(self) -> None:
         self._failed = True
-        if self._closing:  # the last attempt at close: _report_unsaved says what is lost
+        # the last attempt at close (_report_unsaved says what is lost), or Redis rolled back
+        if self._closing or self._rolled_back:
             return
         logger.error("The crawl database at %s is unavailable; closing the spider "
                      "(storage_error). %d rows are kept in memory for a last attempt at close.",
@@ -522,8 +541,9 @@ class StoragePipeline:
         documents = sum(len(b.documents) for b in self._queue)
         dropped = sum(len(b.dropped) for b in self._queue)
         first = next((r["url"] for b in self._queue for r in (*b.documents, *b.dropped)), "-")
-        logger.error("%d pages and %d drop records were NOT stored in %s (first: %s); "
-                     "re-crawl them once the database is back", documents, dropped,
-                     self.store.url, first)
+        then = ("run the crawl again as that line says" if self._rolled_back
+                else "re-crawl them once the database is back")
+        logger.error("%d pages and %d drop records were NOT stored in %s (first: %s); %s",
+                     documents, dropped, self.store.url, first, then)
         self._inc("storage/unsaved", documents + dropped)
-        close_crawl(self.crawler, STORAGE_ERROR)
+        close_crawl(self.crawler, REDIS_ROLLED_BACK if self._rolled_back else STORAGE_ERROR)

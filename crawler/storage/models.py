@@ -1,8 +1,9 @@
-"""The four tables as SQLAlchemy models, and the column lists the Store writes.
+"""The five tables as SQLAlchemy models, and the column lists the Store writes.
 
 ``documents`` (one row per kept page), ``dropped`` (one row per page dropped as a duplicate),
-``crawls`` (one row per crawl, with the order-free fingerprints of what it stored) and
-``crawl_documents`` (the pages each crawl stored: what those fingerprints are sums of). The
+``crawls`` (one row per crawl, with the order-free fingerprints of what it stored),
+``crawl_documents`` (the pages each crawl stored: what those fingerprints are sums of) and
+``redis_generations`` (how far a distributed crawl's Redis had got, revision 0009). The
 schema itself is versioned by the alembic revisions of :mod:`crawler.storage.migrations`.
 """
 
@@ -187,3 +188,14 @@ def sets_columns(sets: CrawlSets) -> dict[str, Any]:
     return {"url_fingerprint": sets.urls.hex(), "url_count": sets.urls.count,
             "content_fingerprint": sets.contents.hex(), "content_count": sets.contents.count,
             "page_fingerprint": sets.pages.hex()}
+
+
+class RedisGeneration(Base):
+    """The highest commit counter of a distributed crawl's Redis that storage recorded
+    (revision 0009; :mod:`crawler.backends.generation`)."""
+
+    __tablename__ = "redis_generations"
+
+    crawl: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
+    generation: Mapped[int] = mapped_column(sa.BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -19,13 +19,24 @@ from sqlalchemy.dialects import postgresql, sqlite
 from crawler.formats import jsonable
 from crawler.simhash import hamming
 from crawler.simindex import content_key, url_key
-from crawler.storage.models import DOCUMENT_COLUMNS, DROPPED_COLUMNS, Crawl
+from crawler.storage.models import DOCUMENT_COLUMNS, DROPPED_COLUMNS, Crawl, RedisGeneration
 from crawler.storage.rows import build_row, chunked
 from crawler.storage.sets import SetsSide
 from crawler.storage.types import Fingerprint64, to_signed64, utcnow
 from crawler.vocab import REPOINTED_RULE
 
 logger = logging.getLogger(__name__)
+
+
+class Fence(Protocol):
+    """What a batch's transaction asks before it commits (:meth:`WriteSide.write_batch`):
+    ``bump(recorded)`` is given the generation storage recorded for ``key`` and returns the new
+    one, or raises to abort the transaction (the shared Redis went back in time:
+    :class:`crawler.backends.generation.GenerationFence`)."""
+
+    key: str
+
+    def bump(self, recorded: int) -> int: ...
 
 
 class WriteSide(SetsSide):
@@ -46,11 +57,13 @@ class WriteSide(SetsSide):
     def write_batch(
         self, documents: Sequence[Mapping[str, Any]], dropped: Sequence[Mapping[str, Any]],
         demotions: Sequence[dict[str, Any]] = (), refreshes: Sequence[Mapping[str, Any]] = (),
+        fence: Fence | None = None,
     ) -> tuple[int, int]:
         """Upsert ``documents``, append ``dropped``, apply ``refreshes`` (:meth:`_refresh`) and
         ``demotions`` (:meth:`_demote`) and update the crawls' set fingerprints
-        (:meth:`_track_sets`) in ONE transaction: all or nothing. Returns documents and drop
-        rows written."""
+        (:meth:`_track_sets`) in ONE transaction: all or nothing. Last, ``fence`` (a
+        distributed crawl's Redis generation, :meth:`_fence`) may abort it. Returns documents
+        and drop rows written."""
         self.check()
         with self._errors("writing a batch"), self.engine.begin() as conn:
             stored = self._upsert(conn, documents)
@@ -58,7 +71,30 @@ class WriteSide(SetsSide):
             self._refresh(conn, refreshes)
             removed = self._demote(conn, demotions)
             self._track_sets(conn, stored, removed)
+            if fence is not None:
+                self._fence(conn, fence)
             return done
+
+    def _fence(self, conn: sa.Connection, fence: Fence) -> None:
+        """Record ``fence.bump(recorded)`` as the generation of ``fence.key`` (the highest one
+        wins: batches of several workers commit in any order). Last in the transaction, so the
+        row is locked only while it commits."""
+        g = RedisGeneration
+        recorded = conn.execute(sa.select(g.generation).where(g.crawl == fence.key)).scalar()
+        value = fence.bump(int(recorded or 0))
+        insert = (postgresql.insert if self.backend == "postgresql" else sqlite.insert)(g)
+        stmt = insert.values(crawl=fence.key, generation=value, updated_at=utcnow())
+        highest = sa.func.greatest if self.backend == "postgresql" else sa.func.max
+        conn.execute(stmt.on_conflict_do_update(index_elements=["crawl"], set_={
+            "generation": highest(g.generation, stmt.excluded.generation),
+            "updated_at": stmt.excluded.updated_at}))  # fmt: skip
+
+    def redis_generation(self, key: str) -> int:
+        """The generation storage recorded for ``key`` (0: none yet)."""
+        self.check()
+        stmt = sa.select(RedisGeneration.generation).where(RedisGeneration.crawl == key)
+        with self._errors("reading the Redis generation"), self.engine.connect() as conn:
+            return int(conn.execute(stmt).scalar() or 0)
 
     def start_crawl(
         self, spider: str, seeds: list[str] | None = None,

@@ -1,0 +1,182 @@
+"""A Redis that comes back older than storage (issue 23, fault 2).
+
+The test runs its own ``redis-server`` with a data directory, snapshots it mid-crawl (``SAVE``),
+lets the two workers commit for a while, kills it (SIGKILL) and starts it again from that
+older ``dump.rdb``. Before the generation fence both workers went on and ended ``finished``
+with pages never fetched, duplicate groups stored twice, URLs both stored and dropped and
+leases "orphaned". Now each notices within a renewal or a commit, stops with one ERROR line
+(finish reason ``redis_rolled_back``, exit 1), and the crawl run again under a new namespace
+(what the line says to do) ends with every page fetched and decided once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.cluster import Cluster, cluster_on, outcome, stored_canonical, wait_for_hits
+from crawler.backends.generation import GenerationFence, RedisRolledBack
+from crawler.backends.redis import connect
+from crawler.simhash import hamming
+from crawler.sitegen import template_site
+from crawler.siteserver import SiteServer, serve_web, web_duplicate_groups
+from crawler.storage import Store
+from tests.ownpg import free_port, wait_until
+
+REDIS_SERVER = "/usr/bin/redis-server"
+
+
+class SnapshotRedis:
+    """A ``redis-server`` keeping its RDB snapshot in ``data`` (no automatic saves)."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.data)], stdout=subprocess.DEVNULL)
+
+        def answers() -> bool:
+            try:
+                return bool(connect(self.url).ping())
+            except Exception:
+                return False
+
+        assert wait_until(answers, 10), "redis-server did not start"
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def snapshot_redis(tmp_path: Path) -> Iterator[SnapshotRedis]:
+    data = tmp_path / "redis"
+    data.mkdir()
+    server = SnapshotRedis(data)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_a_redis_restored_from_an_older_snapshot_stops_the_crawl(snapshot_redis, pg_url,
+                                                                 tmp_path):
+    web = [template_site(60, seed=31), template_site(60, seed=31), template_site(40, seed=32)]
+    settings = {"DOWNLOAD_DELAY": 0.05, "STORAGE_BATCH_SECONDS": 0.3}
+    with serve_web(web) as servers, \
+            cluster_on(servers, tmp_path, snapshot_redis.url, pg_url) as cluster:
+        cluster.delay = 0.05
+        for _ in range(2):
+            cluster.start(**settings)
+        wait_for_hits(servers, 0.25, timeout=90)
+        connect(snapshot_redis.url).save()  # the snapshot the restart will come back to
+        before = sum(sum(s.hits.values()) for s in servers)
+        assert wait_until(lambda: sum(sum(s.hits.values()) for s in servers) > before + 20, 60)
+        time.sleep(1.0)  # batches commit after the snapshot
+        snapshot_redis.kill()
+        snapshot_redis.start()  # from the older dump.rdb
+        try:
+            cluster.wait(120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("a worker went on with the older Redis")
+        logs = [w.log + (w.proc.stderr.read() if w.proc.stderr else "") for w in cluster.workers]
+        assert [w.proc.returncode for w in cluster.workers] == [1, 1], logs
+        for log in logs:
+            assert "came back older than the crawl database" in log, log[-3000:]
+            assert "Traceback" not in log
+            assert "Spider closed (redis_rolled_back)" in log
+
+        # what the line says: the crawl again under a new namespace, on the same storage
+        again = Cluster(cluster.seeds, cluster.storage_url, snapshot_redis.url,
+                        f"test-{uuid.uuid4().hex[:10]}", tmp_path / "again")
+        again.delay = 0.05
+        try:
+            for _ in range(2):
+                again.start(**settings)
+            again.wait(240)
+            logs = [w.log for w in again.workers]
+            assert [w.proc.returncode for w in again.workers] == [0, 0], logs
+            figures = outcome(again, servers)
+            twins = stored_twins(again.storage_url, servers)
+        finally:
+            again.stop()
+        assert figures["pages_unfetched"] == 0, figures
+        assert figures["pages_undecided"] == 0, figures
+        assert figures["stored_twice"] == 0, figures
+        # a group stored twice holds pages the fingerprints cannot join (an /amp/ copy with
+        # a template of its own): as in any crawl of this web, never two pages within k bits
+        assert all(distance > 3 for _, distance in twins), twins
+        assert figures["drops_against_unstored"] == 0, figures
+        assert figures["orphaned"] == 0, figures
+        assert figures["settled"], figures
+
+
+def stored_twins(storage_url: str, servers: list[SiteServer]) -> list[tuple[list[str], int]]:
+    """Duplicate groups of the web with more than one stored page: their stored canonical
+    URLs and the smallest SimHash distance between two of them."""
+    stored = stored_canonical(storage_url)
+    out = []
+    with Store(storage_url, create=False) as store:
+        for group in web_duplicate_groups(servers):
+            urls = sorted(group & stored)
+            if len(urls) < 2:
+                continue
+            hashes = [store.document_by_url(u).simhash for u in urls]
+            out.append((urls, min(hamming(a, b) for a, b in itertools.combinations(hashes, 2)
+                                  if a is not None and b is not None)))
+    return out
+
+
+class _Member:
+    """The two calls of a cluster member the fence makes, on a real Redis hash."""
+
+    def __init__(self, url: str, base: str) -> None:
+        self.client, self.url, self.meta_key = connect(url), url, f"{base}:meta"
+
+    def _call(self, name: str, *args: object) -> object:
+        return getattr(self.client, name)(*args)
+
+    def _run(self, script: object, keys: list[str], args: list[object]) -> object:
+        return script(keys=keys, args=args)  # type: ignore[operator]
+
+
+@pytest.mark.redis
+def test_the_counter_must_exceed_what_storage_recorded(redis_url, tmp_path):
+    base = f"dedup:test-gen-{uuid.uuid4().hex[:8]}"
+    member = _Member(redis_url, base)
+    member.client.hset(member.meta_key, "started", "1234")
+    try:
+        fence = GenerationFence(member, "ns")  # type: ignore[arg-type]
+        assert fence.key == "ns@1234"
+        with Store(f"sqlite:///{tmp_path / 'c.db'}") as store:
+            store.write_batch([], [], fence=fence)
+            store.write_batch([], [], fence=fence)
+            assert store.redis_generation(fence.key) == 2
+            fence.check(store.redis_generation(fence.key))  # healthy: the counter is as new
+            member.client.hset(member.meta_key, "generation", 1)  # Redis went back in time
+            with pytest.raises(RedisRolledBack, match="is 1, storage recorded 2"):
+                fence.check(store.redis_generation(fence.key))
+            for _ in range(3):  # the batch's transaction is rolled back, the counter kept
+                with pytest.raises(RedisRolledBack):
+                    store.write_batch([{"url": "http://a.test/", "text": "x"}], [], fence=fence)
+            assert store.count_documents() == 0
+            assert store.redis_generation(fence.key) == 2
+            assert member.client.hget(member.meta_key, "generation") == b"1"
+    finally:
+        member.client.delete(member.meta_key)
