@@ -332,3 +332,51 @@ def test_a_lost_server_is_the_one_named_error_for_membership_and_frontier():
     for call in (member.beat, frontier.counts, lambda: frontier.held_by("w")):
         with pytest.raises(RedisBackendError, match=r"Redis at redis://:\*\*\*@127\.0\.0\.1"):
             call()
+
+
+def test_a_page_lost_to_a_storage_outage_goes_back_to_the_queue_and_a_bug_does_not(redis_url):
+    """An item that failed for want of storage (an Undecided page, or a StorageError that
+    reached Scrapy) is never acknowledged as done: its lease is queued again at once. A page
+    lost to a bug is acknowledged and counted, never retried forever."""
+    from scrapy.http import HtmlResponse
+    from scrapy.utils.test import get_crawler
+    from twisted.python.failure import Failure
+
+    from crawler.backends.scheduler import SharedScheduler
+    from crawler.exceptions import Undecided
+    from crawler.storage import StorageError
+
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    crawler = get_crawler(_Spider, {
+        "DEDUP_BACKEND": "redis", "REDIS_URL": redis_url, "DEDUP_NAMESPACE": name,
+        "SCHEDULER": "crawler.backends.scheduler.SharedScheduler",
+        "DUPEFILTER_CLASS": "crawler.dupefilter.BloomDupeFilter",
+        "SCHEDULER_QUEUE_KEY": f"dedup:{name}:%(spider)s:requests"})  # fmt: skip
+    spider = _Spider.from_crawler(crawler)
+    crawler.spider = spider
+    crawler.stats.open_spider()
+    scheduler = SharedScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    try:
+        for path in ("a", "b", "c"):
+            assert scheduler.enqueue_request(Request(f"http://h.test/{path}"))
+        popped = [scheduler.next_request() for _ in range(3)]
+        assert all(r is not None for r in popped)
+        assert scheduler.queue.counts() == (0, 3)
+
+        def response(request: Request) -> HtmlResponse:
+            return HtmlResponse(request.url, body=b"<html></html>", request=request)
+
+        outage = Failure(StorageError("reading a kept page failed", transient=True))
+        scheduler.item_error({}, response(popped[0]), spider, outage)
+        assert scheduler.queue.counts() == (1, 2)  # back in the queue
+        scheduler.item_dropped({}, response(popped[1]), Undecided(popped[1].url, "down"))
+        assert scheduler.queue.counts() == (2, 1)
+        scheduler.item_error({}, response(popped[2]), spider, Failure(RuntimeError("a bug")))
+        assert scheduler.queue.counts() == (2, 0)  # acknowledged
+        assert crawler.stats.get_value("dedup/shared/leases_requeued") == 2
+        assert crawler.stats.get_value("dedup/shared/leases_failed") == 1
+        again = sorted(r.url for r in scheduler.queue.pop_many(5)[0])
+        assert again == sorted(r.url for r in popped[:2])
+    finally:
+        clear_namespace(connect(redis_url), f"dedup:{name}")

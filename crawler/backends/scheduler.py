@@ -50,6 +50,7 @@ from crawler.backends.frontier import LeasedFrontier, LeaseLost, handover_ms
 from crawler.backends.redis import connect
 from crawler.exceptions import Undecided
 from crawler.signals import LEASE_META
+from crawler.storage.engine import StorageError
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -179,13 +180,23 @@ class SharedScheduler(Scheduler):
         self._failed(getattr(response, "meta", {}).get(LEASE_META))
 
     def item_error(self, item: Any, response: Any, spider: Any = None, failure: Any = None) -> None:
-        self._failed(getattr(response, "meta", {}).get(LEASE_META) if response else None)
+        """A pipeline failed on the page: a bug is counted and acknowledged (never retried
+        forever); a storage outage that reached here is not the page's fault: its lease goes
+        back to the queue, as an Undecided page's."""
+        lease = getattr(response, "meta", {}).get(LEASE_META) if response else None
+        if isinstance(getattr(failure, "value", None), StorageError):
+            self._requeue(lease)
+        else:
+            self._failed(lease)
 
     def item_dropped(self, item: Any, response: Any, exception: BaseException,
                      spider: Any = None) -> None:
         """An Undecided page's request is not done: its lease goes back to the queue."""
-        lease = getattr(response, "meta", {}).get(LEASE_META) if response else None
-        if not lease or not isinstance(exception, Undecided) or self.df.redis_down:
+        if isinstance(exception, Undecided):
+            self._requeue(getattr(response, "meta", {}).get(LEASE_META) if response else None)
+
+    def _requeue(self, lease: str | None) -> None:
+        if not lease or self.df.redis_down:
             return
         try:
             self._inc("dedup/shared/leases_requeued", self.queue.requeue([lease]))
