@@ -67,3 +67,19 @@ def test_a_crawl_linking_both_spellings_asks_robots_and_each_page_once(hosts, tm
     assert [asked[(host, hosts.p, path)] for path in ("/robots.txt", "/", "/next")] == [
         1, 1, 1], asked
     assert run.stored_urls() == {hosts.url(host), hosts.url(host, "/next")}
+
+
+def test_a_redirect_to_the_dotted_spelling_is_followed_without_the_dot(hosts, tmp_path) -> None:
+    """A redirect to ``b.t.localhost.``, a host no link names: before, its robots.txt and page
+    were asked under the dotted name."""
+    seed, other = "a.t.localhost", "b.t.localhost"
+    hosts.links[(seed, hosts.p)] = ["/r"]
+    hosts.redirects[(seed, hosts.p, "/r")] = hosts.url(other + ".", "/next")
+    run = run_crawl(tmp_path / "run", urls=[hosts.url(seed)], timeout=120,
+                    settings={"TWISTED_DNS_RESOLVER": RESOLVER, "ROBOTSTXT_OBEY": True,
+                              "SCOPE": "domain"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    asked = Counter((h, path) for h, _, path in hosts.seen)
+    assert {h for h, _ in asked} == {seed, other}, asked
+    assert [asked[(other, path)] for path in ("/robots.txt", "/next")] == [1, 1], asked
+    assert hosts.url(other, "/next") in run.stored_urls()

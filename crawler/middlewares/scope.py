@@ -49,7 +49,7 @@ from zope.interface import implementer
 
 from crawler import signals as dedup_signals
 from crawler.fingerprint import chain_fingerprints
-from crawler.linkrules import DropNotes
+from crawler.linkrules import DropNotes, fetch_url
 from crawler.scope import (
     Scope,
     guard_default,
@@ -204,6 +204,8 @@ class ScopeMiddleware:
             request.meta["dont_redirect"] = True  # the 3xx goes on to the spider's errback
             self.notes.note(self.crawler.stats, reason, [url], referer=request.url,
                             extra={"spider": self.crawler.spider})
+        elif (fetched := fetch_url(url, target)) != url:  # as a link: no trailing-dot host
+            response.headers["Location"] = fetched  # (one robots.txt, one download slot)
         return response
 
     def _redirect_reason(self, scope: Scope, request: Request, source: str | None,
