@@ -52,6 +52,7 @@ def hosts() -> Iterator[VirtualHosts]:
         server.server_close()
 
 
+@pytest.mark.slow
 def test_a_crawl_linking_both_spellings_asks_robots_and_each_page_once(hosts, tmp_path) -> None:
     """The seed is dotted, its page links ``/next`` under both spellings and itself under the
     other: before, ``g.localhost.`` had its own robots.txt and slot, and both were asked."""
@@ -69,6 +70,7 @@ def test_a_crawl_linking_both_spellings_asks_robots_and_each_page_once(hosts, tm
     assert run.stored_urls() == {hosts.url(host), hosts.url(host, "/next")}
 
 
+@pytest.mark.slow
 def test_a_redirect_to_the_dotted_spelling_is_followed_without_the_dot(hosts, tmp_path) -> None:
     """A redirect to ``b.t.localhost.``, a host no link names: before, its robots.txt and page
     were asked under the dotted name."""

@@ -6,7 +6,9 @@ middleware applies the same scope to everything else, so a redirect cannot leave
 * a 3xx answer is judged *before* Scrapy's ``RedirectMiddleware`` (600) follows it: a target
   out of scope (``scope/redirect_offsite``) or with credentials (``scope/redirect_userinfo``)
   is not followed; the 3xx response goes on to the spider's errback like any error status, so
-  the request's fate is recorded (JOBDIR journal, distributed lease) as for any failure;
+  the request's fate is recorded (JOBDIR journal, distributed lease) as for any failure; a
+  target that is followed gets the host a link would (:func:`crawler.linkrules.fetch_url`: no
+  trailing dot), so ``g.localhost.`` shares the robots.txt and download slot of ``g.localhost``;
 * a seed (a depth-0 request) redirecting to the ``www.`` host of its own host or to its apex
   brings that host into scope (:meth:`~crawler.scope.Scope.adopt`; INFO, ``scope/hosts_added``);
   the worker that downloads the redirected request adopts it too (distributed profile);
