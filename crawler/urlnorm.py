@@ -1,8 +1,10 @@
 r"""Canonical URL keys: the normalization policy of DESIGN.md, "URL normalization policy".
 
 :func:`normalize_url` turns any spelling of an http(s) URL into one canonical string, the key
-the fingerprinter and the dupefilter use. The request itself is still fetched as found; only
-the key is canonical. The steps, in order (RFC 3986 section 6, then the project policy):
+the fingerprinter and the dupefilter use. The request itself is still fetched as found (but for
+its host: :func:`crawler.linkrules.fetch_url` gives a non-ASCII or trailing-dot host its
+canonical form); only the key is canonical. The steps, in order (RFC 3986 section 6, then the
+project policy):
 
 0. Clean-up as browsers do: leading/trailing spaces and C0 controls stripped, tab/CR/LF removed
    anywhere, ``\`` before the query read as ``/`` (as browsers and Scrapy's own URL escaping do

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from twisted.internet import defer
 
 from crawler.linkrules import fetch_url
@@ -38,6 +40,21 @@ def test_both_spellings_have_one_key_and_are_fetched_without_the_dot() -> None:
     # dots elsewhere are kept as found
     for url in ("http://g.localhost/x.", "http://g.localhost/?u=http://h./", "http://10.0.0.1/"):
         assert fetch_url(url, normalize_url(url)) == url
+
+
+labels = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
+
+
+@given(st.lists(labels, min_size=1, max_size=4), st.sampled_from(["", ":80", ":8080"]),
+       st.sampled_from(["/", "/a.", "/?q=h./"]))
+def test_the_dotted_spelling_is_the_same_key_and_fetch(parts, port, rest) -> None:
+    host = ".".join(parts)
+    dotted, plain = f"http://{host}.{port}{rest}", f"http://{host}{port}{rest}"
+    assert normalize_url(dotted) == normalize_url(plain)
+    fetched = fetch_url(dotted, normalize_url(dotted))
+    assert normalize_url(fetched) == normalize_url(plain) and f"{host}." not in fetched.split(
+        "/")[2]
+    assert fetch_url(plain, normalize_url(plain)) == plain  # the plain spelling as found
 
 
 @pytest.fixture
