@@ -111,6 +111,7 @@ class Cluster:
     delay: float = DELAY
     workers: list[Worker] = field(default_factory=list)
     killed_inflight: int = 0
+    root: Path = ROOT  # the checkout the workers run (bench.faults --tree: an older one)
 
     @property
     def env(self) -> dict[str, str]:
@@ -138,7 +139,7 @@ class Cluster:
         args = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"urls={self.seeds}", *cli]
         for key, value in overrides.items():
             args += ["-s", f"{key}={value}"]
-        proc = subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(args, cwd=self.root, env=self.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
         self.workers.append(Worker(proc, workdir))
         return self.workers[-1]

@@ -12,7 +12,6 @@ leases "orphaned". Now each notices within a renewal or a commit, stops with one
 from __future__ import annotations
 
 import itertools
-import signal
 import subprocess
 import time
 import uuid
@@ -22,43 +21,13 @@ from pathlib import Path
 import pytest
 
 from bench.cluster import Cluster, cluster_on, outcome, stored_canonical, wait_for_hits
+from bench.ownservers import SnapshotRedis, wait_until
 from crawler.backends.generation import GenerationFence, RedisRolledBack
 from crawler.backends.redis import connect
 from crawler.simhash import hamming
 from crawler.sitegen import template_site
 from crawler.siteserver import SiteServer, serve_web, web_duplicate_groups
 from crawler.storage import Store
-from tests.ownpg import free_port, wait_until
-
-REDIS_SERVER = "/usr/bin/redis-server"
-
-
-class SnapshotRedis:
-    """A ``redis-server`` keeping its RDB snapshot in ``data`` (no automatic saves)."""
-
-    def __init__(self, data: Path) -> None:
-        self.data = data
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.data)], stdout=subprocess.DEVNULL)
-
-        def answers() -> bool:
-            try:
-                return bool(connect(self.url).ping())
-            except Exception:
-                return False
-
-        assert wait_until(answers, 10), "redis-server did not start"
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
 
 
 @pytest.fixture

@@ -1,8 +1,11 @@
-"""A PostgreSQL server of a test's own: ``initdb`` in a fresh directory, a free port, trust auth.
+"""Servers of a test's or benchmark's own, to stop, crash, restore: never the shared ones.
 
-For tests that stop, crash or restart the database under a crawl: the shared server on 5432
-is never touched. The cluster runs as the ``postgres`` system user when the tests run as root
-(the server refuses root), with ``fsync=off`` (the tests are about outages, not power cuts).
+:class:`OwnPostgres`: ``initdb`` in a fresh directory, a free port, trust auth, for runs that
+stop, crash or restart the database under a crawl (the shared server on 5432 is never
+touched); it runs as the ``postgres`` system user when the tests run as root (the server
+refuses root), with ``fsync=off`` (the runs are about outages, not power cuts).
+:class:`SnapshotRedis`: a ``redis-server`` with a data directory, to come back from an older
+RDB snapshot.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
+from crawler.backends.redis import connect
+
+REDIS_SERVER = "/usr/bin/redis-server"
+
+
+class NoServer(RuntimeError):
+    """The server binaries are not installed."""
 
 BIN_ROOT = Path("/usr/lib/postgresql")
 
@@ -39,7 +48,7 @@ class OwnPostgres:
     def __init__(self) -> None:
         binary = pg_bin()
         if binary is None:
-            pytest.skip("no PostgreSQL server binaries (initdb) on this machine")
+            raise NoServer("no PostgreSQL server binaries (initdb) on this machine")
         self.bin = binary
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="ownpg-"))
@@ -85,3 +94,33 @@ def wait_until(predicate, timeout: float, poll: float = 0.05) -> bool:  # type: 
             return True
         time.sleep(poll)
     return bool(predicate())
+
+
+class SnapshotRedis:
+    """A ``redis-server`` keeping its RDB snapshot in ``data`` (no automatic saves): ``SAVE``
+    it, :meth:`kill` it, :meth:`start` it again and it comes back as that older snapshot."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.data)], stdout=subprocess.DEVNULL)
+
+        def answers() -> bool:
+            try:
+                return bool(connect(self.url).ping())
+            except Exception:
+                return False
+
+        if not wait_until(answers, 10):
+            raise RuntimeError("redis-server did not start")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
