@@ -26,6 +26,7 @@ COMPONENTS = (
     "crawler.closing", "crawler.dupefilter", "crawler.exceptions", "crawler.fingerprint",
     "crawler.embed", "crawler.feeds", "crawler.logformatter", "crawler.politeness",
     "crawler.progress", "crawler.statsfile", "crawler.backends.cluster",
+    "crawler.backends.generation",
     "crawler.backends.frontier", "crawler.backends.scheduler", "crawler.middlewares",
     "crawler.pipelines", "crawler.spiders", "crawler.warc", "crawler.settings",
 )  # fmt: skip

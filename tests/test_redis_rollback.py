@@ -112,33 +112,20 @@ def stored_twins(storage_url: str, servers: list[SiteServer]) -> list[tuple[list
     return out
 
 
-class _Member:
-    """The two calls of a cluster member the fence makes, on a real Redis hash."""
-
-    def __init__(self, url: str, base: str) -> None:
-        self.client, self.url, self.meta_key = connect(url), url, f"{base}:meta"
-
-    def _call(self, name: str, *args: object) -> object:
-        return getattr(self.client, name)(*args)
-
-    def _run(self, script: object, keys: list[str], args: list[object]) -> object:
-        return script(keys=keys, args=args)  # type: ignore[operator]
-
-
 @pytest.mark.redis
 def test_the_counter_must_exceed_what_storage_recorded(redis_url, tmp_path):
     base = f"dedup:test-gen-{uuid.uuid4().hex[:8]}"
-    member = _Member(redis_url, base)
-    member.client.hset(member.meta_key, "started", "1234")
+    client = connect(redis_url)
+    client.hset(f"{base}:meta", "started", "1234")
     try:
-        fence = GenerationFence(member, "ns")  # type: ignore[arg-type]
+        fence = GenerationFence(client, base, "ns", redis_url)
         assert fence.key == "ns@1234"
         with Store(f"sqlite:///{tmp_path / 'c.db'}") as store:
             store.write_batch([], [], fence=fence)
             store.write_batch([], [], fence=fence)
             assert store.redis_generation(fence.key) == 2
             fence.check(store.redis_generation(fence.key))  # healthy: the counter is as new
-            member.client.hset(member.meta_key, "generation", 1)  # Redis went back in time
+            client.hset(f"{base}:meta", "generation", 1)  # Redis went back in time
             with pytest.raises(RedisRolledBack, match="is 1, storage recorded 2"):
                 fence.check(store.redis_generation(fence.key))
             for _ in range(3):  # the batch's transaction is rolled back, the counter kept
@@ -146,6 +133,6 @@ def test_the_counter_must_exceed_what_storage_recorded(redis_url, tmp_path):
                     store.write_batch([{"url": "http://a.test/", "text": "x"}], [], fence=fence)
             assert store.count_documents() == 0
             assert store.redis_generation(fence.key) == 2
-            assert member.client.hget(member.meta_key, "generation") == b"1"
+            assert client.hget(f"{base}:meta", "generation") == b"1"
     finally:
-        member.client.delete(member.meta_key)
+        client.delete(f"{base}:meta")

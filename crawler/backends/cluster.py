@@ -402,11 +402,12 @@ class ClusterWorker:
         from crawler.storage import Store
 
         if self._fence is None:
-            self._fence = GenerationFence(self.member, namespace(self.crawler.settings))
+            self._fence = GenerationFence.of(self.crawler)
         if self._store is None:
             self._store = Store.from_settings(self.crawler.settings)
-        recorded = self._store.redis_generation(self._fence.key)  # storage first, then Redis
-        self._fence.check(recorded)
+        if self._fence is not None:
+            recorded = self._store.redis_generation(self._fence.key)  # storage, then Redis
+            self._fence.check(recorded)
 
     def _rolled_back(self, exc: RedisRolledBack) -> None:
         if self.stats is not None and self.stats.get_value("dedup/shared/redis_rolled_back"):

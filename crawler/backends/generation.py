@@ -37,13 +37,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from crawler.backends.common import namespace
+from crawler.backends.common import RedisBacked, namespace
 from crawler.formats import mask_url
 
 if TYPE_CHECKING:
+    import redis
     from scrapy.crawler import Crawler
-
-    from crawler.backends.cluster import Member
 
 logger = logging.getLogger(__name__)
 
@@ -64,20 +63,23 @@ class RedisRolledBack(RuntimeError):
     """The shared Redis holds an older state than storage recorded; the message is one line."""
 
 
-class GenerationFence:
-    """The commit counter of one distributed crawl (module docstring)."""
+class GenerationFence(RedisBacked):
+    """The commit counter of one distributed crawl (module docstring), in the hash
+    ``{base}:meta`` of the crawl's namespace ``base`` (the cluster's own meta hash)."""
 
-    def __init__(self, member: Member, crawl_name: str) -> None:
-        self.member = member
-        started = member._call("hget", member.meta_key, "started")
+    def __init__(self, client: redis.Redis, base: str, crawl_name: str, url: str = "") -> None:
+        super().__init__(client, base, url)
+        self.meta_key = f"{base}:meta"
+        started = self._call("hget", self.meta_key, "started")
         started = started.decode() if isinstance(started, bytes) else str(started or "0")
         #: the ``redis_generations`` row of this crawl: namespace and first join (ms)
         self.key = f"{crawl_name}@{started}"
-        self._bump = member.client.register_script(_BUMP)
+        self._bump = client.register_script(_BUMP)
 
     @classmethod
     def of(cls, crawler: Crawler | None) -> GenerationFence | None:
-        """The fence of a distributed worker (Redis backend, shared scheduler), else None."""
+        """The fence of a distributed worker (Redis backend, shared scheduler), else None;
+        on the worker's membership connection, after it joined (the crawl's start is known)."""
         if crawler is None:
             return None
         from crawler.backends import backend_name
@@ -85,13 +87,17 @@ class GenerationFence:
 
         if backend_name(crawler.settings) != "redis" or not shared_scheduler(crawler.settings):
             return None
-        return cls(member(crawler), namespace(crawler.settings))
+        me = member(crawler)
+        fence = cls(me.client, me.base, namespace(crawler.settings), me.url)
+        if me.retry is not None:
+            fence.retrying(me.retry)
+        return fence
 
     def bump(self, recorded: int) -> int:
         """The next counter value, inside a batch's transaction; raises
         :class:`RedisRolledBack` (the counter unchanged) when the counter is below the
         ``recorded`` one."""
-        value = int(self.member._run(self._bump, [self.member.meta_key], [recorded]))
+        value = int(self._run(self._bump, [self.meta_key], [recorded]))
         if value < 0:
             raise self.rolled_back(-value - 1, recorded)
         return value
@@ -99,14 +105,13 @@ class GenerationFence:
     def check(self, recorded: int) -> None:
         """Raise :class:`RedisRolledBack` when the counter is below ``recorded`` (read from
         storage *before* this call)."""
-        raw = self.member._call("hget", self.member.meta_key, "generation")
-        value = int(raw or 0)
+        value = int(self._call("hget", self.meta_key, "generation") or 0)
         if value < recorded:
             raise self.rolled_back(value, recorded)
 
     def rolled_back(self, value: int, recorded: int) -> RedisRolledBack:
         return RedisRolledBack(
-            f"Redis at {mask_url(self.member.url)} came back older than the crawl database: "
+            f"Redis at {mask_url(self.url)} came back older than the crawl database: "
             f"its commit counter for crawl {self.key} is {value}, storage recorded {recorded} "
             "(restored from an older snapshot?). What it forgot cannot be trusted, so this "
             "worker stops: restore a Redis at least as new, or run the crawl again under a "
