@@ -440,3 +440,106 @@ def test_a_cjk_line_is_short_by_its_words_not_its_bigrams() -> None:
     per_block = block_tokens([paragraph, paragraph, dateline])
     assert len(per_block[2]) >= 12  # long by tokens...
     assert main_tokens(per_block, 20) == per_block[0] + per_block[1]  # ...short by words
+
+
+# --- nesting depth bounded (issue 23, item 5) ----------------------------------------------------
+
+from crawler import text as _text  # noqa: E402
+from crawler.pagebounds import MAX_DEPTH, bound_depth  # noqa: E402
+
+
+def _tree_shape(html: str) -> tuple[int, int]:
+    """``(deepest element depth, element count)`` of the tree text extraction builds."""
+    tree = _text._parse(html)
+    deepest = count = 0
+    stack = [(tree.root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        deepest = max(deepest, depth)
+        child = node.child if node is not None else None
+        while child is not None:
+            if child.tag != "-text":
+                stack.append((child, depth + 1))
+            child = child.next
+    return deepest, count
+
+
+HOSTILE = {
+    "unclosed span/b/i": "<html><body>" + "<span><b><i>x " * 40_000 + "</body></html>",
+    "closed nesting": "<html><body>" + "<div>" * 100_000 + "x" + "</div>" * 100_000,
+    "stray end tags between": "<html><body>" + "<div></x></div2>" * 100_000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_nesting_builds_a_tree_of_bounded_depth(name: str) -> None:
+    # Every tag of the HTML5 parser walks the stack of open elements: a tree 10^5 deep cost
+    # minutes (40,000 unclosed <span><b><i>: 173 s). Bounded, the cost is linear.
+    deepest, _ = _tree_shape(HOSTILE[name])
+    assert deepest <= MAX_DEPTH + 4, deepest
+
+
+def test_hostile_nesting_keeps_its_text() -> None:
+    assert extract(HOSTILE["unclosed span/b/i"]).text == " ".join(["x"] * 40_000)
+    assert extract(HOSTILE["closed nesting"]).text == "x"
+
+
+def test_many_open_formatting_elements_are_not_cloned_into_every_block() -> None:
+    # The parser re-opens every formatting element left open in each new block: 1,000 distinct
+    # <b> and 1,000 paragraphs would be a million elements.
+    html = ("<body><div>" + "".join(f"<b id={i}>" for i in range(1000)) + "</div>"
+            + "<p>x</p>" * 1000)  # fmt: skip
+    _, count = _tree_shape(html)
+    assert count < 50_000, count
+    assert extract(html).text == "\n".join(["x"] * 1000)
+
+
+def test_flattened_blocks_still_end_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    html = ("<html><body>" + "<div>" * 700 + "<nav>menu</nav>"
+            + "".join(f"<p>para <b>{i}</b> <i>end</i></p><li>item {i}" for i in range(50))
+            + "</div>" * 700 + "<p>after</p></body></html>")  # fmt: skip
+    assert bound_depth(html) != html
+    flattened = extract(html)
+    monkeypatch.setattr(_text, "bound_depth", lambda markup: markup)
+    whole = extract(html)
+    assert flattened.text == whole.text
+    assert flattened.text.splitlines()[:3] == ["menu", "para 0 end", "item 0"]
+    # Limit: a boilerplate region beyond the cap is no longer recognised (nav at depth 700).
+    assert "menu" not in whole.blocks and "menu" in flattened.blocks
+
+
+def test_pages_that_never_nest_deep_are_parsed_as_they_are() -> None:
+    pages = ["<html><body><p>" + "<b>a</b> <br>" * 5000 + "</p>" + "<li>b" * 400]
+    pages += [Path(p).read_text(encoding="utf-8", errors="replace")
+              for p in sorted(glob.glob("/usr/share/doc/python3.11/html/library/*.html"))[:40]]
+    for page in pages:
+        assert bound_depth(page) is page
+
+
+def test_bound_depth_pairs_end_tags_with_flattened_starts() -> None:
+    assert bound_depth("<div><div><div>x</div>y</div>z</div>", max_depth=1) == (
+        "<div><br><br>x<br>y<br>z</div>")
+    assert bound_depth("<p><span><span>a</span>b</span>c</p>", max_depth=2) == (
+        "<p><span>ab</span>c</p>")
+    # Comments and raw-text elements hold no tags; void elements never nest.
+    assert bound_depth("<div><!--<div><div>--><script><div><div></script><br><br>x",
+                       max_depth=1) == "<div><!--<div><div>--><script><div><div></script><br><br>x"
+
+
+@given(st.text(alphabet="<>/divspanbtable!- x", max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_bound_depth_never_raises_and_is_idempotent(markup: str) -> None:
+    once = bound_depth(markup, max_depth=3, max_formatting=2)
+    assert bound_depth(once, max_depth=3, max_formatting=2) == once
+
+
+def test_a_large_inline_svg_keeps_the_text_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    # <circle/> closes itself in SVG but counts as open here: 1,000 of them pass the cap. The
+    # ones flattened go without a <br>, which would end the SVG and show its labels as text.
+    html = ("<html><body><p>Chart below</p><svg>" + '<circle r="1"/>' * 1000
+            + "<text>label</text></svg><p>after the chart</p></body></html>")  # fmt: skip
+    assert bound_depth(html) != html
+    flattened = extract(html)
+    monkeypatch.setattr(_text, "bound_depth", lambda markup: markup)
+    assert flattened.text == extract(html).text == "Chart below\nafter the chart"
