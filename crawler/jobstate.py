@@ -28,17 +28,17 @@ Files, in ``JOBDIR/dedup/``:
     run (:func:`job_id`) and written atomically, then only read; every run of the JOBDIR
     records it in its ``crawls`` row, so the runs of one job can be reported as one.
 
-Durability: *finished* records are flushed to the OS at once, *scheduled* records at the latest
-with the next finished record or after :data:`FLUSH_SECONDS`; because the file is one ordered
-stream, a durable finished record implies every earlier scheduled one — so the links of a stored
-page are never lost to a kill. A SIGKILL loses nothing the OS received. The journal is fsynced
-by the first write :data:`SYNC_SECONDS` after the last fsync, before every snapshot and by every
-compaction; each fsync records the durable length in ``journal.sync`` (written atomically), so a
-journal cut shorter than it, or missing beside a snapshot, is refused. A power cut or an OS
-crash may lose what was written after the last fsync: a torn tail there is ignored with a
-warning, and a restart of the machine since the journal was last written (``journal.sync`` names
-the boot and whether the crawl closed) sets :attr:`JobState.tail_lost` and is logged (module
-:mod:`crawler.journal` has the rules).
+Durability: every record is handed to the OS as it is written (a write call each; a *scheduled*
+record is written only for a new URL, which costs a fetch anyway). The spider yields a page's
+links before its item, so the links' records reach the OS before the page reaches storage — a
+page storage holds never hides links a kill lost. A SIGKILL loses nothing the OS received. The
+journal is fsynced by the first write :data:`SYNC_SECONDS` after the last fsync, before every
+snapshot and by every compaction; each fsync records the durable length in ``journal.sync``
+(written atomically), so a journal cut shorter than it, or missing beside a snapshot, is
+refused. A power cut or an OS crash may lose what was written after the last fsync: a torn tail
+there is ignored with a warning, and a restart of the machine since the journal was last written
+(``journal.sync`` names the boot and whether the crawl closed) sets :attr:`JobState.tail_lost`
+and is logged (module :mod:`crawler.journal` has the rules).
 
 Snapshot (every ``JOBDIR_SNAPSHOT_RECORDS`` records or ``JOBDIR_SNAPSHOT_SECONDS``, and at
 close): fsync the journal (recording its durable length), save the filter (temp, fsync, rename),
@@ -102,7 +102,6 @@ JOURNAL = "journal.bin"
 JOB_FILE = "job.json"
 SYNC = "journal.sync"
 _JOB_ID = re.compile(r"[0-9a-z][0-9a-z_-]{0,63}")
-FLUSH_SECONDS = 0.2
 #: The longest a written journal record waits for its fsync (checked at each write).
 SYNC_SECONDS = 1.0
 
@@ -256,7 +255,7 @@ class JobState:
         self._journal_generation = 0  # the generation in the open journal's header
         self._size = self._synced = 0  # bytes written to the journal, bytes fsynced
         self._since_snapshot = self._journal_records = 0
-        self._last_snapshot = self._last_flush = self._last_sync = time.monotonic()
+        self._last_snapshot = self._last_sync = time.monotonic()
 
     @classmethod
     def from_settings(cls, settings: SettingsLike, jobdir: str | os.PathLike[str],
@@ -299,13 +298,13 @@ class JobState:
     def scheduled(self, fp: bytes, url: str, depth: int, canonical_url: str) -> None:
         record = encode_scheduled(PendingRequest(fp, url, depth, canonical_url))
         self.pending[fp] = record
-        self._write(record, flush=False)
+        self._write(record)
 
     def finished(self, fps: Iterable[bytes]) -> int:
         """Mark fingerprints done; returns how many were pending."""
         done = [fp for fp in fps if self.pending.pop(fp, None) is not None]
         if done:
-            self._write(b"".join(frame(b"F", fp) for fp in done), flush=True, count=len(done))
+            self._write(b"".join(frame(b"F", fp) for fp in done), count=len(done))
         return len(done)
 
     def snapshot(self, compact: bool = False) -> None:
@@ -336,13 +335,6 @@ class JobState:
         self._file.close()
         self._file = None
 
-    def flush(self) -> None:
-        """Hand the buffered records to the OS (survives a kill, not a power cut). A caller
-        about to commit pages to storage calls it first, so their links' records go before."""
-        if self._file is not None:
-            self._file.flush()
-            self._last_flush = time.monotonic()
-
     def sync(self) -> None:
         """Make the journal durable (flush, fsync) and record its length in ``journal.sync``."""
         if self._file is None:
@@ -358,16 +350,14 @@ class JobState:
         write_sync(self.sync_path, SyncMark(self._nonce, self._journal_generation, self._size,
                                             boot_id(), closed))
 
-    def _write(self, data: bytes, flush: bool, count: int = 1) -> None:
+    def _write(self, data: bytes, count: int = 1) -> None:
         assert self._file is not None, "JobState.open() first"
         self._file.write(data)
+        self._file.flush()  # to the OS at once: see "Durability" in the module docstring
         self._size += len(data)
         self._since_snapshot += count
         self._journal_records += count
         now = time.monotonic()
-        if flush or now - self._last_flush >= FLUSH_SECONDS:
-            self._file.flush()
-            self._last_flush = now
         if now - self._last_sync >= SYNC_SECONDS:
             self.sync()
         if (self._since_snapshot >= self.snapshot_records
