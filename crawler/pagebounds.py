@@ -140,18 +140,24 @@ def _flattened(tokens: list[tuple[str, str, str]], max_depth: int,
             continue  # a comment or a raw-text element: no tags inside
         name = name.lower()
         if slash:
-            if dropped.get(name):
+            if dropped and dropped.get(name):
                 dropped[name] -= 1
                 cut[index] = bool(where.get("svg") or where.get("math"))
                 continue
-            places = where.get(name)
-            if places and places[-1] >= scopes[-1]:
-                depth = places[-1]
-                while len(names) > depth:
-                    where[names.pop()].pop()
-                    if scopes[-1] == len(names):
-                        scopes.pop()
-            if formatting.get(name):
+            if names and names[-1] == name:  # the usual case: the innermost element closes
+                names.pop()
+                where[name].pop()
+                if scopes[-1] == len(names):
+                    scopes.pop()
+            else:
+                places = where.get(name)
+                if places and places[-1] >= scopes[-1]:
+                    depth = places[-1]
+                    while len(names) > depth:
+                        where[names.pop()].pop()
+                        if scopes[-1] == len(names):
+                            scopes.pop()
+            if name in _FORMATTING and formatting.get(name):
                 formatting[name] -= 1
                 open_formatting -= 1
         elif name in _VOID:
@@ -161,7 +167,11 @@ def _flattened(tokens: list[tuple[str, str, str]], max_depth: int,
             dropped[name] = dropped.get(name, 0) + 1
             cut[index] = bool(where.get("svg") or where.get("math"))
         else:
-            where.setdefault(name, []).append(len(names))
+            places = where.get(name)
+            if places is None:
+                where[name] = [len(names)]
+            else:
+                places.append(len(names))
             if name in _SCOPE:
                 scopes.append(len(names))
             names.append(name)
