@@ -136,15 +136,16 @@ def check_jobdir(settings: SettingsLike) -> None:
             read_snapshot(snapshot)
         except SnapshotError as exc:
             raise JobStateError(snapshot, exc.problem) from None
-    read_state(directory)
+    read_state(directory, quiet=True)  # the crawl's own read warns, once logging is set up
     read_job_id(jobdir)
 
 
-def read_state(directory: Path) -> Journal | None:
+def read_state(directory: Path, quiet: bool = False) -> Journal | None:
     """The journal of ``directory`` (``JOBDIR/dedup``), checked against its sync file and the
     snapshot; None for a fresh directory. Raises :class:`JobStateError` when the journal is
     damaged or shorter than its durable length, or when the journal or the snapshot it is based
     on is missing while the other exists: resuming would lose the URLs still to fetch.
+    ``quiet``: no warning for a torn tail or a machine restart.
     """
     snapshot, journal, sync = directory / SNAPSHOT, directory / JOURNAL, directory / SYNC
     mark = read_sync(sync)
@@ -154,11 +155,11 @@ def read_state(directory: Path) -> Journal | None:
             raise JobStateError(journal, f"missing, but {found} exists: the journal holds the "
                                 "URLs still to fetch, a resume without it would lose them")
         return None
-    state = read_journal_full(journal, mark)
+    state = read_journal_full(journal, mark, quiet)
     if state.generation and not snapshot.exists():
         raise JobStateError(snapshot, f"missing, but {journal.name} is based on snapshot "
                             f"{state.generation}")
-    if restarted(mark):
+    if restarted(mark) and not quiet:
         assert mark is not None
         logger.warning("%s: the machine restarted while the crawl writing it ran (a power cut or "
                        "a system crash): what it wrote after byte %d, at most %.1f s of "

@@ -100,8 +100,9 @@ def read_journal(path: Path) -> tuple[int, list[tuple[bytes, PendingRequest | No
     return journal.generation, journal.records
 
 
-def read_journal_full(path: Path, mark: SyncMark | None = None) -> Journal:
-    """The journal at ``path`` checked against its sync file's ``mark`` (module docstring)."""
+def read_journal_full(path: Path, mark: SyncMark | None = None, quiet: bool = False) -> Journal:
+    """The journal at ``path`` checked against its sync file's ``mark`` (module docstring);
+    ``quiet`` keeps the torn-tail warning for the read that resumes the crawl."""
     data = path.read_bytes()
     generation, started, base, nonce = _read_header(path, data)
     durable = base
@@ -119,7 +120,7 @@ def read_journal_full(path: Path, mark: SyncMark | None = None) -> Journal:
     while pos < len(data):
         end, problem = _check_record(data, pos)
         if not end:
-            _bad_record(path, data, pos, durable, problem)
+            _bad_record(path, data, pos, durable, problem, quiet)
             break
         records.append(_decode(path, pos, data[pos:pos + 1], data[pos + _REC.size:end - 4]))
         pos = end
@@ -158,7 +159,8 @@ def _check_record(data: bytes, pos: int) -> tuple[int, str]:
     return end, ""
 
 
-def _bad_record(path: Path, data: bytes, pos: int, durable: int, problem: str) -> None:
+def _bad_record(path: Path, data: bytes, pos: int, durable: int, problem: str,
+                quiet: bool) -> None:
     """Refuse damage (inside the durable length, or a valid record after it); warn on a torn
     tail."""
     if pos < durable:
@@ -169,8 +171,9 @@ def _bad_record(path: Path, data: bytes, pos: int, durable: int, problem: str) -
     if later is not None:
         raise JobStateError(path, f"damaged journal record at byte {pos} ({problem}), followed "
                             f"by a valid record at byte {later}: damage, not a torn last record")
-    logger.warning("%s: ignoring a torn last record at byte %d (%s; %d bytes, after the %d made "
-                   "durable)", path, pos, problem, len(data) - pos, durable)
+    if not quiet:
+        logger.warning("%s: ignoring a torn last record at byte %d (%s; %d bytes, after the %d "
+                       "made durable)", path, pos, problem, len(data) - pos, durable)
 
 
 def _decode(path: Path, pos: int, kind: bytes, body: bytes) -> tuple[bytes, PendingRequest | None]:

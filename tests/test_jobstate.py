@@ -375,3 +375,16 @@ def test_every_record_reaches_the_os_as_it_is_written(tmp_path) -> None:
     state.finished([fp(0)])
     assert state.journal_path.stat().st_size == size + len(frame(b"F", fp(0)))
     assert json.loads(state.sync_path.read_text())["length"] == HEADER_SIZE  # not fsynced
+
+
+def test_the_check_before_the_crawl_does_not_warn_twice(tmp_path, caplog) -> None:
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(3))
+    state.journal_path.write_bytes(state.journal_path.read_bytes()[:-2])
+    mark = json.loads(state.sync_path.read_text())
+    state.sync_path.write_text(json.dumps({**mark, "boot": "another-boot"}))
+    with caplog.at_level(logging.WARNING, "crawler.jobstate"):
+        validate_settings({"JOBDIR": str(tmp_path)})
+        assert caplog.text == ""
+        new_state(tmp_path)
+    assert caplog.text.count("torn last record") == caplog.text.count("machine restarted") == 1
