@@ -102,7 +102,8 @@ JOURNAL = "journal.bin"
 JOB_FILE = "job.json"
 SYNC = "journal.sync"
 _JOB_ID = re.compile(r"[0-9a-z][0-9a-z_-]{0,63}")
-#: The longest a written journal record waits for its fsync (checked at each write).
+#: A write this long after the last fsync fsyncs the journal: the records a power cut can lose
+#: were written within this span (after the last fsync).
 SYNC_SECONDS = 1.0
 
 
