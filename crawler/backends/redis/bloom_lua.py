@@ -110,3 +110,20 @@ for a = 2, #ARGV do
 end
 return out
 """.replace("KEYS_GONE", repr(KEYS_GONE))
+
+#: KEYS[1]: the filter's meta hash. ARGV: the settings (JSON), then the layer specs as field,
+#: value pairs (``active`` and ``count`` among them). Creates the filter in one step, so a
+#: process started at the same instant reads a complete filter or none; a filter half created
+#: by a dedup-crawler that set ``config`` first, then the layers, and stopped in between is
+#: completed when its settings are these (only fields still absent are set). Returns {created
+#: (1/0), the stored settings}.
+BLOOM_CREATE_LUA = """
+local meta, created = KEYS[1], 0
+if redis.call('HEXISTS', meta, 'active') == 0 then
+  created = redis.call('HSETNX', meta, 'config', ARGV[1])
+  if redis.call('HGET', meta, 'config') == ARGV[1] then
+    for i = 2, #ARGV, 2 do redis.call('HSETNX', meta, ARGV[i], ARGV[i + 1]) end
+  end
+end
+return {created, redis.call('HGET', meta, 'config')}
+"""

@@ -1,8 +1,9 @@
 """What every part of the shared content index stands on.
 
 :class:`IndexCore` holds the index's client and parameters (k, blocks, the worker ``owner``, the
-``resolver``), creates or checks the namespace's ``:meta`` hash, and answers the version storage
-holds for a canonical key. :class:`crawler.backends.redis.index.RedisContentIndex` is built on it
+``resolver``), creates or checks the namespace's ``:meta`` hash (in one script call, so workers
+started at the same instant all read it complete) and answers the version storage holds for a
+canonical key. :class:`crawler.backends.redis.index.RedisContentIndex` is built on it
 from three parts, each registering its own Lua scripts (:meth:`IndexCore._register_scripts`):
 the decisions (:mod:`~crawler.backends.redis.index`), the loads
 (:mod:`~crawler.backends.redis.loading`) and the pending entries
@@ -18,6 +19,7 @@ import redis
 from crawler import config
 from crawler.backends.common import RedisBacked, RedisRetry
 from crawler.backends.redis.connection import namespace_mismatch
+from crawler.backends.redis.index_lua import CREATE_META_LUA
 from crawler.backends.redis.keys import (
     CK_BLOOM_CAPACITY,
     CK_BLOOM_RATE,
@@ -83,12 +85,12 @@ class IndexCore(RedisBacked):
         """Register the Lua scripts of each part; a part adds its own, then calls ``super()``."""
 
     def _create_or_check(self) -> None:
-        meta = self.base + ":meta"
-        if self._call("hsetnx", meta, "k", self.k):
-            self._call("hset", meta,
-                       mapping={"blocks": self.blocks, "seq": 0, "count": 0, "layout": LAYOUT})
-            return
-        k, blocks, layout = self._call("hmget", meta, ["k", "blocks", "layout"])
+        """Create the namespace's parameters, or check them, in one script call
+        (:data:`CREATE_META_LUA`): workers started at the same instant all read the complete
+        record, so they all join or are refused with one line."""
+        script = self.client.register_script(CREATE_META_LUA)
+        _, k, blocks, layout = self._run(script, [self.base + ":meta"],
+                                         [self.k, self.blocks, LAYOUT])  # fmt: skip
         if int(k) != self.k:
             raise namespace_mismatch("SIMHASH_MAX_DISTANCE", self.k, int(k), self.base)
         if int(blocks) != self.blocks:

@@ -205,3 +205,33 @@ while i <= #blob do
 end
 return n
 """
+
+# KEYS[1]: the index's meta hash. ARGV: k, blocks, layout. Creates the index's parameters in one
+# step, so a worker started at the same instant reads all of them or none. A record without
+# ``blocks`` (half created by a dedup-crawler that set ``k`` first, then ``blocks``, and stopped
+# in between) is completed: only fields still absent are set. Returns {created (1/0), k,
+# blocks, layout} as stored after the call (layout false: written before layouts existed).
+CREATE_META_LUA = """
+local meta, created = KEYS[1], 0
+if redis.call('HEXISTS', meta, 'blocks') == 0 then
+  created = redis.call('HSETNX', meta, 'k', ARGV[1])
+  redis.call('HSETNX', meta, 'blocks', ARGV[2])
+  redis.call('HSETNX', meta, 'seq', 0)
+  redis.call('HSETNX', meta, 'count', 0)
+  redis.call('HSETNX', meta, 'layout', ARGV[3])
+end
+local v = redis.call('HMGET', meta, 'k', 'blocks', 'layout')
+return {created, v[1], v[2], v[3]}
+"""
+
+# KEYS[1]: the index's meta hash, KEYS[2]: the load claim. ARGV: this loader's token, claim ms.
+# Returns 'done' when the stored pages are loaded already, 'mine' when this loader now holds
+# the claim (set for ARGV[2] ms, or renewed: it held it), else the holder's token. One step:
+# a loader that finishes (``loaded`` set, then the claim deleted) is never followed by another.
+CLAIM_LOAD_LUA = """
+if redis.call('HGET', KEYS[1], 'loaded') then return 'done' end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return holder end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[2]))
+return 'mine'
+"""

@@ -19,7 +19,7 @@ import redis
 
 from crawler import bloom, defaults
 from crawler.backends.common import RedisBacked, keys_lost, namespace, retry_policy
-from crawler.backends.redis.bloom_lua import BLOOM_LUA, BLOOM_TEST_MANY_LUA
+from crawler.backends.redis.bloom_lua import BLOOM_CREATE_LUA, BLOOM_LUA, BLOOM_TEST_MANY_LUA
 from crawler.backends.redis.connection import clear_namespace, connect, namespace_mismatch
 from crawler.backends.redis.keys import MAX_LAYERS, SHARD_BITS, fp16
 
@@ -89,16 +89,20 @@ class RedisSeenSet(RedisBacked):
                     "on_full": "BLOOM_ON_FULL", "shard_bits": "shard_bits"}  # fmt: skip
 
     def _create_or_check(self) -> None:
-        """Create the namespace's filter, or check that it was built with these settings."""
+        """Create the namespace's filter, or check that it was built with these settings, in
+        one script call (:data:`BLOOM_CREATE_LUA`): processes started at the same instant all
+        find a complete filter, or are refused with one line."""
         wanted = json.dumps({field: getattr(self, field) for field in sorted(self.CONFIG_NAMES)},
                             sort_keys=True)  # fmt: skip
-        if self._call("hsetnx", self.base, "config", wanted):
-            self._call("hset", self.base, mapping={**self._layer_specs(), "active": 1, "count": 0})
+        fields = {**self._layer_specs(), "active": 1, "count": 0}
+        script = self.client.register_script(BLOOM_CREATE_LUA)
+        created, raw = self._run(script, [self.base],
+                                 [wanted, *(x for pair in fields.items() for x in pair)])
+        if created:
             logger.info(
                 "%s in Redis (%s)", bloom.describe(self.capacity, self.error_rate), self.base
             )
-            return
-        stored = json.loads(self._call("hget", self.base, "config"))
+        stored = json.loads(raw)
         for field, name in self.CONFIG_NAMES.items():
             if stored.get(field) != getattr(self, field):
                 raise namespace_mismatch(name, getattr(self, field), stored.get(field), self.base)
