@@ -21,6 +21,7 @@ any m < 2**48.
 **Content index** (:mod:`crawler.backends.redis.index`), keys under ``{base}:ci``:
 
 * ``:meta`` hash (k, blocks, layout, seq, count, loaded);
+* ``:loading`` string, the token of the worker loading the stored pages (a claim that expires);
 * ``:t{table}`` hashes, one field per bucket (the bucket bytes of :func:`bucket_specs`), its
   value the packed records of the fingerprints in it (the bytes outside the bucket; table 0
   adds a :data:`SEQ_BYTES`-byte sequence number);

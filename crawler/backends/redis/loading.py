@@ -6,24 +6,41 @@ stored pages of a crawl in bulk from storage's key arrays.
 :meth:`~IndexLoading.load_stored`, :meth:`~IndexLoading.load_arrays`). The bulk load groups
 records by bucket in numpy and appends each bucket's records in one go
 (:data:`~crawler.backends.redis.index_lua.APPEND_LUA`).
+
+The stored pages are loaded once per namespace: the first worker claims the load (one script
+call, :data:`~crawler.backends.redis.index_lua.CLAIM_LOAD_LUA`, the key ``{base}:loading``
+holding its token for :data:`LOAD_CLAIM_SECONDS`, renewed while it loads) and sets the meta
+field ``loaded`` when done; a worker started meanwhile waits until ``loaded`` is set, so it
+never decides a page before the stored ones are in the index and never loads them a second
+time. The wait lasts as long as the loader renews its claim: when the loader dies, its claim
+expires after :data:`LOAD_CLAIM_SECONDS` and one waiting worker loads instead (pages the dead
+loader had appended are then appended again: a bulk load is not idempotent).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from crawler.backends.redis.connection import batched
 from crawler.backends.redis.core import LOAD_BATCH, IndexCore
-from crawler.backends.redis.index_lua import APPEND_LUA, LOAD_LUA
+from crawler.backends.redis.index_lua import APPEND_LUA, CLAIM_LOAD_LUA, LOAD_LUA
 from crawler.backends.redis.keys import mix64_array, page_args
 from crawler.vocab import Record
 
 if TYPE_CHECKING:
     from crawler.backends import KeyChunk, Resolver
 
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+LOAD_CLAIM_SECONDS = 60.0  # a loader's claim on the load; renewed every third of it
+LOAD_POLL_SECONDS = 0.2  # how often a waiting worker asks whether the load is done
 APPEND_BATCH = 2000  # buckets appended per call (a few ms of Redis time)
 BULK_ROWS = 1 << 20  # stored rows grouped by bucket at once in load_arrays
 
@@ -31,10 +48,61 @@ BULK_ROWS = 1 << 20  # stored rows grouped by bucket at once in load_arrays
 class IndexLoading(IndexCore):
     """The loads of the shared content index (module docstring)."""
 
+    #: seconds a loader's claim lasts without renewal (an attribute: tests shorten it)
+    load_claim_seconds = LOAD_CLAIM_SECONDS
+    _claim_token: str | None = None
+    _claim_renewed = 0.0
+
     def _register_scripts(self) -> None:
         self._load = self.client.register_script(LOAD_LUA)
         self._append = self.client.register_script(APPEND_LUA)
+        self._claim_load = self.client.register_script(CLAIM_LOAD_LUA)
         super()._register_scripts()
+
+    def _claim(self, token: str) -> str:
+        """``"done"``, ``"mine"`` or the token of the loader holding the claim."""
+        state = self._run(self._claim_load, [self.base + ":meta", self.base + ":loading"],
+                          [token, int(self.load_claim_seconds * 1000)])  # fmt: skip
+        return state.decode() if isinstance(state, bytes) else str(state)
+
+    def _first_worker(self, load: Callable[[], int]) -> int:
+        """``load()`` in the first worker of the namespace, 0 in the others, which wait until
+        it is done (module docstring)."""
+        token, waiting = f"{self.owner or 'worker'}/{uuid.uuid4().hex[:12]}", False
+        while (state := self._claim(token)) != "mine":
+            if state == "done":
+                return 0
+            if not waiting:
+                waiting = True
+                logger.info("waiting for %s to load the stored pages into the shared content "
+                            "index", state.rsplit("/", 1)[0])  # fmt: skip
+            time.sleep(LOAD_POLL_SECONDS)
+        self._claim_token, self._claim_renewed = token, time.monotonic()
+        try:
+            loaded = load()
+            self._call("hset", self.base + ":meta", "loaded", 1)
+            self._call("delete", self.base + ":loading")
+        finally:
+            self._claim_token = None
+        return loaded
+
+    def _renewing(self, items: Iterable[T]) -> Iterator[T]:
+        """``items``, the load claim renewed while they are read."""
+        for item in items:
+            self._renew()
+            yield item
+
+    def _renew(self) -> None:
+        """Renew this loader's claim when a third of it has passed; a claim lost meanwhile
+        (a stall longer than the claim: another worker loads too) is logged."""
+        token = self._claim_token
+        if token is None or time.monotonic() - self._claim_renewed < self.load_claim_seconds / 3:
+            return
+        self._claim_renewed = time.monotonic()
+        if self._claim(token) != "mine":
+            logger.warning("this worker stalled longer than its claim on loading the stored "
+                           "pages (%gs): another worker may load them too",
+                           self.load_claim_seconds)  # fmt: skip
 
     def _records_args(self, records: Iterable[Record], with_old: bool) -> Iterator[list[Any]]:
         for batch in batched(records, LOAD_BATCH):
@@ -66,19 +134,16 @@ class IndexLoading(IndexCore):
         return loaded
 
     def load_stored(self, records: Iterable[Record]) -> int:
-        """Load stored pages once per namespace (the first worker; later ones skip it), never
-        replacing an entry already held (``replace=False``)."""
-        meta = self.base + ":meta"
-        if self._call("hget", meta, "loaded"):
-            return 0
-        loaded = self.load(records, replace=False)
-        self._call("hset", meta, "loaded", 1)
-        return loaded
+        """Load stored pages once per namespace (the first worker; later ones wait for it,
+        then skip: module docstring), never replacing an entry already held
+        (``replace=False``)."""
+        return self._first_worker(lambda: self.load(self._renewing(records), replace=False))
 
     def load_arrays(self, chunks: Iterable[KeyChunk], resolver: Resolver | None = None) -> int:
         """Stored pages from integer key arrays (:meth:`crawler.storage.Store.iter_key_arrays`),
-        once per namespace (the first worker; later ones skip it). Needs no URL (storage
-        resolves a kept page when a drop names it), so a standalone index refuses it.
+        once per namespace (the first worker; later ones wait for it, then skip: module
+        docstring). Needs no URL (storage resolves a kept page when a drop names it), so a
+        standalone index refuses it.
 
         Bulk: records are grouped by bucket in numpy and appended one bucket at a time
         (:data:`APPEND_LUA`), the canonical-key filter's bits set in bulk. A canonical key the
@@ -87,16 +152,15 @@ class IndexLoading(IndexCore):
         is unused (the signature of :meth:`LocalContentIndex.load_arrays`)."""
         if self.standalone:
             raise ValueError("a RedisContentIndex without a resolver keeps URLs: load records")
-        meta = self.base + ":meta"
-        if self._call("hget", meta, "loaded"):
-            return 0
+        return self._first_worker(lambda: self._load_arrays(self._renewing(chunks)))
+
+    def _load_arrays(self, chunks: Iterable[KeyChunk]) -> int:
         held_keys, loaded = self._held_keys(), 0
         for chunk in batched_arrays(chunks, BULK_ROWS):
             canon = chunk.canonical_keys
             keep = new_rows(canon, held_keys)
             loaded += self._bulk_add(chunk.simhash[keep], chunk.has_simhash[keep],
                                      chunk.content_keys[keep], canon[keep])
-        self._call("hset", meta, "loaded", 1)
         return loaded
 
     def _held_keys(self) -> np.ndarray:
@@ -114,6 +178,7 @@ class IndexLoading(IndexCore):
         seqs = np.arange(last - n + 1, last + 1, dtype=np.uint64).astype(">u4")
         appends = self._table_appends(fps[has], seqs[has]) + exact_appends(ckeys)
         for batch in batched(appends, APPEND_BATCH):
+            self._renew()
             self._run_once(self._append, [self.base], [b"".join(batch)])
         self._call_once("hincrby", self.base + ":meta", "count", n)
         self._ck_filter.add_keys_bulk(canon.astype(np.uint64), mix64_array(canon))
