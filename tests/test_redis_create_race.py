@@ -24,15 +24,23 @@ steps and need no fix.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.cluster import FOLLOW_LINKS_OF, LEASE, fresh_schema
 from crawler.backends.redis import RedisContentIndex, RedisSeenSet, clear_namespace, connect
 from crawler.backends.redis.keys import LAYOUT
 from crawler.config import SettingError
+from crawler.sitegen import template_site
+from crawler.siteserver import serve_web
+from tests.conftest import ROOT
 from tests.test_backends_local import chash, key_chunks, page
 
 pytestmark = pytest.mark.redis
@@ -251,3 +259,115 @@ def test_a_long_load_keeps_its_claim(redis_url, base):
     assert index.load_arrays(slow_chunks()) == len(STORED)
     assert states and all(s.startswith("worker/") for s in states), states
     assert len(index) == len(STORED)
+
+
+# --- end to end: four workers of a new namespace started together -------------------------------
+
+#: A Python process that imports the crawler once, then per line of stdin (the environment and
+#: the ``scrapy`` command lines of one round, JSON) forks one worker per command line at the same
+#: instant and prints their pids, then their exit codes. Forked from warm imports, the workers
+#: start within milliseconds of each other (racing harder than processes importing for seconds
+#: on a loaded machine) and a round costs the crawl, not four interpreter starts.
+ZYGOTE = r"""
+import json, os, sys, traceback
+import numpy, redis, scrapy.cmdline, sqlalchemy  # noqa: F401 - warm imports
+import crawler.backends.cluster, crawler.backends.scheduler, crawler.pipelines, crawler.spiders
+assert "twisted.internet.reactor" not in sys.modules, "the reactor must be installed per worker"
+for line in sys.stdin:
+    env, commands = json.loads(line)
+    pids = []
+    for argv, stderr in commands:
+        pid = os.fork()
+        if pid == 0:
+            os.environ.update(env)
+            os.dup2(os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            code = 1
+            try:
+                scrapy.cmdline.execute(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        pids.append(pid)
+    print(json.dumps(pids), flush=True)
+    print(json.dumps([os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids]), flush=True)
+"""
+
+
+def worker_command(seeds: str, workdir: Path) -> list[str]:
+    """``scrapy crawl web`` of one worker (the settings of :meth:`bench.cluster.Cluster.start`,
+    no download delay)."""
+    overrides = {"DROPPED_LOG": workdir / "dropped.jsonl", "STATS_FILE": workdir / "stats.json",
+                 "LOG_FILE": workdir / "crawl.log", "DOWNLOAD_DELAY": 0,
+                 "DOWNLOAD_DELAY_JITTER": 0, "DEDUP_PROGRESS_INTERVAL": 0,
+                 "STORAGE_BATCH_SECONDS": 0.5, "DISTRIBUTED_LEASE_SECONDS": LEASE,
+                 "TRAP_FOLLOW_LINKS_OF": FOLLOW_LINKS_OF}  # fmt: skip
+    argv = ["scrapy", "crawl", "web", "-a", f"urls={seeds}"]
+    for key, value in overrides.items():
+        argv += ["-s", f"{key}={value}"]
+    return argv
+
+
+def members_until(client: Any, base: str, done: threading.Event) -> set[bytes]:
+    """Every member of the crawl's membership seen until ``done`` (polled)."""
+    seen: set[bytes] = set()
+    while not done.wait(0.01):
+        seen.update(client.zrange(f"{base}:workers", 0, -1))
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+@pytest.mark.timeout(600)
+def test_four_workers_of_a_new_namespace_started_together_all_join_and_finish(
+        redis_url, pg_url, tmp_path):  # fmt: skip
+    """20 rounds, each a new namespace on one storage: from the second round on, storage holds
+    the site's pages, which the four workers would all load at once but for the load claim."""
+    client = connect(redis_url)
+    with serve_web([template_site(12, seed=1)]) as servers, fresh_schema(pg_url) as storage:
+        seeds = servers[0].url("/")
+        env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "settings.distributed",
+               "DEDUP_REDIS_URL": redis_url, "DEDUP_STORAGE_URL": storage}  # fmt: skip
+        zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE], cwd=ROOT, env=env, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+        try:
+            for round_ in range(20):
+                run_round(zygote, client, seeds, tmp_path / f"r{round_}", round_)
+        finally:
+            zygote.kill()
+            zygote.wait(10)
+
+
+def run_round(zygote: Any, client: Any, seeds: str, tmp: Path, round_: int) -> None:
+    namespace = f"test-race-{uuid.uuid4().hex[:10]}"
+    base = f"dedup:{namespace}"
+    dirs = [tmp / f"w{i}" for i in range(4)]
+    commands = []
+    for workdir in dirs:
+        workdir.mkdir(parents=True)
+        commands.append([worker_command(seeds, workdir), str(workdir / "stderr.txt")])
+    done, members = threading.Event(), []
+    watcher = threading.Thread(target=lambda: members.append(members_until(client, base, done)))
+    watcher.start()
+    try:
+        zygote.stdin.write(json.dumps([{"DEDUP_NAMESPACE": namespace}, commands]) + "\n")
+        zygote.stdin.flush()
+        json.loads(zygote.stdout.readline())  # the pids: forked
+        codes = json.loads(zygote.stdout.readline())  # bounded by the crawl (pytest-timeout)
+    finally:
+        done.set()
+        watcher.join(10)
+        clear_namespace(client, base)
+    errors = [(d / "stderr.txt").read_text() + (d / "crawl.log").read_text() for d in dirs]
+    assert not [e for e in errors if "Traceback" in e], f"round {round_}: {errors}"
+    assert codes == [0] * 4, f"round {round_}: {codes}"
+    assert len(members[0]) == 4, f"round {round_}: {members[0]}"
+    stats = [json.loads((d / "stats.json").read_text()) for d in dirs]
+    assert [s["finish_reason"] for s in stats] == ["finished"] * 4, f"round {round_}"
+    loaded = sorted(s.get("dedup/loaded", 0) for s in stats)
+    if round_:  # one worker loaded the stored pages, the three others waited for it
+        assert loaded[:3] == [0, 0, 0] and loaded[3] > 0, f"round {round_}: {loaded}"
