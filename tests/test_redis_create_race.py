@@ -39,7 +39,7 @@ from crawler.backends.redis import RedisContentIndex, RedisSeenSet, clear_namesp
 from crawler.backends.redis.keys import LAYOUT
 from crawler.config import SettingError
 from crawler.sitegen import template_site
-from crawler.siteserver import serve_web
+from crawler.siteserver import SiteServer, serve_web
 from tests.conftest import ROOT
 from tests.test_backends_local import chash, key_chunks, page
 
@@ -329,27 +329,29 @@ def test_four_workers_of_a_new_namespace_started_together_all_join_and_finish(
     the site's pages, which the four workers would all load at once but for the load claim."""
     client = connect(redis_url)
     with serve_web([template_site(12, seed=1)]) as servers, fresh_schema(pg_url) as storage:
-        seeds = servers[0].url("/")
         env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "settings.distributed",
                "DEDUP_REDIS_URL": redis_url, "DEDUP_STORAGE_URL": storage}  # fmt: skip
         zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE], cwd=ROOT, env=env, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
         try:
             for round_ in range(20):
-                run_round(zygote, client, seeds, tmp_path / f"r{round_}", round_)
+                run_round(zygote, client, servers[0], tmp_path / f"r{round_}", round_)
         finally:
             zygote.kill()
             zygote.wait(10)
 
 
-def run_round(zygote: Any, client: Any, seeds: str, tmp: Path, round_: int) -> None:
+def run_round(zygote: Any, client: Any, server: SiteServer, tmp: Path, round_: int) -> None:
+    """Four workers of a new namespace forked together; every one joins and finishes, the crawl
+    completes (every page fetched, nothing left queued or leased) and no traceback is logged."""
+    server.reset_hits()
     namespace = f"test-race-{uuid.uuid4().hex[:10]}"
     base = f"dedup:{namespace}"
     dirs = [tmp / f"w{i}" for i in range(4)]
     commands = []
     for workdir in dirs:
         workdir.mkdir(parents=True)
-        commands.append([worker_command(seeds, workdir), str(workdir / "stderr.txt")])
+        commands.append([worker_command(server.url("/"), workdir), str(workdir / "stderr.txt")])
     done, members = threading.Event(), []
     watcher = threading.Thread(target=lambda: members.append(members_until(client, base, done)))
     watcher.start()
@@ -358,6 +360,7 @@ def run_round(zygote: Any, client: Any, seeds: str, tmp: Path, round_: int) -> N
         zygote.stdin.flush()
         json.loads(zygote.stdout.readline())  # the pids: forked
         codes = json.loads(zygote.stdout.readline())  # bounded by the crawl (pytest-timeout)
+        left = client.hmget(f"{base}:web:requests:meta", ["queued", "leased"])
     finally:
         done.set()
         watcher.join(10)
@@ -368,6 +371,9 @@ def run_round(zygote: Any, client: Any, seeds: str, tmp: Path, round_: int) -> N
     assert len(members[0]) == 4, f"round {round_}: {members[0]}"
     stats = [json.loads((d / "stats.json").read_text()) for d in dirs]
     assert [s["finish_reason"] for s in stats] == ["finished"] * 4, f"round {round_}"
+    site = server.site
+    assert site.canonical_pages - site.disallowed <= set(server.canonical_hits()), round_
+    assert left == [b"0", b"0"], f"round {round_}: queued, leased {left}"
     loaded = sorted(s.get("dedup/loaded", 0) for s in stats)
     if round_:  # one worker loaded the stored pages, the three others waited for it
         assert loaded[:3] == [0, 0, 0] and loaded[3] > 0, f"round {round_}: {loaded}"
