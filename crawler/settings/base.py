@@ -27,7 +27,7 @@ AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0  # AutoThrottle target requests per host
 DOWNLOAD_TIMEOUT = 30  # seconds before a request fails
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024  # refuse bodies over 32 MiB
 DOWNLOAD_WARNSIZE = 8 * 1024 * 1024  # warn on bodies over 8 MiB
-DOWNLOAD_MAX_HEADER_BYTES = _d.DOWNLOAD_MAX_HEADER_BYTES  # refuse header sections over this (0 = any)
+DOWNLOAD_MAX_HEADER_BYTES = _d.DOWNLOAD_MAX_HEADER_BYTES  # refuse bigger header sections (0 = any)
 DOWNLOAD_MAX_HEADER_COUNT = _d.DOWNLOAD_MAX_HEADER_COUNT  # refuse more header lines (0 = any)
 LINKS_PER_PAGE_MAX = _d.LINKS_PER_PAGE_MAX  # links of one page followed, the rest counted (0 = all)
 PAGE_MAX_PARSE_CHARS = _d.PAGE_MAX_PARSE_CHARS  # characters of a page parsed for links (0 = all)
