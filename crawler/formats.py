@@ -28,8 +28,10 @@ SECRET_PARAMS = frozenset({
     "credential", "credentials", "sig", "signature", "x_amz_signature", "x_amz_credential",
 })
 SECRET_PARTS = ("password", "passwd", "secret", "token", "api_key", "apikey")
-#: Setting names whose value is a secret whatever it looks like (``AWS_SECRET_ACCESS_KEY``).
-SECRET_SETTING_PARTS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL")
+#: Words of a setting name (split at ``_``) that make its value a secret whatever it looks like
+#: (``AWS_SECRET_ACCESS_KEY``, ``GITHUB_TOKEN``); whole words only (``SIMHASH_MIN_TOKENS`` is a
+#: count, not a secret).
+SECRET_SETTING_PARTS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL", "CREDENTIALS")
 #: What a hidden secret reads as.
 MASK = "***"
 #: A URL in running text: a scheme, ``://`` and everything up to white space or a quote.
@@ -133,7 +135,7 @@ def mask_text(text: str) -> str:
 
 
 def mask_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """``settings`` as they may be printed or stored: the value of a name containing
+    """``settings`` as they may be printed or stored: the value of a name with a word of
     :data:`SECRET_SETTING_PARTS` replaced by ``***`` (when set), every text that holds a URL
     masked (:func:`mask_text`), in lists and dicts too (``FEEDS`` keys are URLs)."""
     return {str(name): (MASK if _secret_setting(str(name), value) else _masked_value(value))
@@ -141,7 +143,8 @@ def mask_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _secret_setting(name: str, value: Any) -> bool:
-    return value not in (None, "") and any(p in name.upper() for p in SECRET_SETTING_PARTS)
+    words = name.upper().split("_")
+    return value not in (None, "") and any(p in words for p in SECRET_SETTING_PARTS)
 
 
 def _masked_value(value: Any) -> Any:

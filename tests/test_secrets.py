@@ -93,12 +93,16 @@ def test_mask_text_and_mask_settings() -> None:
     settings = {"STORAGE_URL": f"sqlite:///c.db?password={QUERY_PW}",
                 "FEEDS": {f"s3://K:{USER_PW}@b/k.jsonl": {"format": "jsonlines"}},
                 "AWS_SECRET_ACCESS_KEY": USER_PW, "DEDUP_AUTH_TOKEN": "", "SIMHASH_K": 3,
-                "URLNORM_STRIP_PARAMS": ["utm_*", "token"]}
+                "URLNORM_STRIP_PARAMS": ["utm_*", "token"], "SIMHASH_MIN_TOKENS": 20,
+                "GITHUB_TOKEN": USER_PW}
     shown = json.dumps(mask_settings(settings))
     assert not any(s in shown for s in SECRETS)
     assert mask_settings(settings)["SIMHASH_K"] == 3
     assert mask_settings(settings)["URLNORM_STRIP_PARAMS"] == ["utm_*", "token"]
     assert mask_settings(settings)["DEDUP_AUTH_TOKEN"] == ""  # unset stays unset
+    # a whole word of the name makes a secret: a count of tokens is not one (it was "***")
+    assert mask_settings(settings)["SIMHASH_MIN_TOKENS"] == 20
+    assert mask_settings(settings)["GITHUB_TOKEN"] == "***"
 
 
 def test_a_masked_url_is_resolved_only_from_a_url_masking_to_it() -> None:
