@@ -88,6 +88,20 @@ def test_a_stray_alembic_version_without_a_revision_is_still_foreign(tmp_path) -
         store.check()
 
 
+@pytest.mark.parametrize("revision", ["abc123def", "0003"])
+def test_another_alembic_managed_application_is_foreign(tmp_path, revision) -> None:
+    # its own alembic_version row (a hex id, or one that looks like ours) without our tables:
+    # it was taken for ours, switched to WAL and reported as "newer than dedup-crawler"
+    path = _sqlite_file(tmp_path / "app.db", "CREATE TABLE users (id INTEGER PRIMARY KEY)",
+                        "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)",
+                        f"INSERT INTO alembic_version VALUES ('{revision}')")
+    before = path.read_bytes()
+    with Store(f"sqlite:///{path}") as store, \
+            pytest.raises(ForeignDatabaseError, match=r"\(users\)"):
+        store.check()
+    assert path.read_bytes() == before
+
+
 def test_the_crawl_command_refuses_it_with_one_line_and_exit_2(tmp_path) -> None:
     path = _places(tmp_path)
     before = path.read_bytes()

@@ -3,10 +3,12 @@ before anything is written to it, and a read-only one before a crawl starts.
 
 :func:`refuse_foreign` runs first when a Store opens a database (:meth:`StoreBase.check`),
 before SQLite is switched to WAL mode and before alembic creates ``alembic_version``: a
-database whose schema holds tables or views but no recorded revision of ours belongs to
+database whose schema holds tables or views but no recorded revision of ours (an
+``alembic_version`` row beside our ``crawls``, ``documents`` and ``dropped``) belongs to
 another program (Firefox's ``places.sqlite`` with its ``moz_places``, an application with a
-``crawls`` table of its own) and is refused with :class:`ForeignDatabaseError`, unchanged byte
-for byte. An empty database (no tables) and one of ours at any revision migrate as before.
+``crawls`` table of its own, another alembic-managed application with its own revision) and is
+refused with :class:`ForeignDatabaseError`, unchanged byte for byte. An empty database (no
+tables) and one of ours at any revision migrate as before.
 
 Limits: only tables and views of the schema the connection uses first are looked at (on
 PostgreSQL the first schema of ``search_path``; sequences, functions and other schemas do not
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
 VERSION_TABLE = "alembic_version"
+#: Tables every revision of ours has had since the first; another program's alembic-managed
+#: database (its own ``alembic_version`` row) lacks them.
+OUR_TABLES = ("crawls", "documents", "dropped")
 #: SQLSTATEs of a write refused for good: a read-only transaction, a missing privilege.
 _PG_READ_ONLY = ("25006", "42501")
 #: Tables named in the refusal (the rest are counted).
@@ -60,9 +65,9 @@ def refuse_foreign(conn: sa.Connection, url: URL) -> None:
     names = schema_names(conn)
     if not names:
         return
-    if VERSION_TABLE in names and conn.execute(
+    if VERSION_TABLE in names and set(OUR_TABLES) <= set(names) and conn.execute(
             sa.text(f"SELECT 1 FROM {VERSION_TABLE}")).first() is not None:  # fmt: skip
-        return
+        return  # ours, at any revision (a newer one is refused by the migration check)
     others = [name for name in names if name != VERSION_TABLE]
     listed = ", ".join(others[:_NAMED]) + (f" and {len(others) - _NAMED} more"
                                            if len(others) > _NAMED else "")
