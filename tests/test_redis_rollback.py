@@ -136,3 +136,20 @@ def test_the_counter_must_exceed_what_storage_recorded(redis_url, tmp_path):
             assert client.hget(f"{base}:meta", "generation") == b"1"
     finally:
         client.delete(f"{base}:meta")
+
+
+def test_a_redis_gone_at_commit_is_the_outage_error_and_writes_nothing(snapshot_redis,
+                                                                       tmp_path):
+    """The commit counter's Redis fails inside a batch's transaction: the outage policy's
+    error (RedisBackendError: redis_error, one line), never a crash of the storage writer;
+    the batch is rolled back."""
+    from crawler.backends.common import RedisBackendError
+
+    client = connect(snapshot_redis.url)
+    client.hset("dedup:gone:meta", "started", "1")
+    fence = GenerationFence(client, "dedup:gone", "gone", snapshot_redis.url)
+    snapshot_redis.kill()
+    with Store(f"sqlite:///{tmp_path / 'c.db'}") as store:
+        with pytest.raises(RedisBackendError, match="is unavailable"):
+            store.write_batch([{"url": "http://a.test/", "text": "x"}], [], fence=fence)
+        assert store.count_documents() == 0

@@ -89,7 +89,7 @@ from crawler.backends.common import (
     namespace,
     retry_policy,
 )
-from crawler.backends.generation import REDIS_ROLLED_BACK, RedisRolledBack
+from crawler.backends.generation import RedisRolledBack, report_rolled_back
 from crawler.closing import close_crawl, stop_on_redis_error
 
 if TYPE_CHECKING:
@@ -149,7 +149,8 @@ class Member(RedisBacked):
         self.workers_key = f"{base}:workers"
         self.meta_key = f"{base}:meta"
         self.lost = False
-        self.revived = False  # the last renewal found the membership expired, not reclaimed
+        self.revived = False  # a renewal found the membership expired, not reclaimed (until
+        # ClusterWorker reports it: a download's check may renew first)
         self.renewed_at = float("-inf")  # time.monotonic() of the last renewal that held
         self._registered = False
         self._beat = client.register_script(_BEAT)
@@ -171,7 +172,8 @@ class Member(RedisBacked):
         if int(out[0]) < 0:
             self.lost = True
             return []
-        self._registered, self.revived = True, int(out[0]) == 2
+        self._registered = True
+        self.revived = self.revived or int(out[0]) == 2  # kept until the renewal reports it
         self.renewed_at = now
         return [w.decode() if isinstance(w, bytes) else w for w in out[1:]]
 
@@ -213,6 +215,21 @@ def member(crawler: Crawler) -> Member:
     return found
 
 
+def report_lease_lost(crawler: Crawler, me: Member) -> None:
+    """The first time a component finds this worker's membership fenced or gone (a renewal, a
+    download's check): one ERROR line, stat ``dedup/shared/lease_lost``, and the crawl closes
+    ``lease_lost``; later finds say nothing."""
+    stats = crawler.stats
+    if stats is not None:
+        if stats.get_value("dedup/shared/lease_lost"):
+            return
+        stats.set_value("dedup/shared/lease_lost", 1)
+    logger.error("This worker's lease expired (no renewal for DISTRIBUTED_LEASE_SECONDS=%.1f: "
+                 "it was paused or cut off); other workers own its requests and hosts now, so "
+                 "it sends nothing more. Closing (%s).", me.lease_ms / 1000, LEASE_LOST)
+    close_crawl(crawler, LEASE_LOST)
+
+
 class DownloadFence:
     """What the download handler asks before each request of a distributed worker (module
     docstring, Fencing): :meth:`check` raises ``IgnoreRequest`` once the worker's membership is
@@ -244,11 +261,7 @@ class DownloadFence:
         self.fenced += 1
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value("dedup/shared/downloads_fenced")
-        if self.fenced == 1:
-            logger.error("This worker's lease expired while it was paused or cut off; other "
-                         "workers own its hosts now: nothing more is sent. Closing (%s).",
-                         LEASE_LOST)  # fmt: skip
-            close_crawl(self.crawler, LEASE_LOST)
+        report_lease_lost(self.crawler, self.member)
         raise IgnoreRequest(f"not sent (this worker's lease expired): {request.url}")
 
 
@@ -372,6 +385,7 @@ class ClusterWorker:
             self._lost()
             return
         if self.member.revived:
+            self.member.revived = False
             self._revived()
         self._check_generation()
         for worker in dead:
@@ -410,24 +424,14 @@ class ClusterWorker:
             self._fence.check(recorded)
 
     def _rolled_back(self, exc: RedisRolledBack) -> None:
-        if self.stats is not None and self.stats.get_value("dedup/shared/redis_rolled_back"):
-            return
-        self._inc("dedup/shared/redis_rolled_back")
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        logger.error("%s", exc)
-        close_crawl(self.crawler, REDIS_ROLLED_BACK)
+        report_rolled_back(self.crawler, exc)
 
     def _lost(self) -> None:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        self._inc("dedup/shared/lease_lost")
-        logger.error("This worker's lease expired (no renewal for DISTRIBUTED_LEASE_SECONDS="
-                     "%.1f); other workers own its requests now. Closing (%s).",
-                     self.member.lease_ms / 1000, LEASE_LOST)  # fmt: skip
-        engine = self._engine()
-        if engine is not None:
-            deferred_from_coro(engine.close_spider_async(reason=LEASE_LOST))
+        report_lease_lost(self.crawler, self.member)
 
     def _recovered_lately(self) -> bool:
         retry = self.member.retry

@@ -37,7 +37,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from crawler.backends.common import RedisBacked, namespace
+from crawler.backends.common import RedisBacked, RedisBackendError, namespace
+from crawler.closing import close_crawl
 from crawler.formats import mask_url
 
 if TYPE_CHECKING:
@@ -57,6 +58,21 @@ return redis.call('HINCRBY', KEYS[1], 'generation', 1)
 
 #: The finish reason of a worker that found its Redis older than storage.
 REDIS_ROLLED_BACK = "redis_rolled_back"
+#: The stat set to 1 when this worker found it (also the once-only flag of its ERROR line).
+ROLLED_BACK_STAT = "dedup/shared/redis_rolled_back"
+
+
+def report_rolled_back(crawler: Crawler | None, exc: RedisRolledBack) -> None:
+    """The first time a component of the crawl finds Redis older than storage (a batch's
+    commit, a renewal's check): one ERROR line, the stat, and the crawl closes
+    ``redis_rolled_back``; later finds say nothing."""
+    stats = crawler.stats if crawler is not None else None
+    if stats is not None:
+        if stats.get_value(ROLLED_BACK_STAT):
+            return
+        stats.set_value(ROLLED_BACK_STAT, 1)
+    logger.error("%s", exc)
+    close_crawl(crawler, REDIS_ROLLED_BACK)
 
 
 class RedisRolledBack(RuntimeError):
@@ -97,7 +113,12 @@ class GenerationFence(RedisBacked):
         """The next counter value, inside a batch's transaction; raises
         :class:`RedisRolledBack` (the counter unchanged) when the counter is below the
         ``recorded`` one."""
-        value = int(self._run(self._bump, [self.meta_key], [recorded]))
+        try:
+            value = int(self._run(self._bump, [self.meta_key], [recorded]))
+        except RedisBackendError:
+            raise
+        except Exception as exc:  # any other failure of the server: the outage policy's error
+            raise RedisBackendError(self.url, exc) from exc
         if value < 0:
             raise self.rolled_back(-value - 1, recorded)
         return value

@@ -53,8 +53,14 @@ from twisted.internet.defer import Deferred
 
 from crawler import defaults
 from crawler import signals as dedup_signals
-from crawler.backends.generation import REDIS_ROLLED_BACK, GenerationFence, RedisRolledBack
-from crawler.closing import close_crawl
+from crawler.backends.common import REDIS_ERROR, RedisBackendError
+from crawler.backends.generation import (
+    REDIS_ROLLED_BACK,
+    GenerationFence,
+    RedisRolledBack,
+    report_rolled_back,
+)
+from crawler.closing import close_crawl, stop_on_redis_error
 from crawler.exceptions import DuplicatePage, Undecided
 from crawler.storage import (
     SettleOptions,
@@ -230,7 +236,7 @@ class StoragePipeline:
         self._timer: Any = None
         self.settle: SettleOptions | None = None  # DEDUP_SETTLE (from_crawler)
         self.fence: Any = None  # a distributed crawl's GenerationFence (from_crawler)
-        self._rolled_back = False
+        self._halted: str | None = None  # REDIS_ROLLED_BACK or REDIS_ERROR: writes stopped
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
@@ -330,7 +336,7 @@ class StoragePipeline:
             self._timer.stop()
         self.flush()
         await self.wait_idle()
-        if self._queue and not self._rolled_back:  # the database was down: one last try
+        if self._queue and not self._halted:  # the database was down: one last try
             self._failed = False
             self._start_writer()
             await self.wait_idle()
@@ -463,8 +469,8 @@ class StoragePipeline:
                 await run_in_thread(self.store.write_batch, batch.documents, batch.dropped,
                                     batch.demotions, batch.refreshes, self.fence)
                 return True
-            except RedisRolledBack as exc:
-                self._roll_back(exc)
+            except (RedisRolledBack, RedisBackendError) as exc:
+                self._halt(exc)
                 return False
             except StorageError as exc:
                 self._inc("storage/errors")
@@ -493,17 +499,28 @@ class StoragePipeline:
             for row in rows:
                 one = ([row], []) if kind == 0 else ([], [row])
                 try:
-                    await run_in_thread(self.store.write_batch, *one)
+                    await run_in_thread(self.store.write_batch, *one, (), (), self.fence)
                     kept[kind].append(row)
+                except (RedisRolledBack, RedisBackendError) as exc:
+                    self._halt(exc)
+                    return False
                 except StorageError as exc:
                     if exc.transient:
                         return False
                     refused.append((row["url"], exc))
-        if batch.refreshes:  # fingerprints only: never refused for the data
-            await run_in_thread(self.store.write_batch, [], [], [], batch.refreshes)
+        try:
+            if batch.refreshes:  # fingerprints only: never refused for the data
+                await run_in_thread(self.store.write_batch, [], [], [], batch.refreshes,
+                                    self.fence)
+        except (RedisRolledBack, RedisBackendError) as exc:
+            self._halt(exc)
+            return False
         for demotion in batch.demotions:  # after the pages kept instead, as in one batch
             try:
-                await run_in_thread(self.store.write_batch, [], [], [demotion])
+                await run_in_thread(self.store.write_batch, [], [], [demotion], (), self.fence)
+            except (RedisRolledBack, RedisBackendError) as exc:
+                self._halt(exc)
+                return False
             except StorageError as exc:
                 if exc.transient:
                     return False
@@ -517,18 +534,24 @@ class StoragePipeline:
         batch.documents, batch.dropped = kept
         return True
 
-    def _roll_back(self, exc: RedisRolledBack) -> None:
-        """The shared Redis is older than storage: nothing more is written (the batches stay
-        unacknowledged, so their requests are fetched again by the crawl run anew)."""
-        if not self._rolled_back:
-            self._rolled_back = True
-            logger.error("%s", exc)
-            close_crawl(self.crawler, REDIS_ROLLED_BACK)
+    def _halt(self, exc: RedisRolledBack | RedisBackendError) -> None:
+        """The batch's transaction could not advance the crawl's Redis commit counter: Redis is
+        older than storage, or unavailable. Nothing more is written; the batches stay
+        unacknowledged (their requests are fetched again) and the crawl closes
+        (``redis_rolled_back`` or ``redis_error``, one ERROR line for the crawl)."""
+        if self._halted is not None:
+            return
+        if isinstance(exc, RedisRolledBack):
+            self._halted = REDIS_ROLLED_BACK
+            report_rolled_back(self.crawler, exc)
+        else:
+            self._halted = REDIS_ERROR
+            stop_on_redis_error(self.crawler, exc, exc.url)
 
     def _fail(self) -> None:
         self._failed = True
         # the last attempt at close (_report_unsaved says what is lost), or Redis rolled back
-        if self._closing or self._rolled_back:
+        if self._closing or self._halted:
             return
         logger.error("The crawl database at %s is unavailable; closing the spider "
                      "(storage_error). %d rows are kept in memory for a last attempt at close.",
@@ -541,9 +564,9 @@ class StoragePipeline:
         documents = sum(len(b.documents) for b in self._queue)
         dropped = sum(len(b.dropped) for b in self._queue)
         first = next((r["url"] for b in self._queue for r in (*b.documents, *b.dropped)), "-")
-        then = ("run the crawl again as that line says" if self._rolled_back
+        then = ("run the crawl again as the ERROR line above says" if self._halted
                 else "re-crawl them once the database is back")
         logger.error("%d pages and %d drop records were NOT stored in %s (first: %s); %s",
                      documents, dropped, self.store.url, first, then)
         self._inc("storage/unsaved", documents + dropped)
-        close_crawl(self.crawler, REDIS_ROLLED_BACK if self._rolled_back else STORAGE_ERROR)
+        close_crawl(self.crawler, self._halted or STORAGE_ERROR)
