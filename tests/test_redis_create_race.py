@@ -13,8 +13,11 @@ The races, and how each test provokes it:
   flag, loaded, then set it, so two workers started together both loaded the stored pages (a
   bulk load appends: every page twice). The test starts the second load while the first is
   half done, and a load whose loader died (its claim left to expire);
-* end to end (marked slow): four worker processes of a new namespace started together, twenty
-  rounds, on a storage already holding pages.
+* end to end (marked slow): four worker processes of a new namespace forked at the same instant,
+  twenty rounds, on a storage already holding pages (the load race: before the fix two workers
+  load them in the second round already), every fourth round on index parameters half created
+  (before the fix every worker dies with the issue's TypeError). A round with nothing pre-seeded
+  rarely hits the two-step window (a Redis round trip wide) end to end: the threads above do.
 
 Cluster membership (one script per renewal, ``HSETNX started`` inside it), the reclaim lock
 (``SET NX``) and the frontier (counters incremented inside its scripts) create nothing in two
