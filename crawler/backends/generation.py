@@ -6,7 +6,8 @@ an append-only file synced every second) has forgotten what happened since: requ
 links pushed, pages kept. Before this fence the crawl went on as if nothing happened and lost
 pages, fetched others twice and stored duplicate groups twice.
 
-**The counter.** Every committed storage batch of the crawl increments a counter in Redis
+**The counter.** Every committed storage batch of the crawl (but the row-by-row writes that
+isolate a row the database refuses) increments a counter in Redis
 (``{base}:meta`` field ``generation``, ``HINCRBY``) inside the batch's transaction and records
 the highest value in storage (table ``redis_generations``, one row per crawl: the namespace and
 the moment its first worker joined, so a namespace reused for a new crawl starts at 0). Since
@@ -19,7 +20,9 @@ the counter only grows, a healthy Redis always holds at least every value storag
   after a reconnect, and for an idle worker) the counter must be at least what storage
   recorded (read first, then the counter: no race with other workers' commits).
 
-A Redis that comes back older than storage fails one of them within one renewal: the worker
+A Redis that comes back *empty* (or flushed) is the outage policy's ``redis_error`` (its keys
+are gone), not this. A Redis that comes back older than storage fails one of them within one
+renewal: the worker
 logs one ERROR line saying so and closes with finish reason ``redis_rolled_back`` (exit 1);
 its leases and pending index entries go back to the (older) Redis as at any close. What that
 Redis lost cannot be rebuilt from storage (it alone knew the links pushed since), so the crawl
@@ -37,7 +40,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from crawler.backends.common import RedisBacked, RedisBackendError, namespace
+from crawler.backends.common import (
+    REDIS_ERROR,
+    RedisBacked,
+    RedisBackendError,
+    keys_lost,
+    namespace,
+)
 from crawler.closing import close_crawl
 from crawler.formats import mask_url
 
@@ -50,7 +59,10 @@ logger = logging.getLogger(__name__)
 # KEYS: the namespace meta hash. ARGV: the generation storage recorded. The counter advances
 # only while it is at least that (a healthy Redis): an older one answers -(counter + 1) and
 # stays as it is, so failed attempts never carry it past what storage recorded.
+# A namespace whose meta hash is gone (Redis restarted empty, or flushed) answers 'gone': the
+# outage policy's error (keys lost, redis_error), as the membership reports it.
 _BUMP = """
+if redis.call('HEXISTS', KEYS[1], 'started') == 0 then return 'gone' end
 local v = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0')
 if v < tonumber(ARGV[1]) then return -v - 1 end
 return redis.call('HINCRBY', KEYS[1], 'generation', 1)
@@ -67,8 +79,8 @@ def report_rolled_back(crawler: Crawler | None, exc: RedisRolledBack) -> None:
     commit, a renewal's check): one ERROR line, the stat, and the crawl closes
     ``redis_rolled_back``; later finds say nothing."""
     stats = crawler.stats if crawler is not None else None
-    if stats is not None:
-        if stats.get_value(ROLLED_BACK_STAT):
+    if stats is not None:  # once; and a Redis already reported down or emptied says enough
+        if stats.get_value(ROLLED_BACK_STAT) or stats.get_value(f"dedup/{REDIS_ERROR}"):
             return
         stats.set_value(ROLLED_BACK_STAT, 1)
     logger.error("%s", exc)
@@ -114,11 +126,14 @@ class GenerationFence(RedisBacked):
         :class:`RedisRolledBack` (the counter unchanged) when the counter is below the
         ``recorded`` one."""
         try:
-            value = int(self._run(self._bump, [self.meta_key], [recorded]))
+            answer = self._run(self._bump, [self.meta_key], [recorded])
         except RedisBackendError:
             raise
         except Exception as exc:  # any other failure of the server: the outage policy's error
             raise RedisBackendError(self.url, exc) from exc
+        if answer in (b"gone", "gone"):
+            raise keys_lost(self.url)
+        value = int(answer)
         if value < 0:
             raise self.rolled_back(-value - 1, recorded)
         return value
@@ -126,7 +141,10 @@ class GenerationFence(RedisBacked):
     def check(self, recorded: int) -> None:
         """Raise :class:`RedisRolledBack` when the counter is below ``recorded`` (read from
         storage *before* this call)."""
-        value = int(self._call("hget", self.meta_key, "generation") or 0)
+        started, raw = self._call("hmget", self.meta_key, ["started", "generation"])
+        if started is None:
+            raise keys_lost(self.url)
+        value = int(raw or 0)
         if value < recorded:
             raise self.rolled_back(value, recorded)
 

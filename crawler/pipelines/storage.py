@@ -53,7 +53,7 @@ from twisted.internet.defer import Deferred
 
 from crawler import defaults
 from crawler import signals as dedup_signals
-from crawler.backends.common import REDIS_ERROR, RedisBackendError
+from crawler.backends.common import RedisBackendError
 from crawler.backends.generation import (
     REDIS_ROLLED_BACK,
     GenerationFence,
@@ -236,7 +236,7 @@ class StoragePipeline:
         self._timer: Any = None
         self.settle: SettleOptions | None = None  # DEDUP_SETTLE (from_crawler)
         self.fence: Any = None  # a distributed crawl's GenerationFence (from_crawler)
-        self._halted: str | None = None  # REDIS_ROLLED_BACK or REDIS_ERROR: writes stopped
+        self._halted: str | None = None  # REDIS_ROLLED_BACK once Redis was found older
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
@@ -469,9 +469,12 @@ class StoragePipeline:
                 await run_in_thread(self.store.write_batch, batch.documents, batch.dropped,
                                     batch.demotions, batch.refreshes, self.fence)
                 return True
-            except (RedisRolledBack, RedisBackendError) as exc:
+            except RedisRolledBack as exc:
                 self._halt(exc)
                 return False
+            except RedisBackendError as exc:  # Redis away: store what was fetched, unfenced
+                self._unfence(exc)
+                continue
             except StorageError as exc:
                 self._inc("storage/errors")
                 if not exc.transient:
@@ -499,28 +502,17 @@ class StoragePipeline:
             for row in rows:
                 one = ([row], []) if kind == 0 else ([], [row])
                 try:
-                    await run_in_thread(self.store.write_batch, *one, (), (), self.fence)
+                    await run_in_thread(self.store.write_batch, *one)
                     kept[kind].append(row)
-                except (RedisRolledBack, RedisBackendError) as exc:
-                    self._halt(exc)
-                    return False
                 except StorageError as exc:
                     if exc.transient:
                         return False
                     refused.append((row["url"], exc))
-        try:
-            if batch.refreshes:  # fingerprints only: never refused for the data
-                await run_in_thread(self.store.write_batch, [], [], [], batch.refreshes,
-                                    self.fence)
-        except (RedisRolledBack, RedisBackendError) as exc:
-            self._halt(exc)
-            return False
+        if batch.refreshes:  # fingerprints only: never refused for the data
+            await run_in_thread(self.store.write_batch, [], [], [], batch.refreshes)
         for demotion in batch.demotions:  # after the pages kept instead, as in one batch
             try:
-                await run_in_thread(self.store.write_batch, [], [], [demotion], (), self.fence)
-            except (RedisRolledBack, RedisBackendError) as exc:
-                self._halt(exc)
-                return False
+                await run_in_thread(self.store.write_batch, [], [], [demotion])
             except StorageError as exc:
                 if exc.transient:
                     return False
@@ -534,19 +526,21 @@ class StoragePipeline:
         batch.documents, batch.dropped = kept
         return True
 
-    def _halt(self, exc: RedisRolledBack | RedisBackendError) -> None:
-        """The batch's transaction could not advance the crawl's Redis commit counter: Redis is
-        older than storage, or unavailable. Nothing more is written; the batches stay
+    def _halt(self, exc: RedisRolledBack) -> None:
+        """Redis is older than storage: nothing more is written; the batches stay
         unacknowledged (their requests are fetched again) and the crawl closes
-        (``redis_rolled_back`` or ``redis_error``, one ERROR line for the crawl)."""
-        if self._halted is not None:
-            return
-        if isinstance(exc, RedisRolledBack):
+        ``redis_rolled_back``, one ERROR line for the crawl."""
+        if self._halted is None:
             self._halted = REDIS_ROLLED_BACK
             report_rolled_back(self.crawler, exc)
-        else:
-            self._halted = REDIS_ERROR
-            stop_on_redis_error(self.crawler, exc, exc.url)
+
+    def _unfence(self, exc: RedisBackendError) -> None:
+        """Redis is unavailable (or emptied) under a batch's commit: the Redis-outage policy
+        closes the crawl (``redis_error``, one ERROR line), and the pages fetched so far are
+        stored without the commit counter (as before it existed: storage does not need Redis;
+        their requests stay leased in Redis and are fetched again, upserted)."""
+        self.fence = None
+        stop_on_redis_error(self.crawler, exc, exc.url)
 
     def _fail(self) -> None:
         self._failed = True
