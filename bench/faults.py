@@ -5,8 +5,8 @@ with two workers of the distributed profile, breaks something mid-crawl, runs th
 when the first run did not finish it (what the error line says to do), and counts what was
 lost. Servers that are stopped or restored are the run's own (:mod:`bench.ownservers`):
 
-* ``pg-20s``: the crawl's PostgreSQL crashes (``pg_ctl -m immediate``) for 20 s, within the
-  default retry bound (31 s);
+* ``pg-20s``: the crawl's PostgreSQL crashes (``pg_ctl -m immediate``) for 20 s (``--quick``:
+  6 s), within the default retry bound (31 s);
 * ``pg-past-bound``: the same outage with ``STORAGE_RETRY_TIMES=2`` (3 s): both workers stop;
   a second pair finishes the crawl once the database is back;
 * ``redis-older``: the crawl's Redis is snapshotted (``SAVE``), the workers commit for a
@@ -190,9 +190,12 @@ def paused(tmp: Path, tree: Path) -> dict[str, Any]:
         return result
 
 
+#: Seconds the database is down in the two PostgreSQL scenarios (``--quick``: 6).
+OUTAGE = {"full": 20.0, "quick": 6.0}
 SCENARIOS: dict[str, Callable[[Path, Path], dict[str, Any]]] = {
-    "pg-20s": lambda tmp, tree: pg_outage(tmp, tree, 20),
-    "pg-past-bound": lambda tmp, tree: pg_outage(tmp, tree, 20, STORAGE_RETRY_TIMES=2),
+    "pg-20s": lambda tmp, tree: pg_outage(tmp, tree, OUTAGE["full"]),
+    "pg-past-bound": lambda tmp, tree: pg_outage(tmp, tree, OUTAGE["full"],
+                                                 STORAGE_RETRY_TIMES=2),
     "redis-older": redis_older,
     "paused": paused,
 }
@@ -213,10 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.faults",
                                      description=__doc__.split("\n")[0])  # fmt: skip
     parser.add_argument("--only", help="comma-separated subset of: " + ", ".join(SCENARIOS))
+    parser.add_argument("--quick", action="store_true",
+                        help="6-second database outages instead of 20")
     parser.add_argument("--tree", type=Path, default=ROOT,
                         help="the checkout whose code the workers run (default: this one)")
     args = parser.parse_args(argv)
     names = args.only.split(",") if args.only else list(SCENARIOS)
+    if args.quick:
+        OUTAGE["full"] = OUTAGE["quick"]
     tree = args.tree.resolve()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp:
