@@ -47,7 +47,7 @@ from bench.cluster import (
     stored_canonical,
     wait_for_hits,
 )
-from bench.ownservers import OwnPostgres, SnapshotRedis, wait_until
+from bench.ownservers import OwnPostgres, OwnRedis, wait_until
 from crawler.backends.redis import clear_namespace, connect
 from crawler.simhash import hamming
 from crawler.sitegen import template_site
@@ -129,7 +129,7 @@ def pg_outage(tmp: Path, tree: Path, seconds: float, **settings: Any) -> dict[st
 
 def redis_older(tmp: Path, tree: Path) -> dict[str, Any]:
     (tmp / "redis").mkdir(parents=True)
-    own = SnapshotRedis(tmp / "redis")
+    own = OwnRedis(rdb_dir=tmp / "redis")
     own.start()
     try:
         with serve_web(web()) as servers, cluster_on(servers, tmp, own.url) as cluster:
@@ -141,7 +141,7 @@ def redis_older(tmp: Path, tree: Path) -> dict[str, Any]:
             before = sum(sum(s.hits.values()) for s in servers)
             wait_until(lambda: sum(sum(s.hits.values()) for s in servers) > before + 20, 60)
             time.sleep(1.0)
-            own.kill()
+            own.stop()
             own.start()
             try:
                 cluster.wait(240)
@@ -161,7 +161,7 @@ def redis_older(tmp: Path, tree: Path) -> dict[str, Any]:
                 clear_namespace(connect(own.url), final.base)
             return result
     finally:
-        own.kill()
+        own.stop()
 
 
 def paused(tmp: Path, tree: Path) -> dict[str, Any]:

@@ -4,8 +4,8 @@
 stop, crash or restart the database under a crawl (the shared server on 5432 is never
 touched); it runs as the ``postgres`` system user when the tests run as root (the server
 refuses root), with ``fsync=off`` (the runs are about outages, not power cuts).
-:class:`SnapshotRedis`: a ``redis-server`` with a data directory, to come back from an older
-RDB snapshot.
+:class:`OwnRedis`: a ``redis-server`` on a free port (no persistence, an append-only file, or
+an RDB snapshot to come back from), to pause, kill or restore.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -96,12 +97,19 @@ def wait_until(predicate, timeout: float, poll: float = 0.05) -> bool:  # type: 
     return bool(predicate())
 
 
-class SnapshotRedis:
-    """A ``redis-server`` keeping its RDB snapshot in ``data`` (no automatic saves): ``SAVE``
-    it, :meth:`kill` it, :meth:`start` it again and it comes back as that older snapshot."""
+class OwnRedis:
+    """A ``redis-server`` on a free port: no persistence; with ``aof_dir`` an append-only file
+    synced at every write (a kill loses nothing); with ``rdb_dir`` an RDB snapshot kept there
+    and no automatic saves (``SAVE`` it, :meth:`stop` it, :meth:`start` it again and it comes
+    back as that older snapshot)."""
 
-    def __init__(self, data: Path) -> None:
-        self.data = data
+    def __init__(self, aof_dir: Path | None = None, rdb_dir: Path | None = None) -> None:
+        if aof_dir is not None:
+            self.persistence = ["--appendonly", "yes", "--appendfsync", "always",
+                                "--dir", str(aof_dir)]  # fmt: skip
+        else:
+            self.persistence = ["--appendonly", "no",
+                                *(["--dir", str(rdb_dir)] if rdb_dir is not None else [])]
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -109,18 +117,25 @@ class SnapshotRedis:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.data)], stdout=subprocess.DEVNULL)
+             *self.persistence], stdout=subprocess.DEVNULL)  # fmt: skip
 
         def answers() -> bool:
             try:
-                return bool(connect(self.url).ping())
+                connect(self.url).close()
+                return True
             except Exception:
                 return False
 
         if not wait_until(answers, 10):
             raise RuntimeError("redis-server did not start")
 
-    def kill(self) -> None:
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self) -> None:
+        """SIGKILL (woken first if it was stopped): nothing is saved on the way out."""
         if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
             self.proc.kill()
             self.proc.wait(10)

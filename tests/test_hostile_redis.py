@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ import pytest
 import scrapy
 
 from bench.cluster import Cluster, cluster_on, outcome, stat_sum, wait_for_hits
+from bench.ownservers import OwnRedis
 from crawler.backends.cluster import Member
 from crawler.backends.common import RedisBackendError, RedisRetry
 from crawler.backends.frontier import LeasedFrontier
@@ -36,47 +36,6 @@ from crawler.vocab import PageSignature
 
 REDIS_SERVER = "/usr/bin/redis-server"
 SETTINGS = {"REDIS_TIMEOUT_SECONDS": 1, "DOWNLOAD_DELAY": 0.05}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class OwnRedis:
-    """A ``redis-server`` of this test on a free port: no persistence, or with ``aof_dir`` an
-    append-only file synced at every write (a kill loses nothing)."""
-
-    def __init__(self, aof_dir: Path | None = None) -> None:
-        self.persistence = ["--appendonly", "no"] if aof_dir is None else [
-            "--appendonly", "yes", "--appendfsync", "always", "--dir", str(aof_dir)]
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             *self.persistence], stdout=subprocess.DEVNULL)  # fmt: skip
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                connect(self.url).close()
-                return
-            except RedisBackendError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 @pytest.fixture(params=[None], ids=["memory"])

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench.cluster import Cluster, cluster_on, outcome, stored_canonical, wait_for_hits
-from bench.ownservers import SnapshotRedis, wait_until
+from bench.ownservers import OwnRedis, wait_until
 from crawler.backends.generation import GenerationFence, RedisRolledBack
 from crawler.backends.redis import connect
 from crawler.simhash import hamming
@@ -31,15 +31,15 @@ from crawler.storage import Store
 
 
 @pytest.fixture
-def snapshot_redis(tmp_path: Path) -> Iterator[SnapshotRedis]:
+def snapshot_redis(tmp_path: Path) -> Iterator[OwnRedis]:
     data = tmp_path / "redis"
     data.mkdir()
-    server = SnapshotRedis(data)
+    server = OwnRedis(rdb_dir=data)
     server.start()
     try:
         yield server
     finally:
-        server.kill()
+        server.stop()
 
 
 @pytest.mark.slow
@@ -58,7 +58,7 @@ def test_a_redis_restored_from_an_older_snapshot_stops_the_crawl(snapshot_redis,
         before = sum(sum(s.hits.values()) for s in servers)
         assert wait_until(lambda: sum(sum(s.hits.values()) for s in servers) > before + 20, 60)
         time.sleep(1.0)  # batches commit after the snapshot
-        snapshot_redis.kill()
+        snapshot_redis.stop()
         snapshot_redis.start()  # from the older dump.rdb
         try:
             cluster.wait(120)
@@ -148,7 +148,7 @@ def test_a_redis_gone_at_commit_is_the_outage_error_and_writes_nothing(snapshot_
     client = connect(snapshot_redis.url)
     client.hset("dedup:gone:meta", "started", "1")
     fence = GenerationFence(client, "dedup:gone", "gone", snapshot_redis.url)
-    snapshot_redis.kill()
+    snapshot_redis.stop()
     with Store(f"sqlite:///{tmp_path / 'c.db'}") as store:
         with pytest.raises(RedisBackendError, match="is unavailable"):
             store.write_batch([{"url": "http://a.test/", "text": "x"}], [], fence=fence)
