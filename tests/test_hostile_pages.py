@@ -269,6 +269,41 @@ def test_header_count_bound_refuses_many_short_lines() -> None:
         parser.lineReceived(b"D: 4")
 
 
+def _header_parser(max_count: int) -> tuple[Any, list[Any]]:
+    """A bounded response parser of ``max_count`` header lines, and the responses it made."""
+    from twisted.internet.testing import StringTransport
+    from twisted.web._newclient import Request
+    from twisted.web.http_headers import Headers
+
+    from crawler.middlewares.headerlimit import _BoundedParser
+
+    parser = _BoundedParser(Request(b"GET", b"/", Headers(), None), lambda rest: None)
+    parser.max_bytes, parser.max_count = 0, max_count
+    parser.makeConnection(StringTransport())
+    made: list[Any] = []
+    parser._responseDeferred.addCallback(made.append)
+    return parser, made
+
+
+@pytest.mark.parametrize("sent", [3, 4])
+def test_header_count_bound_is_exact(sent: int) -> None:
+    # Exactly DOWNLOAD_MAX_HEADER_COUNT headers pass (the blank line ending them is no header:
+    # it was counted, refusing N); one more is refused.
+    from crawler.middlewares.headerlimit import HeaderLimitExceeded
+
+    parser, made = _header_parser(3)
+    head = b"HTTP/1.1 200 OK\r\n" + b"".join(b"H%d: v\r\n" % i for i in range(sent)) + b"\r\n"
+    if sent > 3:
+        with pytest.raises(HeaderLimitExceeded, match="DOWNLOAD_MAX_HEADER_COUNT=3"):
+            for line in head.split(b"\n")[:-1]:
+                parser.lineReceived(line)
+        assert made == []
+    else:
+        parser.dataReceived(head)
+        assert len(made) == 1 and made[0].code == 200
+        assert len(list(made[0].headers.getAllRawHeaders())) == 3
+
+
 @pytest.mark.parametrize(("name", "value"), [("DOWNLOAD_MAX_HEADER_BYTES", -1),
                                              ("DOWNLOAD_MAX_HEADER_COUNT", "many")])  # fmt: skip
 def test_bad_header_bounds_are_refused_by_name(name: str, value: object) -> None:

@@ -76,7 +76,8 @@ class _BoundedParser(_LenientHTTPClientParser):
 
     def lineReceived(self, line: bytes) -> None:
         self.header_bytes += len(line) + 1  # + the "\n" LineReceiver took off
-        self.header_count += 1
+        if line not in (b"", b"\r"):  # the blank line that ends the headers is no header
+            self.header_count += 1
         if self.max_bytes and self.header_bytes > self.max_bytes:
             raise HeaderLimitExceeded(f"more than DOWNLOAD_MAX_HEADER_BYTES={self.max_bytes}"
                                       " bytes of headers")
