@@ -445,7 +445,7 @@ def test_a_cjk_line_is_short_by_its_words_not_its_bigrams() -> None:
 # --- nesting depth bounded (issue 23, item 5) ----------------------------------------------------
 
 from crawler import text as _text  # noqa: E402
-from crawler.pagebounds import MAX_DEPTH, bound_depth  # noqa: E402
+from crawler.pagebounds import MAX_DEPTH, _shallow, bound_depth  # noqa: E402
 
 
 def _tree_shape(html: str) -> tuple[int, int]:
@@ -469,7 +469,30 @@ HOSTILE = {
     "unclosed span/b/i": "<html><body>" + "<span><b><i>x " * 40_000 + "</body></html>",
     "closed nesting": "<html><body>" + "<div>" * 100_000 + "x" + "</div>" * 100_000,
     "stray end tags between": "<html><body>" + "<div></x></div2>" * 100_000,
+    # An end tag the parser never sees (inside an attribute value, a script) pairs with nothing.
+    "end tag in an attribute value": "<html><body>" + '<div a="x></div>">' * 20_000,
+    "end tag in a double-escaped script": "<html><body>"
+    + "<div><script><!--<script></script></div>--></script>" * 20_000,
+    # Inside svg or math a void element's name opens an element like any other.
+    "svg elements named like void ones": "<html><body><svg>" + "<link>" * 20_000,
 }
+#: Prefixes after which the tag scanner once saw one comment or raw text to the end of the page
+#: (its rules differed from HTML5's), while the parser read every tag that followed.
+BYPASS_PREFIXES = {
+    "empty comment <!-->": "<!-->",
+    "empty comment <!--->": "<!--->",
+    "comment ended by --!>": "<!-- a --!>",
+    "script ended by </script x>": "<script></script x>",
+    "script ended by </script/>": "<script></script/>",
+    "title inside svg": "<svg><title>",
+    "style inside svg": "<svg><style>",
+    "style inside math": "<math><style>",
+    "noscript (the parser runs without scripting)": "<noscript>",
+    "unterminated comment": "<!-- no end",
+}
+for _name, _prefix in BYPASS_PREFIXES.items():
+    HOSTILE[f"nesting after {_name}"] = ("<html><body>" + _prefix + "<div>" * 20_000 + "x"
+                                         + "</div>" * 20_000)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
@@ -543,3 +566,42 @@ def test_a_large_inline_svg_keeps_the_text_unchanged(monkeypatch: pytest.MonkeyP
     flattened = extract(html)
     monkeypatch.setattr(_text, "bound_depth", lambda markup: markup)
     assert flattened.text == extract(html).text == "Chart below\nafter the chart"
+
+
+def test_the_old_bypasses_are_flattened() -> None:
+    # 20,000 nested <div> after each prefix: returned unchanged before (the parser then took
+    # seconds on them, 18 s at 60,000 after "<!-->").
+    for prefix in BYPASS_PREFIXES.values():
+        html = "<html><body>" + prefix + "<div>" * 20_000 + "x" + "</div>" * 20_000
+        assert bound_depth(html) is not html, prefix
+
+
+_PIECE = st.sampled_from([*"<>/=\"' !-x", "div", "b", "p", "td", "table", "svg", "br", "script",
+                          "style", "link", "a "])  # fmt: skip
+
+
+@given(st.lists(_PIECE, min_size=1, max_size=200).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_a_page_proven_shallow_is_shallow(markup: str) -> None:
+    # The fast path's proof (no Python per tag) against the parser itself.
+    if _shallow(markup, 14, 4):
+        deepest, _ = _tree_shape_raw(markup)
+        assert deepest <= 14 + 1, (deepest, markup)
+
+
+def _tree_shape_raw(html: str) -> tuple[int, int]:
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(html)
+    deepest = count = 0
+    stack = [(tree.root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        deepest = max(deepest, depth)
+        child = node.child if node is not None else None
+        while child is not None:
+            if child.tag != "-text":
+                stack.append((child, depth + 1))
+            child = child.next
+    return deepest, count
