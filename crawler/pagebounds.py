@@ -16,7 +16,9 @@
 * Nesting depth (:data:`MAX_DEPTH`, 512, not a setting): before text extraction parses a page,
   :func:`bound_depth` flattens elements nested deeper (an HTML5 parser's cost per tag grows
   with the depth: 40,000 unclosed ``<span><b><i>`` took 173 s, 10^5 nested ``<div>`` tens of
-  seconds); their text stays, a block still ends a line.
+  seconds); their text stays, a block still ends a line. Most pages are proven shallow by
+  C-level regular expressions alone; the others are scanned with HTML5's tokenizer rules,
+  failing safe (every start tag counted, no end tag trusted) where only the parser knows.
 
 Limits: a link after the cut (either of them) is not found on that page; a site that links
 its pages only from one huge index is crawled partly (raise the caps for it).
@@ -282,8 +284,8 @@ def _scan(markup: str, max_depth: int, max_formatting: int) -> list[tuple[int, i
 # The page's tags as a skeleton, conservatively: a tag is recognised only where HTML5 ends it at
 # the same ">" (its name ASCII, quoted values holding no "<" or ">", no quote elsewhere), a
 # comment only when it holds no "<" (HTML5's own end: <!-->, <!--->, -->, --!>); any other "<"
-# that may open markup is a "<" token that pairs with nothing. No "<" is ever inside a token,
-# so every "<" of the page is looked at.
+# that may open markup is an empty token, which pairs with nothing and counts as a start tag.
+# No "<" is ever inside a token, so every "<" of the page is looked at.
 _SKELETON = re.compile(
     r"<((?=!--(?:-?>|[^<]*?--!?>))!"  # a clean comment: "!", struck below
     r"|/?[A-Za-z][A-Za-z0-9:._-]*+(?=(?:[\t\n\f\r /]++[^\t\n\f\r /<>\"'=]++"
@@ -313,7 +315,8 @@ def _shallow(markup: str, max_depth: int, max_formatting: int) -> bool:
     The proof: the tags become a skeleton (``_SKELETON``: text, attributes and clean comments
     gone; void elements gone too, the SVG/MathML ones that are not void there only when the page
     has no svg or math); then, pass after pass, a start tag directly followed by its own end
-    tag (``div /div``) is struck out, pair and all. Every other end tag is ignored: an end tag
+    tag (``div /div``) is struck out, pair and all (up to 3 nested levels a pass; never
+    ``plaintext``, whose end tag is text). Every other end tag is ignored: an end tag
     lowers no bound, so none that might not match (in a comment, in a script, stray) can fool
     it. A struck pair is sound: if its start tag is real (the tokenizer in its data state),
     what lies between held no "<" but struck pairs and clean comments, so the tokenizer is in
@@ -322,8 +325,12 @@ def _shallow(markup: str, max_depth: int, max_formatting: int) -> bool:
     could nest. So at any point the parser's stack holds at most: html/head/body, one element
     (itself or its re-opened copy) per start tag left in the skeleton (3 for a ``table``, which
     may imply ``tbody`` and ``tr``), and 3 per struck pair around the point, of which there are
-    no more than passes. Formatting elements the parser may re-open are those of the start tags
-    left in the skeleton (a struck ``b`` pair's end tag removes its entry).
+    no more than 3 a pass. Formatting elements the parser may re-open are those of the start
+    tags left in the skeleton (a struck ``b`` pair's end tag removes its entry).
+
+    Cost: one ``findall`` over the page and a few ``subn`` over its skeleton, no Python per
+    tag: about 1 ms for a median python3.11-doc page (54 KB, 2,200 tags), a fifth of the
+    scan's cost, still about +30% on its extraction (sre's own cost per tag, about 0.4 us).
     """
     skeleton = f" {' '.join(_SKELETON.findall(markup)).lower()} ".replace(" !", "")
     void = _SKELETON_BREAKOUT_VOID if _FOREIGN.search(markup) else _SKELETON_VOID
