@@ -171,12 +171,17 @@ def _raw_end(markup: str, name: str, pos: int) -> int | None:
     return None if found is None else found.start()
 
 
+# Placeholders on the stack above a table: the tbody and tr its cells may imply (no name).
+_IMPLIED_BY_TABLE = ("", "")
+
+
 class _Stack:
     """The open elements as a parser without implied end tags keeps them (``<p>a<p>b`` leaves
-    two ``p`` open): never shallower than an HTML5 parser's, so its cap bounds the parser's
-    depth. An end tag closes the innermost open element of its name unless a scope boundary
-    (``table``, ``td``...) lies between, as in HTML5; a formatting element closed by another's
-    end tag stays counted until its own (the parser re-opens it in each new block)."""
+    two ``p`` open; a ``table`` takes 3 places, for the ``tbody`` and ``tr`` its cells may
+    imply): never shallower than an HTML5 parser's, so its cap bounds the parser's depth. An
+    end tag closes the innermost open element of its name unless a scope boundary (``table``,
+    ``td``...) lies between, as in HTML5; a formatting element closed by another's end tag
+    stays counted until its own (the parser re-opens it in each new block)."""
 
     def __init__(self, max_depth: int, max_formatting: int) -> None:
         self.max_depth, self.max_formatting = max_depth, max_formatting
@@ -208,6 +213,8 @@ class _Stack:
         if name in _SCOPE:
             self.scopes.append(len(self.names))
         self.names.append(name)
+        if name == "table":  # and the tbody and tr its cells may imply, closed with it
+            self.names += _IMPLIED_BY_TABLE
         if formatting:
             self.formatting[name] = self.formatting.get(name, 0) + 1
             self.open_formatting += 1
@@ -221,7 +228,9 @@ class _Stack:
         if places and places[-1] >= self.scopes[-1]:
             depth = places[-1]
             while len(self.names) > depth:
-                self.where[self.names.pop()].pop()
+                popped = self.names.pop()
+                if popped not in _IMPLIED_BY_TABLE:
+                    self.where[popped].pop()
                 if self.scopes[-1] == len(self.names):
                     self.scopes.pop()
         if name in _FORMATTING and self.formatting.get(name):
@@ -282,16 +291,17 @@ def _scan(markup: str, max_depth: int, max_formatting: int) -> list[tuple[int, i
 # --- the fast path: a proof that a page cannot nest deep ---------------------------------------
 
 # The page's tags as a skeleton, conservatively: a tag is recognised only where HTML5 ends it at
-# the same ">" (its name ASCII, quoted values holding no "<" or ">", no quote elsewhere), a
-# comment only when it holds no "<" (HTML5's own end: <!-->, <!--->, -->, --!>); any other "<"
-# that may open markup is an empty token, which pairs with nothing and counts as a start tag.
-# No "<" is ever inside a token, so every "<" of the page is looked at.
+# the same ">" (its name ASCII, quoted values holding no "<" or ">", no quote elsewhere): "div",
+# "/div"; a comment only when it holds no "<" (HTML5's own end: <!-->, <!--->, -->, --!>): "!",
+# struck at once. Any other "<" that may open markup is "": it pairs with nothing and counts as
+# a start tag of any name (a table, a formatting element). No "<" is ever inside a token, so
+# every "<" of the page is looked at.
 _SKELETON = re.compile(
-    r"<((?=!--(?:-?>|[^<]*?--!?>))!"  # a clean comment: "!", struck below
+    r"<((?=!--(?:-?>|[^<]*?--!?>))!"
     r"|/?[A-Za-z][A-Za-z0-9:._-]*+(?=(?:[\t\n\f\r /]++[^\t\n\f\r /<>\"'=]++"
     r"(?:[\t\n\f\r ]*+=[\t\n\f\r ]*+(?:\"[^\"<>]*+\"|'[^'<>]*+'|[^\t\n\f\r <>\"'=`]++))?+)*+"
-    r"[\t\n\f\r /]*+>)"  # a tag: its name
-    r"|(?=[A-Za-z!/?]))",  # anything else that may open markup: "", pairs with nothing
+    r"[\t\n\f\r /]*+>)"
+    r"|(?=[A-Za-z!/?]))",
 )  # fmt: skip
 # An element whose content is struck pairs, up to 3 levels deep, at once (fewer passes).
 _PAIR = re.compile(
@@ -299,8 +309,10 @@ _PAIR = re.compile(
 _LEVELS = 3  # pair levels a pass may strike
 _SKELETON_VOID = re.compile(" (?:" + "|".join(sorted(_VOID)) + ")(?= )")
 _SKELETON_BREAKOUT_VOID = re.compile(" (?:" + "|".join(sorted(_BREAKOUT_VOID)) + ")(?= )")
-_SKELETON_FORMATTING = re.compile(" (?:" + "|".join(sorted(_FORMATTING)) + ")(?= )")
-_SKELETON_TABLE = re.compile(" table(?= )")
+# Start tags that may be formatting elements; that may be a table (which may imply tbody, tr):
+# those so named, and the unread ones ("").
+_SKELETON_FORMATTING = re.compile(" (?:" + "|".join(sorted(_FORMATTING)) + ")?(?= )")
+_SKELETON_TABLE = re.compile(" (?:table)?(?= )")
 _SKELETON_PLAINTEXT = re.compile(" plaintext(?= )")  # its end tag is text: it pairs with nothing
 _FOREIGN = re.compile(r"<(?:svg|math)", re.I | re.A)
 # Elements the parser may hold open without a start tag of their own: html, head or body.
@@ -324,9 +336,10 @@ def _shallow(markup: str, max_depth: int, max_formatting: int) -> bool:
     the element, or it was popped before; if the start tag is not real, nothing was struck that
     could nest. So at any point the parser's stack holds at most: html/head/body, one element
     (itself or its re-opened copy) per start tag left in the skeleton (3 for a ``table``, which
-    may imply ``tbody`` and ``tr``), and 3 per struck pair around the point, of which there are
-    no more than 3 a pass. Formatting elements the parser may re-open are those of the start
-    tags left in the skeleton (a struck ``b`` pair's end tag removes its entry).
+    may imply ``tbody`` and ``tr``, and for an unread ``""``, which may be one), and 3 per
+    struck pair around the point, of which there are no more than 3 a pass. Formatting
+    elements the parser may re-open are those of the start tags left in the skeleton, ``""``
+    included (a struck ``b`` pair's end tag removes its entry).
 
     Cost: one ``findall`` over the page and a few ``subn`` over its skeleton, no Python per
     tag: about 1 ms for a median python3.11-doc page (54 KB, 2,200 tags), a fifth of the

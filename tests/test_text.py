@@ -475,6 +475,10 @@ HOSTILE = {
     + "<div><script><!--<script></script></div>--></script>" * 20_000,
     # Inside svg or math a void element's name opens an element like any other.
     "svg elements named like void ones": "<html><body><svg>" + "<link>" * 20_000,
+    # A cell implies a tbody and a tr: 4 elements deep per table, not 2.
+    "tables whose cells imply rows": "<html><body>" + "<table><td>" * 400,
+    # A start tag the fast proof cannot read may be a table too.
+    "tables the fast proof cannot read": "<html><body>" + '<table a="<"><td>' * 200,
 }
 #: Prefixes after which the tag scanner once saw one comment or raw text to the end of the page
 #: (its rules differed from HTML5's), while the parser read every tag that followed.
