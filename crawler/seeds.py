@@ -150,7 +150,8 @@ def _file_lines(handle: BinaryIO) -> Iterator[str | LongLine]:
             head = chunk[:SHOWN_MAX]
             while not chunk.endswith(b"\n") and (chunk := handle.readline(LINE_MAX_BYTES)):
                 size += len(chunk)
-            yield LongLine(head, size)
+            ending = len(chunk) - len(chunk.rstrip(b"\r\n")) if chunk.endswith(b"\n") else 0
+            yield LongLine(head, size - ending)  # the line's own bytes, not its line break
             offset += size
             continue
         try:

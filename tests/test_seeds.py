@@ -124,7 +124,7 @@ def test_a_10mb_line_is_refused_unread(tmp_path):
     message = str(info.value)
     assert str(path) in message
     assert "line 2: 'https://long.example/aaa" in message
-    assert f"(cut, 10000022 bytes in all): longer than the {LINE_MAX_BYTES} bytes" in message
+    assert f"(cut, 10000021 bytes in all): longer than the {LINE_MAX_BYTES} bytes" in message
     assert "line 3: 'ftp://bad.example/'" in message  # the lines after it are still read
     # Read 64 KiB at a time: the 10 MB line is never held (read whole, it took 1 GB of RSS).
     assert peak < 1_000_000, peak
