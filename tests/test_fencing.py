@@ -53,15 +53,23 @@ def test_a_paused_worker_sends_nothing_to_hosts_taken_over(tmp_path, redis_url, 
         victim = cluster.busiest()
         index = cluster.workers.index(victim)
         agent = agent_of(cluster, index)
-        held = cluster.held(victim)
-        assert held > 0  # it holds requests it would send on waking
+        member_id = cluster.member_id(victim)
+        assert cluster.held(victim) > 0  # it holds requests it would send on waking
+        client = connect(cluster.redis_url)
+        fenced_key = f"{cluster.base}:workers:fenced:{member_id}"
         victim.proc.send_signal(signal.SIGSTOP)
-        paused_at = time.monotonic()  # the servers stamp requests so
+        paused_at = time.monotonic()
         try:
             mine = hosts_of(servers, agent)
             assert mine, "the paused worker was fetching no host"
             deadline = time.monotonic() + 60
-            while (takeover := taken_over(mine, agent, paused_at)) is None:
+            # the other worker reports it dead (fencing it) and takes its hosts over; a host
+            # stolen before that is a legitimate handover, not what this test is about
+            while not client.exists(fenced_key):
+                assert time.monotonic() < deadline, "the paused worker was never fenced"
+                time.sleep(0.05)
+            fenced_at = time.monotonic()
+            while taken_over(mine, agent, fenced_at) is None:
                 assert time.monotonic() < deadline, "nobody took the paused worker's hosts"
                 time.sleep(0.05)
             time.sleep(0.3)  # the other worker is now fetching those hosts
@@ -71,10 +79,12 @@ def test_a_paused_worker_sends_nothing_to_hosts_taken_over(tmp_path, redis_url, 
         figures = outcome(cluster, servers)
         close = [c for s in servers for c in close_requests(s, DELAY, across_workers=True)]
         assert close == [], close
-        # (a request on the wire when it was paused may be stamped a little after the pause)
-        sent_after = [t for s in mine for t, _, who in s.requests
-                      if who == agent and t > takeover]
+        # once fenced (seconds after the pause: nothing of its was still on the wire), the
+        # paused worker sends nothing more to any host
+        sent_after = [t for s in servers for t, _, who in s.requests
+                      if who == agent and t > fenced_at]
         assert sent_after == [], f"the paused worker sent {len(sent_after)} request(s) on waking"
+        assert paused_at < fenced_at
         assert "lease_lost" in victim.log
         other = cluster.workers[1 - index]
         assert other.proc.returncode == 0, other.log[-3000:]
