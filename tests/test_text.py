@@ -8,6 +8,7 @@ import re
 import unicodedata
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -450,7 +451,11 @@ from crawler.pagebounds import MAX_DEPTH, _shallow, bound_depth  # noqa: E402
 
 def _tree_shape(html: str) -> tuple[int, int]:
     """``(deepest element depth, element count)`` of the tree text extraction builds."""
-    tree = _text._parse(html)
+    return _shape_of(_text._parse(html))
+
+
+def _shape_of(tree: Any) -> tuple[int, int]:
+    """``(deepest element depth, element count)`` of a parsed tree."""
     deepest = count = 0
     stack = [(tree.root, 0)]
     while stack:
@@ -594,18 +599,7 @@ def test_a_page_proven_shallow_is_shallow(markup: str) -> None:
 
 
 def _tree_shape_raw(html: str) -> tuple[int, int]:
+    """:func:`_tree_shape` of the markup as the parser builds it, with no bound."""
     from selectolax.lexbor import LexborHTMLParser
 
-    tree = LexborHTMLParser(html)
-    deepest = count = 0
-    stack = [(tree.root, 0)]
-    while stack:
-        node, depth = stack.pop()
-        count += 1
-        deepest = max(deepest, depth)
-        child = node.child if node is not None else None
-        while child is not None:
-            if child.tag != "-text":
-                stack.append((child, depth + 1))
-            child = child.next
-    return deepest, count
+    return _shape_of(LexborHTMLParser(html))
