@@ -71,6 +71,7 @@ from crawler.storage import (
     utcnow,
     write_options,
 )
+from crawler.storage.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -79,7 +80,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_BACKOFF = 30.0
 MAX_QUEUED_BATCHES = 10
 STORAGE_ERROR = "storage_error"
 
@@ -483,7 +483,7 @@ class StoragePipeline:
                     logger.error("Storage write failed %d times, giving up: %s",
                                  attempt + 1, exc)
                     return False
-                delay = min(self.retry_backoff * 2**attempt, MAX_BACKOFF)
+                delay = RetryPolicy(self.retry_times, self.retry_backoff).delay(attempt)
                 logger.warning("Storage write failed (attempt %d of %d), retrying in %.2f s: %s",
                                attempt + 1, self.retry_times + 1, delay, exc)
                 await sleep(delay)
