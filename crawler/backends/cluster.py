@@ -107,7 +107,8 @@ logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.25  # an idle worker looks at the shared frontier this often
 LEASE_LOST = "lease_lost"  # finish reason of a worker whose membership expired
 
-# KEYS: workers, namespace meta. ARGV: worker, lease ms, register (0/1), report the dead (0/1).
+# KEYS: workers, namespace meta. ARGV: worker, lease ms, register (0/1), report the dead (0/1),
+# crawl id (the namespace's ``crawl`` field when it has none: the first worker names the crawl).
 # Returns {1, dead worker, ...}; {2, dead worker, ...} when the membership had expired but no
 # worker had reported it dead (renewed late: revived); {-1} when it is gone or was reported
 # dead (fenced: {workers}:fenced:{w}, set by the report, kept while reported); {-2} when the
@@ -128,6 +129,7 @@ elseif ARGV[3] ~= '1' then
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('HSETNX', KEYS[2], 'started', now)
+if ARGV[5] ~= '' then redis.call('HSETNX', KEYS[2], 'crawl', ARGV[5]) end
 local out = {status}
 for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - 1, 'LIMIT', 0, 8)) do
   if ARGV[4] == '1' then
@@ -153,6 +155,7 @@ class Member(RedisBacked):
         # ClusterWorker reports it: a download's check may renew first)
         self.renewed_at = float("-inf")  # time.monotonic() of the last renewal that held
         self._registered = False
+        self._crawl_key: str | None = None
         self._beat = client.register_script(_BEAT)
 
     def beat(self, report: bool = True) -> list[str]:
@@ -165,8 +168,10 @@ class Member(RedisBacked):
         if self.lost:
             return []
         now = time.monotonic()  # before the call: the lease runs from when it was asked for
+        register = not self._registered
         out = self._run(self._beat, [self.workers_key, self.meta_key],
-                        [self.id, self.lease_ms, int(not self._registered), int(report)])
+                        [self.id, self.lease_ms, int(register), int(report),
+                         new_crawl_key() if register else ""])
         if int(out[0]) == -2:
             raise keys_lost(self.url)
         if int(out[0]) < 0:
@@ -188,10 +193,28 @@ class Member(RedisBacked):
         self.beat(report=False)
         return not self.lost
 
+    def crawl_key(self) -> str:
+        """The distributed crawl's id (``{base}:meta`` field ``crawl``), named by the first
+        worker's first renewal: every worker of the namespace records its ``crawls`` row under
+        it (``crawls.job``), and the review commands report the crawl as one by it."""
+        if self._crawl_key is None:
+            raw = self._call("hget", self.meta_key, "crawl")
+            if not raw:  # a namespace created before crawl ids: name it now, once
+                self._call("hsetnx", self.meta_key, "crawl", new_crawl_key())
+                raw = self._call("hget", self.meta_key, "crawl")
+            self._crawl_key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        return self._crawl_key
+
     def started(self) -> float:
         """When the namespace's first worker joined (Unix seconds)."""
         raw = self._call("hget", self.meta_key, "started")
         return int(raw) / 1000 if raw else time.time()
+
+
+def new_crawl_key() -> str:
+    """A fresh distributed crawl id: ``c`` + the UTC date and time + 6 hex digits
+    (``c20261204T173012-3f9a2c``; 24 characters, under ``crawls.job``'s 64)."""
+    return f"c{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
 
 
 _members: weakref.WeakKeyDictionary[Any, Member] = weakref.WeakKeyDictionary()
