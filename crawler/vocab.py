@@ -95,3 +95,9 @@ class Drop:
 
     def __str__(self) -> str:
         return f"{self.reason} of {self.duplicate_of} (distance {self.distance}): {self.url}"
+#: ``crawls.command`` of the row that stands for a whole distributed crawl (revision 0010; its
+#: workers' rows say ``crawl`` and point at it by ``parent_id``).
+DISTRIBUTED = "distributed"
+#: ``crawls.finish_reason`` of a distributed worker's row closed by the worker that reclaimed
+#: it (the worker died or was cut off past its lease).
+RECLAIMED_REASON = "reclaimed"

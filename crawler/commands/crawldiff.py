@@ -192,6 +192,8 @@ def _open_side(label: str, db: str, crawl: str, stores: dict[str, Store],
             stores[url] = Store(url, create=False)
         store = stores[url]
         row = store.latest_crawl() if crawl == "latest" else store.crawl(int(crawl))
+        if crawl == "latest" and row is not None and row.parent_id is not None:
+            row = store.crawl(row.parent_id)  # a distributed crawl's worker: the whole crawl
     except (ReviewError, StorageError) as exc:
         raise InputError(str(exc)) from None
     if row is None:

@@ -60,6 +60,8 @@ class Command(ScrapyCommand):
         group.add_argument("--crawl", type=int, metavar="ID", help="crawl id (default: latest)")
         group.add_argument("--job", nargs="?", const="", metavar="JOB",
                            help="every run of a JOBDIR job as one (default JOB: the latest)")
+        group.add_argument("--worker", metavar="ID", help="one worker of a distributed crawl "
+                           "(its membership id, a unique part of it, or its crawl id)")
         group.add_argument("--format", default="html", choices=("html", "json"))
 
     @with_safe_output
@@ -94,7 +96,7 @@ class Command(ScrapyCommand):
         with review.CrawlDB.open(db_url, [self.settings.get("STORAGE_URL")]) as db:
             db.require_content()
             job = review.LATEST_JOB if opts.job == "" else opts.job  # bare --job
-            picked = db.select(opts.crawl, job)
+            picked = db.select(opts.crawl, job, opts.worker)
             print(picked.note, file=sys.stderr)
             return report.build_report(db, picked.report_arg, db_arg=opts.db), picked.label
 

@@ -87,6 +87,8 @@ class Command(ScrapyCommand):
         group.add_argument("--crawl", type=int, metavar="ID", help="only this crawl "
                            "(default: the latest)")
         group.add_argument("--all-crawls", action="store_true", help="every crawl")
+        group.add_argument("--worker", metavar="ID", help="one worker of a distributed crawl "
+                           "(its membership id, a unique part of it, or its crawl id)")
         group.add_argument("--since", metavar="ISO", help="dropped at or after (UTC if no zone)")
         group.add_argument("--limit", type=int, metavar="N", help="at most N rows")
         group.add_argument("--format", default="table", choices=("table", "json", "csv"))
@@ -143,11 +145,40 @@ class Command(ScrapyCommand):
                 db.require_content()
                 db.check_crawl(flt.crawl_id)
                 latest = db.latest_crawl()
-                if not self._pick_crawl(opts, flt, latest, db.drop_counts):
+                self._pick_distributed(opts, flt, db)
+                if flt.crawl_ids is None and not self._pick_crawl(opts, flt, latest,
+                                                                  db.drop_counts):
                     return write_records([], opts.format, sys.stdout, quiet=True)
                 records = db.dropped(flt)
         width = None if opts.wide or not sys.stdout.isatty() else terminal_width()
         write_records(records, opts.format, sys.stdout, width)
+
+    def _pick_distributed(self, opts: argparse.Namespace, flt: review.DropFilter,
+                          db: review.CrawlDB) -> None:
+        """A distributed crawl (the latest, or ``--crawl`` of its own row) is listed whole,
+        its workers' drops as one; ``--worker`` narrows to one worker. Sets
+        ``flt.crawl_ids``; raises :class:`ReviewError` for an unknown worker, or a crawl
+        that has no pages yet."""
+        from crawler import review
+        from crawler.review.selection import distributed_family, select_crawls
+
+        if opts.all_crawls:
+            if opts.worker is not None:
+                raise UsageError("--worker and --all-crawls exclude each other",
+                                 print_help=False)
+            return
+        runs = db.runs()
+        run = next((r for r in runs if r.id == flt.crawl_id), runs[-1] if runs else None)
+        if run is None or distributed_family(runs, run) is None:
+            if opts.worker is not None:
+                raise review.ReviewError("--worker narrows a distributed crawl; "
+                                         f"crawl {run.id if run else '-'} is not one")
+            return
+        if flt.crawl_id is not None and run.parent_id is not None and opts.worker is None:
+            return  # --crawl of one worker's row: that row, as asked
+        picked = select_crawls(db, flt.crawl_id, None, opts.worker)  # ReviewError: one line
+        flt.crawl_id, flt.crawl_ids = None, tuple(picked.crawl_ids)
+        print(picked.note.replace("report of", "drops of", 1), file=sys.stderr)
 
     def _pick_crawl(self, opts: argparse.Namespace, flt: review.DropFilter, latest: int | None,
                     drop_counts: Callable[[], Mapping[int, int]], where: str = "") -> bool:

@@ -24,11 +24,12 @@ class CrawlDB(PageReader):
         flt = flt or DropFilter()
         rows = self.drop_rows(reason=flt.reason, crawl_id=flt.crawl_id,
                               min_distance=flt.min_distance, max_distance=flt.max_distance,
-                              limit=flt.sql_limit())
+                              limit=flt.sql_limit(), crawl_ids=flt.crawl_ids)
         return apply_filter((DropRecord.from_row(row) for row in rows), flt)
 
-    def select(self, crawl_id: int | None = None, job: str | None = None) -> Selection:
+    def select(self, crawl_id: int | None = None, job: str | None = None,
+               worker: str | None = None) -> Selection:
         """The crawls a command reports: see :func:`crawler.review.selection.select_crawls`."""
         from crawler.review.selection import select_crawls
 
-        return select_crawls(self, crawl_id, job)
+        return select_crawls(self, crawl_id, job, worker)

@@ -101,12 +101,15 @@ class DropFilter:
     crawl_id: int | None = None
     since: datetime | None = None
     limit: int | None = None
+    crawl_ids: tuple[int, ...] | None = None  # any of these (a distributed crawl's workers)
 
     def matches(self, record: DropRecord) -> bool:
         """True when ``record`` passes every filter (``limit`` aside)."""
         if self.reason and record.reason != self.reason:
             return False
         if self.crawl_id is not None and record.crawl_id != self.crawl_id:
+            return False
+        if self.crawl_ids is not None and record.crawl_id not in self.crawl_ids:
             return False
         if not self._distance_ok(record.distance):
             return False

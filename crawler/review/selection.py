@@ -1,8 +1,12 @@
 """Which crawls a command reports: :func:`select_crawls` (``--crawl ID``, ``--job [JOB]`` or
-neither: the latest crawl) returns the ids and a one-line note for stderr.
+neither: the latest crawl; ``--worker W`` narrows a distributed crawl to one worker) returns
+the ids and a one-line note for stderr.
 
 A crawl resumed from ``JOBDIR`` records one ``crawls`` row per run, tied by ``crawls.job``
-(revision 0007; a database not yet upgraded reads as having no jobs).
+(revision 0007; a database not yet upgraded reads as having no jobs). A distributed crawl
+records one row per worker and one ``distributed`` row for the whole crawl, all tied by
+``crawls.job`` (the crawl's id) and ``parent_id`` (revision 0010): it is reported whole by
+default, its workers' pages as one (:func:`distributed_family`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from crawler.storage import ReviewError, Run
+from crawler.vocab import DISTRIBUTED
 
 if TYPE_CHECKING:
     from crawler.review.crawldb import CrawlDB
@@ -25,6 +30,7 @@ class Selection:
     crawl_ids: list[int]
     note: str
     job: str | None = None
+    distributed: int | None = None  # the distributed crawl's own row, when reporting it whole
 
     @property
     def report_arg(self) -> int | list[int]:
@@ -33,13 +39,26 @@ class Selection:
 
     @property
     def label(self) -> str:
+        if self.distributed is not None:
+            return (f"distributed crawl {self.job} (crawl {self.distributed}: "
+                    f"{_workers_phrase(len(self.crawl_ids))})")
         if self.job is None:
             return f"crawl {self.crawl_ids[0]}"
         return f"job {self.job} ({_crawls_phrase(self.crawl_ids)})"
 
 
+def distributed_family(runs: list[Run], run: Run) -> tuple[Run, list[Run]] | None:
+    """The ``distributed`` row and the worker rows (oldest first) of the distributed crawl
+    ``run`` belongs to (its own row or one of its workers'); None for any other crawl."""
+    by_id = {r.id: r for r in runs}
+    parent = run if run.command == DISTRIBUTED else by_id.get(run.parent_id or -1)
+    if parent is None:
+        return None
+    return parent, [r for r in runs if r.parent_id == parent.id]
+
+
 def select_crawls(db: CrawlDB, crawl_id: int | None = None,
-                  job: str | None = None) -> Selection:
+                  job: str | None = None, worker: str | None = None) -> Selection:
     """The crawls to report for ``--crawl ID``, ``--job [ID]`` or neither.
 
     * neither: the latest crawl; the note says so, and when that crawl is one run of a JOBDIR
@@ -57,20 +76,81 @@ def select_crawls(db: CrawlDB, crawl_id: int | None = None,
     if not runs:
         raise ReviewError(f"database {db.masked_url} records no crawl")
     if job is not None:
+        if worker is not None:
+            raise ReviewError("--worker narrows a distributed crawl picked by --crawl (or the "
+                              "latest); give --crawl ID instead of --job")
         return _select_job(db, runs, job)
-    return _select_crawl(db, runs, crawl_id)
+    return _select_crawl(db, runs, crawl_id, worker)
 
 
-def _select_crawl(db: CrawlDB, runs: list[Run], crawl_id: int | None) -> Selection:
+def _select_crawl(db: CrawlDB, runs: list[Run], crawl_id: int | None,
+                  worker: str | None = None) -> Selection:
     by_id = {run.id: run for run in runs}
     latest = runs[-1].id
     if crawl_id is not None and crawl_id not in by_id:
         db.crawl(crawl_id)  # raises: unknown crawl, naming those that exist
     run = by_id[latest if crawl_id is None else crawl_id]
+    family = distributed_family(runs, run)
+    if family is not None and (worker is not None or crawl_id is None
+                               or run.command == DISTRIBUTED):
+        return _select_distributed(db, runs, family, worker, crawl_id)
+    if worker is not None:
+        raise ReviewError(f"--worker narrows a distributed crawl, and crawl {run.id} is not "
+                          "one (nor part of one)")
+    if family is not None:  # --crawl ID of one worker's row
+        parent = family[0]
+        if not db.has_pages(run.id):
+            raise ReviewError(f"crawl {run.id} (worker {run.worker} of distributed crawl "
+                              f"{parent.job}) stored and dropped nothing; --crawl {parent.id} "
+                              "reports the whole crawl")
+        return Selection([run.id], f"report of crawl {run.id} (as asked: worker {run.worker} "
+                         f"of distributed crawl {parent.job}); --crawl {parent.id} for the "
+                         "whole crawl")
     siblings = [r.id for r in runs if run.job is not None and r.job == run.job]
     if not db.has_pages(run.id):
         raise ReviewError(empty_crawl_message(db, runs, run, siblings))
     return Selection([run.id], _crawl_note(run, runs, crawl_id, siblings))
+
+
+def _select_distributed(db: CrawlDB, runs: list[Run], family: tuple[Run, list[Run]],
+                        worker: str | None, crawl_id: int | None) -> Selection:
+    """A distributed crawl whole (its workers' rows as one), or one worker's row."""
+    parent, workers = family
+    key = parent.job
+    if worker is not None:
+        run = _find_worker(workers, worker, key)
+        if not db.has_pages(run.id):
+            raise ReviewError(f"worker {run.worker} of distributed crawl {key} (crawl {run.id}) "
+                              "stored and dropped nothing; leave --worker out for the whole "
+                              "crawl")
+        return Selection([run.id], f"report of worker {run.worker} of distributed crawl {key} "
+                         f"(crawl {run.id}); without --worker: the whole crawl (crawl "
+                         f"{parent.id})")
+    ids = [r.id for r in workers]
+    if not any(db.has_pages(i) for i in ids):
+        raise ReviewError(f"distributed crawl {key} (crawl {parent.id}, "
+                          f"{_workers_phrase(len(ids))}) has no pages yet"
+                          f"{_pages_hint(db, runs)}")
+    how = "the latest crawl" if crawl_id is None else "as asked"
+    note = (f"report of distributed crawl {key} ({how}: crawl {parent.id}, "
+            f"{_workers_phrase(len(ids))}: {_crawls_phrase(ids)} as one); --worker ID for one "
+            "worker")
+    return Selection(ids, note, key, distributed=parent.id)
+
+
+def _find_worker(workers: list[Run], wanted: str, key: str | None) -> Run:
+    """The worker row named by its membership id, a unique part of it, or its crawl id."""
+    exact = [r for r in workers if r.worker == wanted or str(r.id) == wanted]
+    found = exact or [r for r in workers if r.worker and wanted in r.worker]
+    if len(found) == 1:
+        return found[0]
+    names = ", ".join(f"{r.worker} (crawl {r.id})" for r in workers) or "none"
+    why = "matches several" if found else "matches none"
+    raise ReviewError(f"--worker {wanted!r} {why} of distributed crawl {key}'s workers: {names}")
+
+
+def _workers_phrase(count: int) -> str:
+    return f"{count} worker{'s' if count != 1 else ''}"
 
 
 def _crawl_note(run: Run, runs: list[Run], crawl_id: int | None, siblings: list[int]) -> str:
@@ -95,7 +175,7 @@ def _select_job(db: CrawlDB, runs: list[Run], job: str) -> Selection:
         if not jobs:
             raise ReviewError(_no_jobs_message(db, runs))
         job, how = jobs[-1], f"job {jobs[-1]} (the latest job)"
-    ids = [run.id for run in runs if run.job == job]
+    ids = [run.id for run in runs if run.job == job and run.command != DISTRIBUTED]
     if not ids:
         known = ", ".join(dict.fromkeys(reversed(jobs))) if jobs else "none"
         raise ReviewError(f"unknown job {job!r} in {db.masked_url} (jobs, newest first: "

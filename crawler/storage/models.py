@@ -3,7 +3,8 @@
 ``documents`` (one row per kept page), ``dropped`` (one row per page dropped as a duplicate),
 ``crawls`` (one row per crawl, with the order-free fingerprints of what it stored),
 ``crawl_documents`` (the pages each crawl stored: what those fingerprints are sums of) and
-``redis_generations`` (how far a distributed crawl's Redis had got, revision 0009). The
+``redis_generations`` (how far a distributed crawl's Redis had got, revision 0009); a
+distributed crawl's ``crawls`` rows are tied by ``job``, ``worker`` and ``parent_id`` (0010). The
 schema itself is versioned by the alembic revisions of :mod:`crawler.storage.migrations`.
 """
 
@@ -49,6 +50,11 @@ class Crawl(Base):
     command: Mapped[str | None] = mapped_column(sa.String(16))
     # revision 0008: when the settle step last re-decided this crawl's groups (crawler.settle)
     settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # revision 0010: a distributed crawl (``job`` = its id) has one ``distributed`` row for the
+    # whole crawl and one row per worker (``worker`` = its membership id, ``parent_id`` = the
+    # ``distributed`` row)
+    worker: Mapped[str | None] = mapped_column(sa.String(255))
+    parent_id: Mapped[int | None] = mapped_column(sa.BigInteger, index=True)
     # order-free fingerprints of what the crawl stored (crawler.setfp; revision 0005), kept
     # up to date in each batch's transaction from ``crawl_documents``
     url_fingerprint: Mapped[str] = mapped_column(sa.String(32), default=ZERO_HEX,
@@ -59,6 +65,12 @@ class Crawl(Base):
     content_count: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
     page_fingerprint: Mapped[str] = mapped_column(sa.String(32), default=ZERO_HEX,
                                                   server_default=ZERO_HEX)
+
+    __table_args__ = (
+        sa.Index("ux_crawls_distributed_job", "job", unique=True,
+                 postgresql_where=sa.text("command = 'distributed'"),
+                 sqlite_where=sa.text("command = 'distributed'")),
+    )
 
     def sets(self) -> CrawlSets:
         """The recorded fingerprints (:class:`crawler.setfp.CrawlSets`)."""

@@ -3,7 +3,7 @@ rows ``scrapy dropped`` lists, one page by any of its URLs, and what a report is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,14 +17,18 @@ class PageReader(CrawlReader):
 
     def drop_rows(self, *, reason: str | None = None, crawl_id: int | None = None,
                   min_distance: int | None = None, max_distance: int | None = None,
-                  limit: int | None = None) -> list[dict[str, Any]]:
-        """``dropped`` rows matching every given filter, newest first (at most ``limit``)."""
+                  limit: int | None = None,
+                  crawl_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """``dropped`` rows matching every given filter, newest first (at most ``limit``);
+        ``crawl_ids``: of any of these crawls (a distributed crawl's workers)."""
         t = self.dropped_table
         query = sa.select(t)
         if reason:
             query = query.where(t.c.reason == reason)
         if crawl_id is not None:
             query = query.where(t.c.crawl_id == crawl_id)
+        if crawl_ids is not None:
+            query = query.where(t.c.crawl_id.in_(list(crawl_ids)))
         if min_distance is not None:
             query = query.where(t.c.distance >= min_distance)
         if max_distance is not None:

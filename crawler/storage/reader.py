@@ -39,8 +39,10 @@ class Run:
     """One ``crawls`` row as the selection of crawls sees it."""
 
     id: int
-    job: str | None  # JOBDIR job id (revision 0007); None without JOBDIR or before 0007
-    command: str | None  # "crawl" | "parse"; None before revision 0007
+    job: str | None  # JOBDIR job id (revision 0007) or distributed crawl id; None without
+    command: str | None  # "crawl" | "parse" | "distributed"; None before revision 0007
+    worker: str | None = None  # a distributed worker's membership id (revision 0010)
+    parent_id: int | None = None  # a distributed worker's crawl's own row (revision 0010)
 
 
 def resolve_db_url(value: str, known: Iterable[str | None] = ()) -> str:
@@ -240,9 +242,10 @@ class CrawlReader(ReaderBase):
         if self.crawls is None:
             return []
         c = self.crawls.c
-        rows = self._rows(sa.select(c.id, *self._optional(self.crawls, "job", "command"))
-                          .order_by(c.id))
-        return [Run(row["id"], row.get("job"), row.get("command")) for row in rows]
+        optional = self._optional(self.crawls, "job", "command", "worker", "parent_id")
+        rows = self._rows(sa.select(c.id, *optional).order_by(c.id))
+        return [Run(row["id"], row.get("job"), row.get("command"), row.get("worker"),
+                    row.get("parent_id")) for row in rows]
 
     def records_jobs(self) -> bool:
         """False when the schema predates jobs (no ``crawls.job`` column)."""

@@ -30,21 +30,42 @@ class SetsSide(StoreBase):
         batches of one crawl at once wait only for each other's last statement. A crawl's rows
         are read only by statements that lock them (insert, ``FOR UPDATE``, delete returning),
         so two transactions never both count one page.
+
+        A worker's row of a distributed crawl (revision 0010) has a parent, the row of the whole
+        crawl: every change to the worker's rows is made to the parent's too, in the same
+        transaction, so the parent's fingerprints are those of everything the crawl stored
+        (the parent's id is the smaller, so it is locked first by every worker).
         """
+        ids = {int(row["crawl_id"]) for row in stored if row.get("crawl_id") is not None}
+        parents = self._parents(conn, ids | {crawl_id for crawl_id, _ in removed})
         pages: dict[int, dict[str, str | None]] = {}
         for row in stored:
             if row.get("crawl_id") is not None:
-                pages.setdefault(int(row["crawl_id"]), {})[row["canonical_url"]] = \
-                    row["content_hash"]
+                crawl_id = int(row["crawl_id"])
+                for owner in (crawl_id, parents.get(crawl_id)):  # a worker's, and its crawl's
+                    if owner is not None:
+                        pages.setdefault(owner, {})[row["canonical_url"]] = row["content_hash"]
         changes = {crawl_id: self._join_crawl(conn, crawl_id, members)
-                   for crawl_id, members in pages.items()}
+                   for crawl_id, members in sorted(pages.items())}
         for crawl_id, canonical in removed:
-            change = self._leave_crawl(conn, crawl_id, canonical)
-            if change is not None:
-                changes[crawl_id] = changes.get(crawl_id, CrawlSets()) + change
+            for owner in (crawl_id, parents.get(crawl_id)):
+                change = None if owner is None else self._leave_crawl(conn, owner, canonical)
+                if owner is not None and change is not None:
+                    changes[owner] = changes.get(owner, CrawlSets()) + change
         for crawl_id in sorted(changes):  # one lock order for every writer
             if changes[crawl_id]:
                 self._add_to_crawl(conn, crawl_id, changes[crawl_id])
+
+    def _parents(self, conn: sa.Connection, crawl_ids: set[int]) -> dict[int, int]:
+        """``crawl id -> parent id`` of those of ``crawl_ids`` that are a distributed
+        crawl's workers (a row's parent never changes: remembered per store)."""
+        known: dict[int, int | None] = self.__dict__.setdefault("_parent_of", {})
+        missing = sorted(i for i in crawl_ids if i not in known)
+        c = self.crawls_table
+        if missing:  # a batch names a handful of crawls
+            rows = conn.execute(sa.select(c.c.id, c.c.parent_id).where(c.c.id.in_(missing)))
+            known.update((int(i), None if p is None else int(p)) for i, p in rows)
+        return {i: p for i in crawl_ids if (p := known.get(i)) is not None}
 
     def _leave_crawl(self, conn: sa.Connection, crawl_id: int, canonical: str,
                      ) -> CrawlSets | None:

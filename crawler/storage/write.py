@@ -23,7 +23,7 @@ from crawler.storage.models import DOCUMENT_COLUMNS, DROPPED_COLUMNS, Crawl, Red
 from crawler.storage.rows import build_row, chunked
 from crawler.storage.sets import SetsSide
 from crawler.storage.types import Fingerprint64, to_signed64, utcnow
-from crawler.vocab import REPOINTED_RULE
+from crawler.vocab import DISTRIBUTED, REPOINTED_RULE
 
 logger = logging.getLogger(__name__)
 
@@ -99,17 +99,68 @@ class WriteSide(SetsSide):
     def start_crawl(
         self, spider: str, seeds: list[str] | None = None,
         settings: Mapping[str, Any] | None = None, *, job: str | None = None,
-        command: str | None = None,
+        command: str | None = None, worker: str | None = None,
     ) -> int:
         """Record a new crawl; returns its id. ``job``: the JOBDIR job id of the run (None
-        without JOBDIR); ``command``: ``"crawl"`` or ``"parse"``."""
+        without JOBDIR), or the distributed crawl's id; ``command``: ``"crawl"`` or
+        ``"parse"``; ``worker``: the membership id of a distributed worker, whose row is then
+        tied to the crawl's ``distributed`` row (created by the first worker to get here,
+        revision 0010)."""
         self.check()
+        now = utcnow()
         row = {"spider": spider, "seeds": jsonable(list(seeds or [])),
-               "settings": jsonable(dict(settings or {})), "started_at": utcnow(),
-               "job": job, "command": command}
+               "settings": jsonable(dict(settings or {})), "started_at": now,
+               "job": job, "command": command, "worker": worker}
         with self._errors("recording the crawl start"), self.engine.begin() as conn:
+            if worker is not None and job is not None:
+                row["parent_id"] = self._distributed_row(conn, job, {**row, "worker": None})
             result = conn.execute(sa.insert(Crawl).returning(Crawl.id), row)
             return int(result.scalar_one())
+
+    def _distributed_row(self, conn: sa.Connection, key: str, row: Mapping[str, Any]) -> int:
+        """The id of distributed crawl ``key``'s own row, inserted by the first worker to ask
+        (the partial unique index makes concurrent first workers agree)."""
+        insert = (postgresql.insert if self.backend == "postgresql" else sqlite.insert)(Crawl)
+        where = Crawl.command == DISTRIBUTED
+        conn.execute(insert.values({**row, "command": DISTRIBUTED})
+                     .on_conflict_do_nothing(index_elements=["job"], index_where=where))
+        found = conn.execute(sa.select(Crawl.id).where(Crawl.job == key, where)).scalar_one()
+        return int(found)
+
+    def close_worker_crawl(self, key: str, worker: str, reason: str) -> int:
+        """Close the row of distributed crawl ``key``'s ``worker`` if it is still open (a
+        worker that died: whoever reclaims it closes its row); returns the rows closed."""
+        self.check()
+        stmt = (sa.update(Crawl).where(Crawl.job == key, Crawl.worker == worker,
+                                       Crawl.finished_at.is_(None))
+                .values(finished_at=utcnow(), finish_reason=reason))
+        with self._errors("closing a dead worker's crawl"), self.engine.begin() as conn:
+            return int(conn.execute(stmt).rowcount or 0)
+
+    def finish_distributed(self, key: str, reason: str) -> int | None:
+        """Close distributed crawl ``key``'s own row: finish time, reason, and the sum of its
+        workers' numeric stats (plus ``workers``); returns its id (None: no such crawl). A
+        worker row still open is closed with ``reason`` too (its worker is gone: the crawl
+        is done)."""
+        self.check()
+        now = utcnow()
+        with self._errors("recording the crawl finish"), self.engine.begin() as conn:
+            parent = conn.execute(sa.select(Crawl.id).where(
+                Crawl.job == key, Crawl.command == DISTRIBUTED).with_for_update()).scalar()
+            if parent is None:
+                return None
+            rows = conn.execute(sa.select(Crawl.stats).where(Crawl.parent_id == parent)).all()
+            totals: dict[str, Any] = {"workers": len(rows)}
+            for (stats,) in rows:
+                for name, value in (stats or {}).items():
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        totals[name] = totals.get(name, 0) + value
+            conn.execute(sa.update(Crawl).where(Crawl.parent_id == parent,
+                                                Crawl.finished_at.is_(None))
+                         .values(finished_at=now, finish_reason=reason))
+            conn.execute(sa.update(Crawl).where(Crawl.id == parent).values(
+                finished_at=now, finish_reason=reason, stats=jsonable(totals)))
+            return int(parent)
 
     def finish_crawl(self, crawl_id: int, reason: str, stats: Mapping[str, Any]) -> None:
         """Record the finish time, reason and final stats (made JSON-safe) of a crawl."""

@@ -1,0 +1,205 @@
+"""A distributed crawl recorded as one crawl (issue 24, item 1; revision 0010).
+
+Every worker of one namespace records its own ``crawls`` row under the crawl's id (``job``)
+and a ``parent_id`` pointing at one ``distributed`` row for the whole crawl, whose set
+fingerprints are those of everything the crawl stored. The review commands report the crawl
+whole by default; ``--worker`` narrows to one worker.
+
+The storage tests run on SQLite and the real PostgreSQL, with the workers' batches committed
+in two different orders (the parent's record must not depend on which worker writes first).
+The end-to-end test runs real worker processes on the real Redis and PostgreSQL: three workers,
+one SIGKILLed mid-crawl, one joining late.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from crawler.review import CrawlDB, ReviewError
+from crawler.setfp import CrawlSets
+from crawler.storage import Store
+from crawler.storage.models import Crawl
+from crawler.vocab import DISTRIBUTED, RECLAIMED_REASON
+from tests.test_setfp import demotion, page
+from tests.test_storage import db_url, drop, pg_schema_url  # noqa: F401 (fixtures)
+
+KEY = "c20261204T120000-abc123"
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:  # noqa: F811
+    with Store(db_url) as s:
+        yield s
+
+
+def rows(store: Store) -> list[Crawl]:
+    return store.crawls()
+
+
+def test_workers_of_one_crawl_share_one_distributed_row(store: Store) -> None:
+    a = store.start_crawl("web", ["http://s/"], {"k": 3}, job=KEY, command="crawl",
+                          worker="h:1:aa")
+    b = store.start_crawl("web", ["http://s/"], {"k": 3}, job=KEY, command="crawl",
+                          worker="h:2:bb")
+    other = store.start_crawl("web", job="c-other", command="crawl", worker="h:3:cc")
+    alone = store.start_crawl("web", command="crawl")  # a single-process crawl: no parent
+    by_id = {c.id: c for c in rows(store)}
+    parents = [c for c in by_id.values() if c.command == DISTRIBUTED]
+    assert len(parents) == 2  # one per crawl id, however many workers
+    parent = next(c for c in parents if c.job == KEY)
+    assert parent.worker is None and parent.parent_id is None
+    assert (by_id[a].parent_id, by_id[b].parent_id) == (parent.id, parent.id)
+    assert (by_id[a].worker, by_id[b].job) == ("h:1:aa", KEY)
+    assert by_id[other].parent_id not in (None, parent.id)
+    assert by_id[alone].parent_id is None and by_id[alone].job is None
+
+
+@pytest.mark.parametrize("order", ["a_first", "b_first"])
+def test_the_crawls_row_records_what_every_worker_stored(store: Store, order: str) -> None:
+    a = store.start_crawl("web", job=KEY, command="crawl", worker="h:1:aa")
+    b = store.start_crawl("web", job=KEY, command="crawl", worker="h:2:bb")
+    parent = next(c.id for c in rows(store) if c.command == DISTRIBUTED)
+    batches = {
+        "a": ([page("http://a/1", a, "h1"), page("http://a/2", a, "h2")], [], []),
+        # b stores its own pages, then demotes a page a stored (a preferred twin came to b)
+        "b": ([page("http://b/1", b, "h3"), page("http://b/2", b, "h4")], [],
+              [demotion("http://a/2", b)]),
+    }
+    for name in (("a", "b") if order == "a_first" else ("b", "a")):
+        documents, drops, demotions = batches[name]
+        store.write_batch(documents, drops, demotions)
+    recorded = store.crawl_sets(parent)
+    if order == "a_first":  # a/2 was stored, then demoted by b: it left the crawl
+        expected = [("http://a/1", "h1"), ("http://b/1", "h3"), ("http://b/2", "h4")]
+    else:  # b's demotion found nothing stored yet; a stored a/2 after
+        expected = [("http://a/1", "h1"), ("http://a/2", "h2"), ("http://b/1", "h3"),
+                    ("http://b/2", "h4")]
+    assert recorded == store.recount_sets(parent) == CrawlSets.of(expected)
+    assert recorded == CrawlSets.of(sorted(_documents(store)))  # what storage holds now
+    # each worker's own record is its own pages (what --worker reports)
+    assert store.crawl_sets(a) == store.recount_sets(a)
+    assert store.crawl_sets(b) == CrawlSets.of([("http://b/1", "h3"), ("http://b/2", "h4")])
+
+
+def test_two_crawls_stored_the_same_when_their_workers_split_it_differently(store) -> None:
+    pages = [(f"http://s/{i}", f"h{i}") for i in range(12)]
+    totals = []
+    for key, split in (("c-one", 4), ("c-two", 9)):
+        w1 = store.start_crawl("web", job=key, command="crawl", worker=f"{key}:1")
+        w2 = store.start_crawl("web", job=key, command="crawl", worker=f"{key}:2")
+        store.write_batch([page(u, w1, h) for u, h in pages[:split]], [])
+        store.write_batch([page(u, w2, h) for u, h in pages[split:]], [])
+        parent = next(c.id for c in rows(store) if c.command == DISTRIBUTED and c.job == key)
+        totals.append(store.crawl_sets(parent))
+    assert totals[0] == totals[1] == CrawlSets.of(pages)  # crawldiff's O(1) verdict: same
+
+
+def test_the_last_worker_out_closes_the_crawl_with_summed_stats(store: Store) -> None:
+    a = store.start_crawl("web", job=KEY, command="crawl", worker="h:1:aa")
+    b = store.start_crawl("web", job=KEY, command="crawl", worker="h:2:bb")
+    c = store.start_crawl("web", job=KEY, command="crawl", worker="h:3:cc")
+    store.finish_crawl(a, "finished", {"item_scraped_count": 5, "finish_reason": "finished"})
+    assert store.close_worker_crawl(KEY, "h:2:bb", RECLAIMED_REASON) == 1  # it died
+    assert store.close_worker_crawl(KEY, "h:2:bb", RECLAIMED_REASON) == 0  # closed once
+    store.finish_crawl(c, "finished", {"item_scraped_count": 7, "elapsed": 1.5})
+    parent = store.finish_distributed(KEY, "finished")
+    by_id = {r.id: r for r in rows(store)}
+    assert by_id[b].finish_reason == RECLAIMED_REASON and by_id[b].finished_at is not None
+    assert by_id[parent].finish_reason == "finished" and by_id[parent].finished_at is not None
+    assert by_id[parent].stats["item_scraped_count"] == 12
+    assert by_id[parent].stats["workers"] == 3
+    assert store.finish_distributed("c-unknown", "finished") is None
+
+
+def _documents(store: Store) -> list[tuple[str, str | None]]:
+    with store.engine.connect() as conn:
+        return [(u, h) for u, h in conn.execute(
+            sa.text("SELECT canonical_url, content_hash FROM documents"))]
+
+
+def _two_worker_crawl(store: Store) -> tuple[int, int, int]:
+    a = store.start_crawl("web", job=KEY, command="crawl", worker="host1:11:aa")
+    b = store.start_crawl("web", job=KEY, command="crawl", worker="host2:22:bb")
+    store.write_batch([page("http://a/1", a, "h1")], [drop("http://a/1-copy", crawl_id=a)])
+    store.write_batch([page("http://b/1", b, "h2")],
+                      [drop("http://b/1-copy", crawl_id=b), drop("http://b/2-copy", crawl_id=b)])
+    parent = next(c.id for c in rows(store) if c.command == DISTRIBUTED)
+    return parent, a, b
+
+
+def test_review_selects_the_whole_distributed_crawl_by_default(store: Store) -> None:
+    parent, a, b = _two_worker_crawl(store)
+    with CrawlDB.open(store.url) as db:
+        whole = db.select()
+        assert whole.crawl_ids == [a, b] and whole.distributed == parent
+        assert KEY in whole.note and "--worker" in whole.note
+        assert db.select(parent).crawl_ids == [a, b]  # --crawl of the crawl's own row
+        assert db.select(b).crawl_ids == [b]  # --crawl of one worker's row: that worker
+        assert db.select(worker="host2").crawl_ids == [b]  # a unique part of its id
+        assert db.select(worker=str(a)).crawl_ids == [a]  # or its row's id
+        assert db.select(job=KEY).crawl_ids == [a, b]  # the crawl id as a job: its workers
+        with pytest.raises(ReviewError, match="matches several"):
+            db.select(worker="host")
+        with pytest.raises(ReviewError, match="matches none"):
+            db.select(worker="nobody")
+        flt_rows = db.dropped(_filter(crawl_ids=(a, b)))
+        assert len(flt_rows) == 3
+        assert {r.crawl_id for r in db.dropped(_filter(crawl_ids=(b,)))} == {b}
+    alone = store.start_crawl("web", command="crawl")  # a later single-process crawl
+    store.write_batch([page("http://x/1", alone, "h9")], [])
+    with CrawlDB.open(store.url) as db:
+        assert db.select().crawl_ids == [alone]
+        with pytest.raises(ReviewError, match="not one"):
+            db.select(worker="host1")
+        assert db.select(worker="host1", crawl_id=parent).crawl_ids == [a]
+
+
+def _filter(**kwargs):
+    from crawler.review import DropFilter
+
+    return DropFilter(**kwargs)
+
+
+def _scrapy(*args: str, cwd) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "scrapy", *args], capture_output=True,
+                          text=True, timeout=120, cwd=cwd)
+
+
+def test_the_commands_report_the_whole_crawl_and_narrow_to_a_worker(tmp_path) -> None:
+    db = tmp_path / "crawl.db"
+    with Store(f"sqlite:///{db}") as store:
+        parent, a, _ = _two_worker_crawl(store)
+    root = _root()
+    out = _scrapy("dropped", "--db", str(db), "--format", "json", cwd=root)
+    assert out.returncode == 0, out.stderr
+    listed = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    assert len(listed) == 3 and f"distributed crawl {KEY}" in out.stderr
+    one = _scrapy("dropped", "--db", str(db), "--format", "json", "--worker", "host2", cwd=root)
+    assert one.returncode == 0, one.stderr
+    assert sorted(json.loads(x)["url"] for x in one.stdout.splitlines() if x.strip()) == [
+        "http://b/1-copy", "http://b/2-copy"]
+    bad = _scrapy("dropped", "--db", str(db), "--worker", "nobody", cwd=root)
+    assert bad.returncode == 1 and not bad.stdout.strip()
+    assert bad.stderr.count("\n") == 1 and "matches none" in bad.stderr  # one line
+    report = _scrapy("dedupreport", "--db", str(db), "--format", "json", "-o", "-", cwd=root)
+    assert report.returncode == 0, report.stderr
+    totals = json.loads(report.stdout)["totals"]
+    assert (totals["pages"], totals["dropped"]) == (5, 3)  # 2 stored, 3 dropped
+    diff = _scrapy("crawldiff", "latest", str(parent), "--db", str(db), cwd=root)
+    assert diff.returncode == 0, diff.stdout + diff.stderr  # latest: the crawl's own row
+    assert f"A: crawl {parent} " in diff.stdout
+    worker_diff = _scrapy("crawldiff", str(a), str(parent), "--db", str(db), cwd=root)
+    assert worker_diff.returncode == 1  # one worker stored part of the crawl
+
+
+def _root():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[1]
+
