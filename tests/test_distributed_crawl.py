@@ -203,3 +203,105 @@ def _root():
 
     return Path(__file__).resolve().parents[1]
 
+
+
+# --- end to end: real workers on the real Redis and PostgreSQL ----------------------------------
+
+
+@pytest.fixture
+def services(redis_url, pg_url):
+    return {"redis_url": redis_url, "pg_url": pg_url}
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.parametrize("kill", [True, False], ids=["one_killed", "none_killed"])
+def test_three_workers_and_a_late_joiner_are_one_crawl(services, tmp_path, kill):
+    """One ``distributed`` row for the crawl, one row per worker under it (the joiner's too),
+    every row closed (a killed worker's by the worker that reclaimed it), the crawl's record
+    equal to what storage holds, and the commands' defaults report the whole crawl."""
+    from bench.cluster import cluster_on, four_sites, outcome, wait_for_hits
+    from crawler.backends.redis import connect
+    from crawler.siteserver import serve_web
+
+    with serve_web(four_sites()) as servers, cluster_on(servers, tmp_path, **services) as cluster:
+        cluster.delay = 0.1  # long enough that the joiner joins a crawl still running
+        first = [cluster.start() for _ in range(3)]
+        wait_for_hits(servers, 0.25)
+        members = {cluster.member_id(w): w for w in first}
+        key = connect(cluster.redis_url).hget(f"{cluster.base}:meta", "crawl").decode()
+        victim = cluster.busiest() if kill else None
+        if victim is not None:
+            cluster.kill(victim)
+        joiner = cluster.start()
+        members[cluster.member_id(joiner)] = joiner
+        cluster.wait()
+        for worker in cluster.workers:
+            assert worker.killed or worker.proc.returncode == 0, worker.log[-3000:]
+        figures = outcome(cluster, servers)
+        assert figures["pages_unfetched"] == figures["pages_undecided"] == 0, figures
+        with Store(cluster.storage_url, create=False) as store:
+            crawls = store.crawls()
+            documents = _documents(store)
+            with store.engine.connect() as conn:
+                drops = dict(conn.execute(sa.text(
+                    "SELECT crawl_id, count(*) FROM dropped GROUP BY crawl_id")).all())
+        parents = [c for c in crawls if c.command == DISTRIBUTED]
+        assert len(parents) == 1 and parents[0].job == key
+        parent = parents[0]
+        workers = [c for c in crawls if c.parent_id == parent.id]
+        assert len(crawls) == 1 + len(workers)  # nothing else was recorded
+        assert {c.worker for c in workers} == set(members)  # every worker, the joiner too
+        assert all(c.job == key and c.finished_at is not None for c in workers)
+        for row in workers:
+            expected = RECLAIMED_REASON if members[row.worker] is victim else "finished"
+            assert row.finish_reason == expected, (row.worker, row.finish_reason)
+        assert parent.finish_reason == "finished" and parent.finished_at is not None
+        assert parent.stats["workers"] == len(workers)
+        assert parent.sets() == CrawlSets.of(documents)  # the crawl's record = storage
+        assert parent.sets().urls.count == len(documents) > 100
+        # the commands' defaults: the whole crawl
+        env_db = cluster.storage_url
+        out = _scrapy("dropped", "--db", env_db, "--format", "json", cwd=_root())
+        assert out.returncode == 0, out.stderr
+        assert len(out.stdout.splitlines()) == sum(drops.values()) > 0
+        assert f"distributed crawl {key}" in out.stderr
+        joiner_row = next(c for c in workers if members[c.worker] is joiner)
+        one = _scrapy("dropped", "--db", env_db, "--format", "json", "--worker",
+                      joiner_row.worker, cwd=_root())
+        assert one.returncode == 0, one.stderr
+        assert len(one.stdout.splitlines()) == drops.get(joiner_row.id, 0)
+        diff = _scrapy("crawldiff", "latest", str(parent.id), "--db", env_db, cwd=_root())
+        assert diff.returncode == 0, diff.stdout + diff.stderr
+
+
+def test_export_writes_the_whole_crawl_or_one_worker_as_a_feed(tmp_path) -> None:
+    """``scrapy export``: the crawl's stored set from storage, in the feed's schema; a
+    distributed crawl whole by default, one worker with --worker, JSON Lines or CSV."""
+    import csv
+
+    db = tmp_path / "crawl.db"
+    with Store(f"sqlite:///{db}") as store:
+        _, a, b = _two_worker_crawl(store)
+        store.write_batch([page("http://a/2", a, "h5", simhash=2**63 + 5)], [])
+    root = _root()
+    out = tmp_path / "pages.jsonl"
+    done = _scrapy("export", "--db", str(db), "-o", str(out), cwd=root)
+    assert done.returncode == 0, done.stderr
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(i["url"] for i in items) == ["http://a/1", "http://a/2", "http://b/1"]
+    assert f"distributed crawl {KEY}" in done.stderr and "3 stored pages" in done.stderr
+    high = next(i for i in items if i["url"] == "http://a/2")
+    assert high["simhash"] == format(2**63 + 5, "016x") and high["content_hash"] == "h5"
+    from crawler.items import EXPORT_FIELDS
+
+    assert all(list(i) == list(EXPORT_FIELDS) for i in items)
+    assert not list(tmp_path.glob("*.tmp"))  # written to a temp file, renamed
+    one = tmp_path / "b.csv"
+    done = _scrapy("export", "--db", str(db), "-o", str(one), "--worker", "host2", cwd=root)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(one.open()))
+    assert [r["url"] for r in rows] == ["http://b/1"] and b
+    bad = _scrapy("export", "--db", str(tmp_path / "missing.db"), "-o", "-", cwd=root)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "missing.db" in bad.stderr

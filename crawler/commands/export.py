@@ -1,0 +1,201 @@
+"""``scrapy export``: the pages a crawl stored, as a feed written from storage.
+
+::
+
+    scrapy export -o pages.jsonl [--db URL] [--crawl ID | --job [JOB]] [--worker ID]
+                  [--format jsonlines|json|csv|xml]
+
+A feed given to ``scrapy crawl`` (``-o``, ``FEEDS``) is written by the process that crawls: in
+a distributed crawl every worker writes its own part, and a page the settle step stores again
+after the crawl never reaches it. This command writes the crawl's stored set instead, read
+from storage when it is over: the pages the crawl stored (its ``crawl_documents`` rows, the
+set its fingerprints are sums of), each as its ``documents`` row holds it now, with the feed's
+fields (:data:`crawler.items.EXPORT_FIELDS`; SimHash as 16 hex digits, times ISO 8601 UTC).
+
+Which crawl, as ``dedupreport`` picks it (:func:`crawler.review.select_crawls`): the latest,
+a distributed crawl whole (its own row's set), ``--worker`` one worker of it, ``--crawl ID``,
+``--job`` the runs of a JOBDIR job. The format follows ``--format``, else the file's
+extension (``.jsonl``/``.jl`` JSON Lines, ``.json``, ``.csv``, ``.xml``), else JSON Lines.
+Rows are streamed (the file is written to a temp file, then renamed: a reader never sees half
+a feed); ``-o -`` writes to stdout. The line on stderr says what was picked and how many
+pages were written.
+
+Exit status 1 when the database is missing or empty or the crawl has no pages; 2 for bad
+options.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from crawler.console import quiet_stdout, with_safe_output
+
+if TYPE_CHECKING:
+    import argparse
+
+    import sqlalchemy as sa
+
+    from crawler.review import CrawlDB
+
+FORMATS = {".jsonl": "jsonlines", ".jl": "jsonlines", ".json": "json", ".csv": "csv",
+           ".xml": "xml"}
+EXPORTERS = {"jsonlines": "JsonLinesItemExporter", "json": "JsonItemExporter",
+             "csv": "CsvItemExporter", "xml": "XmlItemExporter"}
+BATCH = 1000  # rows fetched at a time
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return ("-o FILE [--db URL] [--crawl ID | --job [JOB]] [--worker ID] "
+                "[--format jsonlines|json|csv|xml]")
+
+    def short_desc(self) -> str:
+        return "Write the pages a crawl stored (a distributed crawl whole) as a feed"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        group = parser.add_argument_group("Export")
+        group.add_argument("-o", "--output", metavar="FILE", required=True,
+                           help="the feed file ('-': stdout)")
+        group.add_argument("--db", metavar="URL", help="crawl database (default STORAGE_URL)")
+        group.add_argument("--crawl", type=int, metavar="ID", help="crawl id (default: latest)")
+        group.add_argument("--job", nargs="?", const="", metavar="JOB",
+                           help="every run of a JOBDIR job as one (default JOB: the latest)")
+        group.add_argument("--worker", metavar="ID", help="one worker of a distributed crawl")
+        group.add_argument("--format", choices=sorted(EXPORTERS),
+                           help="default: from the file's extension, else jsonlines")
+
+    @with_safe_output
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if args:
+            raise UsageError(f"unexpected argument {args[0]!r}", print_help=False)
+        if opts.crawl is not None and opts.job is not None:
+            raise UsageError("--crawl and --job each pick the crawls to export; give one",
+                             print_help=False)
+        from crawler import review
+
+        assert self.settings is not None
+        fmt = opts.format or FORMATS.get(Path(opts.output).suffix.lower(), "jsonlines")
+        db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
+        try:
+            with review.CrawlDB.open(db_url, [self.settings.get("STORAGE_URL")]) as db:
+                db.require_content()
+                job = review.LATEST_JOB if opts.job == "" else opts.job
+                picked = db.select(opts.crawl, job, opts.worker)
+                print(picked.note.replace("report of", "export of", 1), file=sys.stderr)
+                owners = [picked.distributed] if picked.distributed else picked.crawl_ids
+                with _target(opts.output) as out:
+                    count = write_feed(db, owners, fmt, out)
+        except review.ReviewError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
+        except BrokenPipeError:
+            quiet_stdout()
+            return
+        except OSError as exc:
+            print(f"error: cannot write {opts.output}: {exc.strerror or exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
+        where = "stdout" if opts.output == "-" else opts.output
+        print(f"wrote {where}: {count} stored pages of {picked.label} ({fmt})", file=sys.stderr)
+
+
+@contextmanager
+def _target(output: str) -> Iterator[IO[bytes]]:
+    """A binary stream to write to: stdout, or a temp file renamed over ``output`` once
+    complete (removed on any error)."""
+    if output == "-":
+        yield sys.stdout.buffer
+        sys.stdout.flush()
+        return
+    path = Path(output)
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "xb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_feed(db: CrawlDB, owners: list[int], fmt: str, out: IO[bytes]) -> int:
+    """Export the stored pages of crawls ``owners`` (their ``crawl_documents`` rows; the
+    ``documents`` rows of those crawls in a database older than revision 0005) to ``out``;
+    returns how many."""
+    from scrapy import exporters
+
+    from crawler.items import EXPORT_FIELDS
+
+    exporter = getattr(exporters, EXPORTERS[fmt])(out, fields_to_export=list(EXPORT_FIELDS))
+    exporter.start_exporting()
+    count = 0
+    for row in _stored_rows(db, owners):
+        exporter.export_item(feed_item(row))
+        count += 1
+    exporter.finish_exporting()
+    return count
+
+
+def feed_item(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``documents`` row in the feed's schema (what ``scrapy crawl -o`` writes)."""
+    from crawler.items import EXPORT_FIELDS
+    from crawler.simhash import to_hex
+
+    item = {name: row.get(name) for name in EXPORT_FIELDS}
+    if item["simhash"] is not None:
+        item["simhash"] = to_hex(int(item["simhash"]))
+    when = item["fetched_at"]
+    if when is not None and not isinstance(when, str):
+        item["fetched_at"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return item
+
+
+def _stored_rows(db: CrawlDB, owners: list[int]) -> Iterator[dict[str, Any]]:
+    import sqlalchemy as sa
+
+    from crawler.simhash import to_unsigned
+    from crawler.storage import ReviewError
+    from crawler.storage.engine import first_line
+
+    d = db.documents
+    members = _crawl_documents(db)
+    if members is not None:
+        wanted = sa.select(members.c.canonical_url).where(members.c.crawl_id.in_(owners))
+        query = sa.select(d).where(d.c.canonical_url.in_(wanted))
+    else:
+        query = sa.select(d).where(d.c.crawl_id.in_(owners))
+    query = query.order_by(d.c.id)
+    try:
+        with db.engine.connect() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=BATCH).execute(query)
+            for raw in result:
+                row = dict(raw._mapping)
+                if row.get("simhash") is not None:
+                    row["simhash"] = to_unsigned(int(row["simhash"]))
+                yield row
+    except sa.exc.SQLAlchemyError as exc:
+        raise ReviewError(f"query on {db.masked_url} failed: {first_line(exc)}") from None
+
+
+def _crawl_documents(db: CrawlDB) -> sa.Table | None:
+    import sqlalchemy as sa
+
+    if not sa.inspect(db.engine).has_table("crawl_documents"):
+        return None
+    return sa.Table("crawl_documents", sa.MetaData(), autoload_with=db.engine)
