@@ -6,6 +6,12 @@ one INFO line::
     Dedup progress: 1200 fetched, 1010 stored, dropped 61 exact + 93 near, 4120 duplicate URLs
     filtered, Bloom 0.04% full, 38.5 pages/s
 
+and in the distributed profile the whole crawl's figures after it, as this worker's last
+membership renewal read them (:func:`crawler.backends.clusterstats.totals`: no Redis call of
+its own)::
+
+    ...; whole crawl: 412 queued, 24 leased, 3 live workers, 3650 pages fetched
+
 When the spider closes, a summary block goes to the log and its numbers to the stats as
 ``dedup/summary/<name>`` (``pages_fetched``, ``pages_kept``, ``pages_stored``,
 ``exact_duplicate``, ``near_duplicate``, ``dropped``, ``duplicate_rate``, ``urls_filtered``,
@@ -20,7 +26,10 @@ the counts :class:`crawler.pipelines.drops.DropWriter` keeps for each drop it de
 the sum of ``dedup/distance/<d>``; ``dedup/demoted``: kept pages dropped later), and
 ``response_received_count``, ``item_scraped_count``, ``storage/documents``,
 ``dupefilter/filtered`` plus ``dedup/links_skipped_seen`` (links the spider skipped because the
-seen set already held them), ``dedup/bloom/fill_ratio`` and ``dedup/bloom/urls``/``capacity``.
+seen set already held them), ``dedup/bloom/fill_ratio`` and ``dedup/bloom/urls``/``capacity``
+(a Redis seen set, shared by the workers of a crawl, is read from Redis for the summary: the
+dupefilter refreshes those stats only at open, every minute and at its own close, which comes
+after the summary).
 
 A failure found while the crawl was already closing (:data:`crawler.closing.CLOSE_REASON_STAT`,
 e.g. ``droplog_error`` on the last drop log lines) becomes the ``finish_reason`` here: this
@@ -31,12 +40,14 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.utils.asyncio import create_looping_call
 
 from crawler import config, defaults
+from crawler.backends import backend_name
 from crawler.closing import CLOSE_REASON_STAT
 from crawler.pipelines.drops import DEMOTED_STAT
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
@@ -46,6 +57,8 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
+
+    from crawler.backends.clusterstats import CrawlTotals
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +77,14 @@ class DedupProgress:
     """Logs progress and the final summary, from the stats."""
 
     def __init__(self, stats: StatsCollector, interval: float = defaults.DEDUP_PROGRESS_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 cluster: Callable[[], CrawlTotals | None] | None = None,
+                 shared_bloom: Callable[[], dict[str, Any] | None] | None = None) -> None:
         self.stats = stats
         self.interval = interval
         self.clock = clock
+        self.cluster = cluster  # the whole crawl's figures (distributed profile), or None
+        self.shared_bloom = shared_bloom  # the Redis seen set's figures, read now, or None
         self.started = self.clock()
         self._last = (self.started, 0)
         self.task: Any = None
@@ -75,7 +92,13 @@ class DedupProgress:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupProgress:
         assert crawler.stats is not None
-        ext = cls(crawler.stats, interval_setting(crawler.settings))
+        shared = None
+        if backend_name(crawler.settings) == "redis":
+            from crawler.backends.clusterstats import shared_bloom
+
+            shared = partial(shared_bloom, crawler)
+        ext = cls(crawler.stats, interval_setting(crawler.settings), cluster=_cluster(crawler),
+                  shared_bloom=shared)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
@@ -93,11 +116,20 @@ class DedupProgress:
         if self.task is not None and self.task.running:
             self.task.stop()
         reason = self._finish_reason(reason)
+        self._read_shared_bloom()
         summary = self.summary()
         for name, value in summary.items():
             self.stats.set_value(SUMMARY_PREFIX + name, value)
         logger.info("Dedup summary (%s):\n%s", reason, self.format_summary(summary),
                     extra={"spider": spider})
+
+    def _read_shared_bloom(self) -> None:
+        """A Redis seen set is shared: its figures are read now, not taken from the stats, which
+        the dupefilter refreshes only at open, every minute and after this summary (issue 24: a
+        worker's summary said "0 URLs" while the stats it dumped said 342)."""
+        figures = self.shared_bloom() if self.shared_bloom is not None else None
+        for name, value in (figures or {}).items():
+            self.stats.set_value(f"dedup/bloom/{name}", value)
 
     def _finish_reason(self, reason: str) -> str:
         """``reason``, or the failure a component closed the crawl for while it was already
@@ -149,10 +181,17 @@ class DedupProgress:
         return int(stored) - int(self._stat("storage/demoted"))
 
     def log_progress(self, spider: Any = None) -> None:
-        logger.info(
-            "Dedup progress: %(fetched)d fetched, %(stored)d stored, dropped %(exact)d exact + "
-            "%(near)d near, %(filtered)d duplicate URLs filtered, Bloom %(fill).2f%% full, "
-            "%(rate).1f pages/s", self.progress(), extra={"spider": spider})
+        line = ("Dedup progress: %(fetched)d fetched, %(stored)d stored, dropped %(exact)d exact "
+                "+ %(near)d near, %(filtered)d duplicate URLs filtered, Bloom %(fill).2f%% full, "
+                "%(rate).1f pages/s")
+        values = self.progress()
+        totals = self.cluster() if self.cluster is not None else None
+        if totals is not None:  # as this worker's last membership renewal read them
+            line += ("; whole crawl: %(queued)d queued, %(leased)d leased, %(live)d live "
+                     "workers, %(pages)d pages fetched")
+            values.update(queued=totals.queued, leased=totals.leased, live=totals.live,
+                          pages=totals.pages)
+        logger.info(line, values, extra={"spider": spider})
 
     def summary(self) -> dict[str, Any]:
         """The final numbers (stored as ``dedup/summary/<name>``)."""
@@ -194,6 +233,18 @@ class DedupProgress:
             ("elapsed", f"{s['elapsed_seconds']:.1f} s ({s['pages_per_second']:.1f} pages/s)"),
         ]
         return "\n".join(f"  {label:<24}{value}" for label, value in rows)
+
+
+def _cluster(crawler: Crawler) -> Callable[[], CrawlTotals | None] | None:
+    """The whole crawl's figures of a distributed worker (:func:`crawler.backends.clusterstats.
+    totals`), None in any other profile."""
+    from crawler.backends.cluster import shared_scheduler
+
+    if backend_name(crawler.settings) != "redis" or not shared_scheduler(crawler.settings):
+        return None
+    from crawler.backends import clusterstats
+
+    return lambda: clusterstats.totals(crawler)
 
 
 def _distance_key(distance: str) -> tuple[int, str]:
