@@ -42,8 +42,6 @@ from crawler.console import quiet_stdout, with_safe_output
 if TYPE_CHECKING:
     import argparse
 
-    import sqlalchemy as sa
-
     from crawler.review import CrawlDB
 
 FORMATS = {".jsonl": "jsonlines", ".jl": "jsonlines", ".json": "json", ".csv": "csv",
@@ -145,7 +143,7 @@ def write_feed(db: CrawlDB, owners: list[int], fmt: str, out: IO[bytes]) -> int:
     exporter = getattr(exporters, EXPORTERS[fmt])(out, fields_to_export=list(EXPORT_FIELDS))
     exporter.start_exporting()
     count = 0
-    for row in _stored_rows(db, owners):
+    for row in db.stored_pages(owners, BATCH):
         exporter.export_item(feed_item(row))
         count += 1
     exporter.finish_exporting()
@@ -164,38 +162,3 @@ def feed_item(row: dict[str, Any]) -> dict[str, Any]:
     if when is not None and not isinstance(when, str):
         item["fetched_at"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
     return item
-
-
-def _stored_rows(db: CrawlDB, owners: list[int]) -> Iterator[dict[str, Any]]:
-    import sqlalchemy as sa
-
-    from crawler.simhash import to_unsigned
-    from crawler.storage import ReviewError
-    from crawler.storage.engine import first_line
-
-    d = db.documents
-    members = _crawl_documents(db)
-    if members is not None:
-        wanted = sa.select(members.c.canonical_url).where(members.c.crawl_id.in_(owners))
-        query = sa.select(d).where(d.c.canonical_url.in_(wanted))
-    else:
-        query = sa.select(d).where(d.c.crawl_id.in_(owners))
-    query = query.order_by(d.c.id)
-    try:
-        with db.engine.connect() as conn:
-            result = conn.execution_options(stream_results=True, yield_per=BATCH).execute(query)
-            for raw in result:
-                row = dict(raw._mapping)
-                if row.get("simhash") is not None:
-                    row["simhash"] = to_unsigned(int(row["simhash"]))
-                yield row
-    except sa.exc.SQLAlchemyError as exc:
-        raise ReviewError(f"query on {db.masked_url} failed: {first_line(exc)}") from None
-
-
-def _crawl_documents(db: CrawlDB) -> sa.Table | None:
-    import sqlalchemy as sa
-
-    if not sa.inspect(db.engine).has_table("crawl_documents"):
-        return None
-    return sa.Table("crawl_documents", sa.MetaData(), autoload_with=db.engine)

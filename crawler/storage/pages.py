@@ -3,12 +3,14 @@ rows ``scrapy dropped`` lists, one page by any of its URLs, and what a report is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
-from crawler.storage.reader import CrawlReader
+from crawler.simhash import to_unsigned
+from crawler.storage.engine import first_line
+from crawler.storage.reader import CrawlReader, ReviewError
 from crawler.storage.rows import chunked
 
 
@@ -36,6 +38,31 @@ class PageReader(CrawlReader):
         if limit is not None:
             query = query.limit(limit)
         return self._rows(query.order_by(t.c.dropped_at.desc(), t.c.id.desc()))
+
+    def stored_pages(self, crawl_ids: Sequence[int], batch: int = 1000,
+                     ) -> Iterator[dict[str, Any]]:
+        """The ``documents`` rows of the pages crawls ``crawl_ids`` stored (their
+        ``crawl_documents`` rows; their own ``documents`` rows in a database older than
+        revision 0005), oldest first, streamed ``batch`` rows at a time."""
+        d = self.documents
+        if sa.inspect(self.engine).has_table("crawl_documents"):
+            members = sa.Table("crawl_documents", sa.MetaData(), autoload_with=self.engine)
+            wanted = sa.select(members.c.canonical_url).where(
+                members.c.crawl_id.in_(list(crawl_ids)))
+            query = sa.select(d).where(d.c.canonical_url.in_(wanted))
+        else:
+            query = sa.select(d).where(d.c.crawl_id.in_(list(crawl_ids)))
+        try:
+            with self.engine.connect() as conn:
+                result = conn.execution_options(stream_results=True, yield_per=batch).execute(
+                    query.order_by(d.c.id))
+                for raw in result:
+                    row = dict(raw._mapping)
+                    if row.get("simhash") is not None:
+                        row["simhash"] = to_unsigned(int(row["simhash"]))
+                    yield row
+        except sa.exc.SQLAlchemyError as exc:
+            raise ReviewError(f"query on {self.masked_url} failed: {first_line(exc)}") from None
 
     def dropped_row(self, url: str) -> dict[str, Any] | None:
         """The newest ``dropped`` row for ``url``: on url, then canonical_url (also normalized)."""
