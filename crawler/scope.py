@@ -247,6 +247,21 @@ class Scope:
                 listener()
         return True
 
+    def add_seeds(self, seeds: Iterable[str]) -> int:
+        """Widen the scope by more seeds' canonical URLs (a distributed crawl's seeds arriving
+        from Redis, :mod:`crawler.backends.startlist`); how many sites were new. Listeners
+        are called when any was."""
+        new = {site_key(url) for url in seeds} - self.seed_keys
+        if not new:
+            return 0
+        self.seed_keys = self.seed_keys | new
+        self.keys |= new
+        self.roots |= {self._root(key) for key in new}
+        self._verdicts.clear()
+        for listener in self.listeners:
+            listener()
+        return len(new)
+
     def describe(self) -> str:
         """One line for the log: the rule and the seed sites."""
         sites = sorted(f"{host}:{port}" if port else host for host, port in self.seed_keys)

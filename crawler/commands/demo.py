@@ -10,6 +10,12 @@ plus any ``-s NAME=VALUE`` given to ``scrapy demo``, and writes into ``--out`` (
 * ``stats.json`` — the final Scrapy stats (``STATS_FILE``);
 * ``crawl.log`` — the crawl's log (``LOG_FILE``).
 
+``scrapy demo --serve`` crawls nothing: it serves the demo site on 127.0.0.1 (``--port``, else
+an ephemeral one) until Ctrl-C, writes its root URL to ``--out``/``seeds.txt`` and prints the
+commands to crawl it with the distributed profile from other terminals (seedless workers that
+wait, then the ``redis-cli lpush`` that starts them; or the seeds file). Ctrl-C stops it with
+one line, exit 0.
+
 It runs from a checkout only: the site generator (``crawler/sitegen``) is not in the wheel, and
 without it the command prints one line and exits 2.
 
@@ -54,7 +60,7 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "[--out DIR] [--keep] [--seed N]"
+        return "[--out DIR] [--keep] [--seed N] [--port N] [--serve]"
 
     def short_desc(self) -> str:
         return "Crawl the built-in demo site (duplicates included) and summarize the dedup"
@@ -68,6 +74,9 @@ class Command(ScrapyCommand):
         group.add_argument("--port", type=int, default=None,
                            help="serve the site on this port (default: ephemeral; with --keep "
                            "the port of the previous run, so its URLs stay the same)")  # fmt: skip
+        group.add_argument("--serve", action="store_true",
+                           help="only serve the site until Ctrl-C, with the commands to crawl "
+                           "it with the distributed profile from other terminals")  # fmt: skip
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -84,6 +93,9 @@ class Command(ScrapyCommand):
             return
 
         out = Path(opts.out).resolve()
+        if opts.serve:
+            self.exitcode = serve(demo_site(opts.seed), out, opts)
+            return
         try:
             prepare_output(out, keep=opts.keep)
         except OSError as exc:
@@ -125,6 +137,55 @@ def start_server(site: Site, out: Path, opts: argparse.Namespace) -> SiteServer:
         server = SiteServer(site).start()
     (out / "site.json").write_text(json.dumps({"port": server.port, "seed": opts.seed}) + "\n")
     return server
+
+
+def serve(site: Site, out: Path, opts: argparse.Namespace) -> int:
+    """``--serve``: the site until Ctrl-C, the distributed crawl's commands printed."""
+    import time
+
+    from crawler.siteserver import SiteServer
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        server = SiteServer(site, port=int(opts.port or 0)).start()
+    except OSError as exc:
+        raise UsageError(f"--serve: cannot serve the demo site ({exc}); try another --port "
+                         "or --out") from None
+    try:
+        seeds = out / "seeds.txt"
+        seeds.write_text(server.base_url + "/\n", encoding="utf-8")
+        print(serve_banner(site, server.base_url, seeds), flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print(f"Stopped serving the demo site ({sum(server.hits.values())} requests "
+                  "answered).", flush=True)
+    finally:
+        server.stop()
+    return 0
+
+
+def serve_banner(site: Site, base_url: str, seeds: Path) -> str:
+    """What ``--serve`` prints: the site's URL and the commands of a distributed crawl of it."""
+    import uuid
+
+    from crawler.backends.startlist import redis_cli
+
+    namespace = f"demo-{uuid.uuid4().hex[:6]}"  # a finished namespace is not crawled again
+    redis = redis_cli(os.environ.get("DEDUP_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    local = " ".join(f"-s {name}={value}" for name, value in LOCAL_SITE_SETTINGS.items())
+    return "\n".join([
+        f"Demo site: {len(site.canonical_pages)} pages at {base_url}/ (seeds file: "
+        f"{display(seeds)})",
+        "Crawl it with the distributed profile (README \"Scale out\"; Redis and PostgreSQL "
+        "running), in two or more other terminals:",
+        f"  export SCRAPY_SETTINGS_MODULE=crawler.settings.distributed DEDUP_NAMESPACE={namespace}",
+        f"  scrapy crawl web {local}    # each worker waits for seeds",
+        f"then, from any terminal:  {redis} lpush {namespace}:web:start_urls {base_url}/",
+        f"(or start every worker with -a seeds={display(seeds)} instead)",
+        "Serving until Ctrl-C.",
+    ])
 
 
 def prepare_output(out: Path, keep: bool) -> None:

@@ -4,6 +4,10 @@ Behaviour:
 
 * Seeds are read by :mod:`crawler.seeds` (the ``crawl`` command has already refused a bad file)
   and scheduled *through* the dupefilter, so a seed linked from its own page is fetched once.
+* With no seeds, in the distributed profile, the seeds come from a Redis key
+  (``redis-cli lpush web:start_urls URL``, scrapy-redis's convention): the worker waits for
+  them and :mod:`crawler.backends.startlist` hands them to :meth:`WebSpider.add_seeds`, which
+  widens the scope as they arrive.
 * The crawl stays within its :class:`~crawler.scope.Scope` (``SCOPE``: the seeds' exact hosts
   and ports by default, IDN hosts in punycode), for links here and for redirects in
   :mod:`crawler.middlewares.scope` (no ``allowed_domains``: Scrapy's rule differs).
@@ -77,6 +81,7 @@ from scrapy.utils.response import get_base_url
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
+from crawler.backends.startlist import takes_start_list
 from crawler.dupefilter import early_skip_of
 from crawler.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
 from crawler.items import PageItem
@@ -94,7 +99,7 @@ from crawler.linkrules import (
 from crawler.pagebounds import PageBounds
 from crawler.pipelines.neardup import early_decision_of
 from crawler.scope import Scope
-from crawler.seeds import seeds_from_args
+from crawler.seeds import Seeds, seeds_from_args
 from crawler.spiders.probes import Soft404Probes
 from crawler.text import extract, is_binary, media_type
 from crawler.traps import TrapRules, TrapSettings
@@ -129,7 +134,9 @@ class WebSpider(Spider):
 
     def __init__(self, seeds: str | None = None, urls: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.seeds = seeds_from_args(seeds=seeds, urls=urls)
+        # No seeds: the distributed profile takes them from Redis (from_crawler checks).
+        self.seeds = seeds_from_args(seeds=seeds, urls=urls) if seeds or urls else Seeds()
+        self.reads_start_list = not self.seeds.urls
         # No allowed_domains: crawler.middlewares.scope applies this scope to redirects too.
         self.scope = Scope(self.seeds.canonical)
         self.rules = LinkRules(scope=self.scope)
@@ -147,6 +154,8 @@ class WebSpider(Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> WebSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
+        if spider.reads_start_list and not takes_start_list(crawler.settings):
+            seeds_from_args()  # raises SeedError: no seeds given
         spider.scope = Scope.from_settings(crawler.settings, spider.seeds.canonical)
         spider.scope.listeners.append(spider.link_memo.clear)  # a host adopted: verdicts change
         spider.rules = LinkRules.from_settings(crawler.settings, scope=spider.scope)
@@ -169,6 +178,21 @@ class WebSpider(Spider):
     async def start(self) -> AsyncIterator[Request]:
         for url, canonical in zip(self.seeds.urls, self.seeds.canonical, strict=True):
             yield self._request(fetch_url(url, canonical), canonical)
+
+    def add_seeds(self, seeds: Seeds) -> list[Request]:
+        """Seeds arriving while the crawl runs (the start list of the distributed profile,
+        :mod:`crawler.backends.startlist`): keyed by the crawl's policy, added to the seeds
+        and the scope; their requests, for the engine to schedule."""
+        seeds = seeds.keyed(self.policy)
+        self.seeds.urls += seeds.urls
+        self.seeds.canonical += seeds.canonical
+        self.widen(seeds.canonical)
+        return [self._request(fetch_url(url, canonical), canonical)
+                for url, canonical in zip(seeds.urls, seeds.canonical, strict=True)]
+
+    def widen(self, canonical: list[str]) -> int:
+        """Bring more seeds' sites (canonical URLs) into the scope; how many were new."""
+        return self.scope.add_seeds(canonical)
 
     # --- traps (crawler.traps) ----------------------------------------------------------------
 

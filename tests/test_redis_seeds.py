@@ -1,0 +1,266 @@
+"""Seeds from a Redis key, the scrapy-redis way (:mod:`crawler.backends.startlist`), and
+``scrapy demo --serve``: on the real Redis and PostgreSQL, with real worker processes.
+
+* two distributed workers started with no seeds wait (still running, the INFO line naming the
+  ``redis-cli lpush`` command logged), then seeds pushed with redis-py reach the crawl: both
+  close by themselves, every page of the two sites is stored once, each worker fetched pages
+  (the worker that did not take a site's seed follows its links: the scope is shared), a
+  malformed entry is skipped with one WARNING line, a seed pushed twice is fetched once; in two
+  orders: pushed after the workers start, and before (then one seed waits in the taken list of
+  a worker that died right after taking it, and is queued by a live one);
+* a bounded wait (``DISTRIBUTED_SEED_WAIT_SECONDS``) closes a seedless worker ``no_seeds``;
+* the key's name, the entries' checks and the take/done/recovery steps on Redis itself;
+* ``scrapy demo --serve`` serves the demo site until SIGINT, then exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from typing import Any
+
+import pytest
+
+from bench.cluster import Cluster, Worker, cluster_on, outcome
+from crawler.backends.redis import clear_namespace, connect
+from crawler.backends.startlist import StartList, entry_seed, redis_cli, start_key
+from crawler.sitegen import template_site
+from crawler.siteserver import serve_web
+from tests.conftest import ROOT
+
+WAIT_LINE = "waiting for seeds: "
+
+
+class SeedlessCluster(Cluster):
+    """A :class:`Cluster` whose workers start with no seeds (``-a urls=`` empty: none)."""
+
+    def start(self, cli: Any = (), **settings: Any) -> Worker:
+        self.seeds, saved = "", self.seeds
+        try:
+            worker = super().start(cli, **settings)
+        finally:
+            self.seeds = saved
+        return worker
+
+
+def _seedless(cluster: Cluster) -> SeedlessCluster:
+    seedless = SeedlessCluster(cluster.seeds, cluster.storage_url, cluster.redis_url,
+                               cluster.namespace, cluster.tmp)  # fmt: skip
+    seedless.workers = cluster.workers  # cluster_on stops these on the way out
+    return seedless
+
+
+def _wait_for(predicate, timeout: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _warnings(cluster: Cluster, text: str) -> list[str]:
+    lines = [line for w in cluster.workers for line in w.log.splitlines()]
+    assert lines
+    return [line for line in lines if "WARNING" in line and text in line]
+
+
+@pytest.mark.parametrize("order", ["pushed_after_start", "pushed_before_start"])
+def test_seedless_workers_take_seeds_from_redis(tmp_path, order):
+    sites = [template_site(24, seed=3), template_site(24, seed=4)]
+    with serve_web(sites) as servers, cluster_on(servers, tmp_path) as plain:
+        cluster = _seedless(plain)
+        client = connect(cluster.redis_url)
+        key = f"{cluster.namespace}:web:start_urls"
+        first, second = servers[0].url("/"), servers[1].url("/")
+        entries = [first, "ftp://not-a-web-seed.example/", json.dumps({"url": second}), first]
+        if order == "pushed_before_start":
+            # the second site's seed was taken by a worker that died before queueing it
+            dead = f"{cluster.base}:start_urls:taken:deadhost:1:abc"
+            client.rpush(dead, second)
+            client.sadd(f"{cluster.base}:start_urls:holders", "deadhost:1:abc")
+            client.lpush(key, first, "ftp://not-a-web-seed.example/", first)
+        workers = [cluster.start(), cluster.start()]
+        if order == "pushed_after_start":
+            _wait_for(lambda: all(WAIT_LINE in w.log for w in workers), what="the INFO line")
+            time.sleep(3)
+            assert all(w.proc.poll() is None for w in workers), "a seedless worker closed"
+            for worker in workers:
+                line = next(x for x in worker.log.splitlines() if WAIT_LINE in x)
+                assert "INFO" in line
+                assert line.endswith(f"redis-cli -n 15 lpush {key} URL")
+            client.lpush(key, *entries)
+        cluster.reap(timeout=240)
+        figures = outcome(cluster, servers)
+        assert [w.proc.returncode for w in workers] == [0, 0], [w.proc.stderr.read()
+                                                               for w in workers]  # fmt: skip
+        assert figures["pages_unfetched"] == 0, figures
+        assert figures["pages_undecided"] == 0, figures
+        assert figures["stored_twice"] == 0, figures
+        assert figures["duplicate_fetches"] == 0, figures
+        assert figures["settled"], figures
+        assert all(n > 0 for n in figures["responses"]), figures  # both workers crawled
+        assert [s.hits["/"] for s in servers] == [1, 1]  # the seed pushed twice: fetched once
+        skipped = _warnings(cluster, "not-a-web-seed")
+        assert len(skipped) == 1, skipped
+        assert "Skipped a seed from Redis key" in skipped[0]
+        assert not client.exists(f"{cluster.base}:start_urls:holders")
+        assert client.llen(key) == 0
+        if order == "pushed_before_start":
+            assert sum(int(w.stats.get("dedup/start_urls/recovered", 0)) for w in workers) == 1
+        client.delete(key)
+
+
+def test_seedless_worker_wait_is_bounded(tmp_path):
+    with serve_web([template_site(6, seed=1)]) as servers, \
+            cluster_on(servers, tmp_path) as plain:  # fmt: skip
+        cluster = _seedless(plain)
+        worker = cluster.start(DISTRIBUTED_SEED_WAIT_SECONDS=1)
+        cluster.reap(timeout=60)
+        assert worker.proc.returncode == 0
+        assert worker.stats.get("finish_reason") == "no_seeds"
+        assert sum(1 for line in worker.log.splitlines() if WAIT_LINE in line) == 1
+
+
+# --- the key, the entries, and the Redis steps ----------------------------------------------
+
+
+def test_start_key_names():
+    assert start_key({"BOT_NAME": "dedup-crawler", "DEDUP_NAMESPACE": "dedup-crawler"},
+                     "web") == "web:start_urls"  # fmt: skip
+    assert start_key({"BOT_NAME": "dedup-crawler"}, "web") == "web:start_urls"
+    assert start_key({"BOT_NAME": "b", "DEDUP_NAMESPACE": "crawl42"}, "web") == \
+        "crawl42:web:start_urls"  # fmt: skip
+    assert start_key({"DEDUP_NAMESPACE": "n", "REDIS_START_URLS_KEY": "%(name)s:urls"},
+                     "web") == "web:urls"  # fmt: skip
+    assert start_key({"DEDUP_NAMESPACE": "n", "REDIS_START_URLS_KEY": "q:%(namespace)s"},
+                     "web") == "q:n"  # fmt: skip
+
+
+def test_redis_cli_names_server_and_database():
+    assert redis_cli("redis://127.0.0.1:6379/0") == "redis-cli"
+    assert redis_cli("redis://:secret@db.example:6380/3") == \
+        "redis-cli -h db.example -p 6380 -n 3 --askpass"  # fmt: skip
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    (b"ftp://x.example/", "'ftp://x.example/'"),
+    (b"http://user:pw@x.example/", "credentials"),
+    (b"   ", "empty entry"),
+    (b'{"link": "http://x.example/"}', "{"),
+    (b"http://x.example/" + b"a" * 70_000, "bytes in all"),
+])
+def test_bad_entries_are_named_in_one_line(entry, problem):
+    found = entry_seed(entry, max_length=2083)
+    assert isinstance(found, str)
+    assert problem in found
+    assert "\n" not in found and len(found) < 600
+
+
+def test_good_entries():
+    for entry in (b"http://x.example/a", b"x.example/a", b'{"url": "http://x.example/a"}',
+                  "http://x.example/a", " http://x.example/a\n"):
+        found = entry_seed(entry)
+        assert not isinstance(found, str)
+        assert found.canonical and found.canonical[0].startswith(("http://x.example/a",
+                                                                  "https://x.example/a"))
+
+
+@pytest.fixture
+def redis_base():
+    from bench.cluster import REDIS_URL
+
+    client = connect(REDIS_URL)
+    base = f"dedup:t-start-{uuid.uuid4().hex[:8]}"
+    yield client, base
+    clear_namespace(client, base)
+    client.delete(f"{base}-list")
+
+
+def test_take_done_and_recover_on_redis(redis_base):
+    client, base = redis_base
+    workers = f"{base}:workers"
+    now_ms = int(time.time() * 1000)
+    client.zadd(workers, {"alive": now_ms + 60_000, "dead": now_ms - 1})
+    key = f"{base}-list"
+    client.rpush(key, *[f"http://x.example/{i}" for i in range(5)])
+    dead = StartList(client, base, key, "dead", workers)
+    taken, recovered = dead.take(2)
+    assert (taken, recovered) == ([b"http://x.example/0", b"http://x.example/1"], 0)
+    assert client.llen(key) == 3
+    alive = StartList(client, base, key, "alive", workers)
+    taken, recovered = alive.take(3)  # the dead holder's two, then one from the key
+    assert recovered == 2
+    assert taken == [b"http://x.example/0", b"http://x.example/1", b"http://x.example/2"]
+    assert alive.pending()
+    alive.done(taken)
+    assert not alive.pending()
+    assert alive.take(10) == ([b"http://x.example/3", b"http://x.example/4"], 0)
+    client.delete(key)
+    client.sadd(key, "http://y.example/")  # a set is read as a set
+    alive.done([b"http://x.example/3", b"http://x.example/4"])
+    assert alive.take(10) == ([b"http://y.example/"], 0)
+    alive.done([b"http://y.example/"])
+    client.delete(key)
+    client.hset(key, "a", "b")
+    with pytest.raises(ValueError, match="is a hash"):
+        alive.take(1)
+
+
+def test_shared_seeds_log(redis_base):
+    client, base = redis_base
+    one = StartList(client, base, f"{base}-list", "a", f"{base}:workers")
+    two = StartList(client, base, f"{base}-list", "b", f"{base}:workers")
+    one.publish(["http://x.example/", "http://y.example/"])
+    two.publish(["http://y.example/", "http://z.example/"])
+    assert two.new_seeds() == ["http://x.example/", "http://y.example/", "http://z.example/"]
+    assert two.new_seeds() == []
+    one.publish(["http://w.example/"])
+    assert two.new_seeds() == ["http://w.example/"]
+
+
+# --- scrapy demo --serve ---------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_demo_serve_until_sigint(tmp_path):
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "demo", "--serve", "--port", str(port),
+         "--out", str(tmp_path / "demo")],
+        cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        url = f"http://localhost:{port}/"
+        lines = []
+        assert proc.stdout is not None
+        while not any("Ctrl-C" in line for line in lines):
+            line = proc.stdout.readline()
+            assert line, f"demo --serve ended early: {proc.stderr.read() if proc.stderr else ''}"
+            lines.append(line)
+        printed = "".join(lines)
+        assert url in printed
+        assert "SCRAPY_SETTINGS_MODULE=crawler.settings.distributed" in printed
+        assert "lpush" in printed
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert response.status == 200
+            assert b"<html" in response.read().lower()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert len(out.strip().splitlines()) == 1  # one line after Ctrl-C
