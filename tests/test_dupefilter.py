@@ -231,7 +231,7 @@ def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) ->
     key = f"test-dupefilter-{uuid.uuid4().hex}"
     crawler = get_crawler(Spider, {
         **BASE, "REDIS_URL": redis_url, "SCHEDULER_SERIALIZER": "crawler.backends.serializer",
-        "SCHEDULER_QUEUE_KEY": key + ":%(spider)s:requests", "SCHEDULER_PERSIST": False,
+        "SCHEDULER_QUEUE_KEY": key + ":%(spider)s:requests",
     })
     crawler.spider = crawler._create_spider("t")
     crawler.stats.open_spider()
@@ -254,10 +254,11 @@ def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) ->
         assert crawler.stats.get_value("scheduler/enqueued/redis") == 1
         assert crawler.stats.get_value("scheduler/dequeued/redis") == 1
     finally:
-        scheduler.close("finished")  # not persisted: the queue key is flushed
+        scheduler.close("finished")  # the shared queue is never flushed by a worker
         from crawler.backends.redis import clear_namespace, connect, namespace
 
         clear_namespace(connect(redis_url), namespace(crawler.settings))  # the membership
+        clear_namespace(connect(redis_url), key)  # the queue
 
 
 def test_project_fingerprinter_makes_spellings_one_request() -> None:

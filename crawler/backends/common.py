@@ -11,7 +11,8 @@
   only once that bound has passed is it an outage (:func:`first_outage`). One policy per crawl
   (:func:`retry_policy`), shared by every Redis component, so a given-up server is not waited
   for again by the next component while the crawl closes;
-* :func:`namespace` (the key prefix of one crawl) and :class:`RedisBacked` (client plumbing).
+* :func:`namespace` (the key prefix of one crawl), :func:`queue_key` (the frontier's key in it)
+  and :class:`RedisBacked` (client plumbing).
 
 Retries run where the call runs, on the reactor thread for nearly every call: the worker pauses
 while Redis is away (it can neither queue, pop nor decide a page without it). Every call
@@ -79,6 +80,19 @@ def namespace(settings: config.SettingsLike) -> str:
         or defaults.BOT_NAME
     )
     return f"{prefix}:{ns}"
+
+
+def queue_key(settings: config.SettingsLike, spider: str) -> str:
+    """The frontier's key for ``spider``: ``SCHEDULER_QUEUE_KEY`` with ``%(spider)s`` and
+    ``%(namespace)s`` (:func:`namespace`) filled in (scrapy-redis's default when unset). The
+    distributed profile's ``%(namespace)s:%(spider)s:requests`` follows the ``DEDUP_NAMESPACE``
+    setting, whether the environment or ``-s`` set it."""
+    pattern = str(settings.get("SCHEDULER_QUEUE_KEY") or "%(spider)s:requests")
+    try:
+        return pattern % {"spider": spider, "namespace": namespace(settings)}
+    except (KeyError, ValueError, TypeError):
+        raise config.SettingError("SCHEDULER_QUEUE_KEY", pattern, "a key in which only "
+                                  "%(spider)s and %(namespace)s are filled in") from None
 
 
 @cache

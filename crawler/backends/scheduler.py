@@ -20,6 +20,11 @@ subclass keeps that and replaces the rest:
 * a page the dedup pipeline left :class:`~crawler.exceptions.Undecided` (its storage was
   unavailable) is not done: its lease goes back to the queue at once
   (``dedup/shared/leases_requeued``), for any worker to fetch again;
+* it never deletes the shared state: ``flush`` does nothing, so neither
+  ``SCHEDULER_PERSIST=False`` (at close) nor ``SCHEDULER_FLUSH_ON_START`` (at open) empties the
+  queue or the seen set other workers use (both are refused at join anyway,
+  :mod:`crawler.backends.joincheck`); the queue key follows ``DEDUP_NAMESPACE``
+  (:func:`crawler.backends.common.queue_key`);
 * it avoids the two APIs of scrapy-redis that Scrapy 2.19 deprecates (``spider=`` on stats,
   ``Spider.log``).
 
@@ -44,8 +49,8 @@ from scrapy_redis.scheduler import Scheduler
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
-from crawler.backends import cluster
-from crawler.backends.common import redis_errors, retry_policy
+from crawler.backends import cluster, joincheck
+from crawler.backends.common import queue_key, redis_errors, retry_policy
 from crawler.backends.frontier import LeasedFrontier, LeaseLost, handover_ms
 from crawler.backends.redis import connect
 from crawler.exceptions import Undecided
@@ -65,6 +70,7 @@ class SharedScheduler(Scheduler):
     df: Any  # our BloomDupeFilter, built by scrapy-redis (from_spider) or by open()
     queue: LeasedFrontier
     crawler: Crawler | None = None
+    _refused: joincheck.CrawlRefused | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SharedScheduler:
@@ -78,6 +84,7 @@ class SharedScheduler(Scheduler):
         crawler.signals.connect(scheduler.left_downloader, signal=signals.request_left_downloader)
         crawler.signals.connect(scheduler.item_error, signal=signals.item_error)
         crawler.signals.connect(scheduler.item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(scheduler.spider_opened, signal=signals.spider_opened)
         return scheduler
 
     def open(self, spider: Spider) -> None:
@@ -88,9 +95,13 @@ class SharedScheduler(Scheduler):
         url = str(spider.settings.get("REDIS_URL") or defaults.REDIS_URL)
         policy = retry_policy(spider.settings, self.stats)
         self.server = connect(url, policy.timeout)  # not scrapy-redis's: no hidden retries
-        me = cluster.member(self.crawler) if self.crawler is not None else None
+        try:
+            me = cluster.member(self.crawler) if self.crawler is not None else None
+        except joincheck.CrawlRefused as exc:  # nothing written; the crawl ends once open
+            self._refused = exc
+            return
         self.queue = LeasedFrontier(
-            self.server, spider, self.queue_key % {"spider": spider.name}, self.serializer,
+            self.server, spider, queue_key(spider.settings, spider.name), self.serializer,
             workers_key=me.workers_key if me else "", url=url,
         )  # fmt: skip
         self.queue.retrying(policy)
@@ -99,8 +110,6 @@ class SharedScheduler(Scheduler):
         self.queue.handover_ms = handover_ms(spider.settings)
         if not self.df:
             self.df = load_object(self.dupefilter_cls).from_spider(spider)
-        if self.flush_on_start:
-            self.flush()
         queued, leased = self.queue.counts()
         if queued or leased:
             logger.info("Joining a shared crawl: %d request(s) queued, %d leased in %s",
@@ -158,13 +167,26 @@ class SharedScheduler(Scheduler):
     def __len__(self) -> int:
         return len(self._buffer)
 
+    def spider_opened(self, spider: Spider | None = None) -> None:
+        """A worker refused at join (:mod:`crawler.backends.joincheck`: its membership, taken
+        in :meth:`open`, was refused) closes as soon as it is open, finish reason
+        ``settings_refused``: Scrapy honours a ``CloseSpider`` raised here, whereas one raised
+        by ``open`` leaves the scraper unopened (an error at close)."""
+        if self._refused is not None:
+            raise self._refused
+
     def close(self, reason: str) -> None:
         """``ClusterWorker`` hands the leases back once the pipelines have committed what they
-        hold (``spider_closed``); ``SCHEDULER_PERSIST=False`` still empties the queue and the
-        seen set, as in scrapy-redis (every worker's: the distributed profile persists)."""
+        hold (``spider_closed``). The queue and the seen set are never emptied, whatever
+        ``SCHEDULER_PERSIST`` says (:meth:`flush`)."""
         self._buffer.clear()
-        if not self.persist:
-            self.flush()
+
+    def flush(self) -> None:
+        """Nothing: in scrapy-redis ``SCHEDULER_PERSIST=False`` (at close) and
+        ``SCHEDULER_FLUSH_ON_START`` delete the queue and the seen set, which here every worker
+        of the crawl shares. Both settings are refused when a worker joins
+        (:func:`crawler.backends.joincheck.validate`); a crawl's state is cleared with
+        ``scrapy crawlclear`` once it is over."""
 
     def left_downloader(self, request: Request, **_: Any) -> None:
         lease = request.meta.get(LEASE_META)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 #: Finish reasons after which the crawl is incomplete: the command exits 1.
 FAILED_FINISH_REASONS = frozenset({"bloom_full", "storage_error", "jobdir_error", "redis_error",
-                                   "droplog_error", "redis_rolled_back"})
+                                   "droplog_error", "redis_rolled_back", "settings_refused"})
 
 
 class Command(ScrapyCrawlCommand):

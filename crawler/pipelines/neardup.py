@@ -47,6 +47,7 @@ from scrapy.utils.asyncio import run_in_thread, sleep
 from crawler import config, defaults
 from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_content_index
+from crawler.backends.joincheck import off_when_refused
 from crawler.droplog import DropLog
 from crawler.exceptions import DuplicatePage
 from crawler.pipelines.counts import Counts
@@ -165,7 +166,8 @@ class NearDuplicatePipeline:
         settings = crawler.settings
         min_tokens, shingle, persist, prefer_canonical = validate(settings)
         stored = StoredPages.from_settings(settings, persist)
-        owner = _owner(crawler)
+        with off_when_refused(crawler):  # a worker refused at join writes nothing
+            owner = _owner(crawler)
         index = make_content_index(settings, crawler=crawler, **_index_options(owner, stored))
         path = settings.get("DROPPED_LOG", defaults.DROPPED_LOG)
         pipe = cls(
