@@ -10,8 +10,17 @@ primitives; every step is one Lua script, so it is atomic across workers:
 * **hosts are owned**: a host belongs to one worker at a time. Its requests go only to that
   worker, so Scrapy's per-host delay, concurrency and AutoThrottle, and the host's learned
   template, live in one process as in a single-process crawl. A worker claims free hosts (those
-  with queued requests and no owner) when its own hosts cannot fill its demand; a worker with
-  nothing to do takes one host from the worker holding the most (a *steal*), which starts only
+  with queued requests and no owner: new hosts, a dead worker's) when its own hosts cannot fill
+  its demand, and one per pop even when they can, unless another live worker has fewer hosts
+  with queued work (that one takes it): a dead worker's hosts never wait for the others'
+  queues to drain.
+* **a worker with no work takes a host** (a *steal*): a worker whose pop found nothing and
+  that owns no host with queued requests takes one from the live worker owning the most hosts
+  with queued requests, if that worker owns at least two (it cannot fetch them all at once:
+  one of its hosts waits while it serves the others); of those hosts, the one with the fewest
+  requests in flight, then the deepest queue. A host is never shared: a worker owning a
+  single host keeps it, so with as many busy hosts as workers a joiner waits (one worker per
+  host is the politeness guarantee, not a shortage of work to share). The steal starts only
   once the old owner has no request of that host in flight (leased and not yet answered: a
   worker reports the leases whose download ended with its next pop, so a host changes hands
   without waiting for the old owner's storage to commit its pages) and the handover delay
@@ -35,7 +44,8 @@ Keys under the queue key ``F`` (``SCHEDULER_QUEUE_KEY``): ``F:meta`` (seq, queue
 (host -> worker), ``F:free`` (unowned hosts with work, by time), ``F:active:{w}`` (hosts of w
 with queued requests), ``F:owned:{w}``, ``F:lease:{w}`` (id -> host, ``!host`` once its
 download ended), ``F:busy:{w}`` (host -> w's leases on it whose download has not ended),
-``F:hold`` (host -> not before, ms), ``F:prev`` (host -> the owner it was taken from). Times
+``F:hold`` (host -> not before, ms), ``F:prev`` (host -> the owner it was taken from, the
+first one while the host is taken again before it was served). Times
 are the Redis server's clock (``TIME``), one clock for every worker. Requests are JSON
 (:mod:`crawler.backends.serializer`), never pickles. The layout may change between versions.
 """
@@ -221,7 +231,17 @@ if #hosts > 0 then
   end
 end
 local claims = (#hosts == 0) and tonumber(ARGV[5]) or 1
-while got < want and claims > 0 do
+-- own hosts filled the demand: a free host (a dead worker's) must not wait for their queues to
+-- drain: one is claimed anyway by a worker no live worker has fewer hosts with work than
+local extra = got >= want and redis.call('ZCARD', F .. ':free') > 0
+if extra then
+  local mine = #hosts
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], now, '+inf')) do
+    if w ~= W and redis.call('SCARD', F .. ':active:' .. w) < mine then extra = false; break end
+  end
+end
+while claims > 0 and (got < want or extra) do
+  extra = false
   local free = redis.call('ZPOPMIN', F .. ':free', 1)
   if #free == 0 then break end
   local h = free[1]
@@ -230,7 +250,7 @@ while got < want and claims > 0 do
     redis.call('HSET', F .. ':owner', h, W)
     redis.call('SADD', F .. ':owned:' .. W, h)
     redis.call('SADD', active, h)
-    take(h, want - got)
+    if got < want then take(h, want - got) end
   end
 end
 if got == 0 and may_steal and redis.call('SCARD', active) == 0 then
@@ -241,18 +261,24 @@ if got == 0 and may_steal and redis.call('SCARD', active) == 0 then
       if n > most then victim, most = w, n end
     end
   end
-  if victim then
-    local pick, pick_busy = nil, nil
+  if victim then  -- its host with the fewest requests in flight (the soonest handed over),
+    -- of those the deepest queue
+    local pick, pick_busy, pick_depth = nil, nil, nil
     for _, h in ipairs(redis.call('SMEMBERS', F .. ':active:' .. victim)) do
       local b = tonumber(redis.call('HGET', F .. ':busy:' .. victim, h) or '0')
-      if not pick or b < pick_busy then pick, pick_busy = h, b end
+      local d = redis.call('ZCARD', F .. ':q:' .. h)
+      if not pick or b < pick_busy or (b == pick_busy and d > pick_depth) then
+        pick, pick_busy, pick_depth = h, b, d
+      end
     end
     redis.call('SREM', F .. ':active:' .. victim, pick)
     redis.call('SREM', F .. ':owned:' .. victim, pick)
     redis.call('HSET', F .. ':owner', pick, W)
     redis.call('SADD', F .. ':owned:' .. W, pick)
     redis.call('SADD', active, pick)
-    redis.call('HSET', F .. ':prev', pick, victim)
+    -- a host stolen again before its new owner served it: the first owner may still be in
+    -- flight on it (the new one is not), so the first stays the one to wait for
+    redis.call('HSETNX', F .. ':prev', pick, victim)
     out[2] = pick
   end
 end
@@ -373,7 +399,7 @@ class LeasedFrontier(RedisBacked):
         self, n: int, steal: bool = True, fetched: list[str] | None = None
     ) -> tuple[list[Request], str | None]:
         """Up to ``n`` leased requests of this worker's hosts (claiming free hosts, or taking
-        one from the busiest worker when it has none), and the host taken, if any. ``fetched``:
+        one from a worker owning several when it has none), and the host taken, if any. ``fetched``:
         leases whose download ended since the last pop (no longer in flight for a steal).
         Raises :class:`LeaseLost` when this worker's membership expired."""
         out = self._run(

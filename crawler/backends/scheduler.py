@@ -157,7 +157,8 @@ class SharedScheduler(Scheduler):
             return False
         if stolen:
             self._inc("dedup/shared/hosts_stolen")
-            logger.info("Took host %s from the busiest worker (this one had none)", stolen)
+            logger.info("Took host %s from a worker owning several with queued requests (this "
+                        "one had none)", stolen)
         self._buffer.extend(requests)
         return bool(requests)
 
