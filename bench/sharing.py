@@ -57,7 +57,8 @@ def agent(cluster: Cluster, worker: Worker) -> str:
 def owned_hosts(cluster: Cluster, worker: Worker) -> set[str]:
     """The hosts ``worker`` owns in the shared frontier right now."""
     key = f"{cluster.base}:web:requests:owned:{cluster.member_id(worker)}"
-    return {h.decode() for h in connect(cluster.redis_url).smembers(key)}
+    members = connect(cluster.redis_url).smembers(key)
+    return {h.decode() if isinstance(h, bytes) else str(h) for h in members}
 
 
 def served_again(servers: list[SiteServer], hosts: set[str], dead: str,

@@ -90,8 +90,16 @@ REDIS_KEY_PREFIX = "dedup"
 REDIS_RETRY_SECONDS = 30.0  # a failed Redis call is retried this long before redis_error
 REDIS_TIMEOUT_SECONDS = 10.0  # a Redis reply slower than this is a failed call (retried)
 DEDUP_NAMESPACE: str | None = None  # Redis key namespace of one crawl; None means BOT_NAME
-DISTRIBUTED_LEASE_SECONDS = 30.0  # a worker silent this long is dead: others reclaim its work
+DISTRIBUTED_LEASE_SECONDS = 5.0  # a worker silent this long is dead: others reclaim its work
+DISTRIBUTED_HEARTBEAT_SECONDS = 1.0  # a worker renews its lease this often (at most lease/3)
 DISTRIBUTED_PREFETCH = 8  # leased requests a worker takes per Redis call
+DISTRIBUTED_FINISHED_TTL_SECONDS = 604800.0  # a finished crawl's Redis keys expire (0 = never)
+#: The start list of a seedless distributed worker (crawler.backends.startlist); None:
+#: scrapy-redis's "%(name)s:start_urls", with "%(namespace)s:" in front outside the default
+#: namespace.
+REDIS_START_URLS_KEY: str | None = None
+REDIS_START_URLS_BATCH_SIZE = 16  # start-list entries taken per idle poll
+DISTRIBUTED_SEED_WAIT_SECONDS = 0.0  # a seedless worker waits this long for a first seed (0 = ever)
 
 # --- Seeds and scope (crawler.seeds, crawler.spiders.web) --------------------------------------
 SEED_DEFAULT_SCHEME = "https"

@@ -9,7 +9,8 @@ line and exits non-zero:
   project setting ("did you mean ...?"), a setting out of range, or a feed in ``FEEDS`` that
   cannot be written, checked before Scrapy sets up logging, so the message is all it prints;
 * exit 1 — the database in ``STORAGE_URL`` (or Redis for ``DEDUP_BACKEND=redis``, or an S3
-  feed's bucket) is unreachable or misconfigured.
+  feed's bucket) is unreachable or misconfigured; exit 2 for a distributed worker started on
+  a finished crawl's namespace (:func:`crawler.backends.lifecycle.check_not_finished`).
 
 The settings checks are one explicit list, :func:`settings_checks`: each is the function the
 component itself calls when it is built, so the pre-flight check and the crawl read a
@@ -66,7 +67,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
         urlnorm,
         warc,
     )
-    from crawler.backends import backend_name, check_extras, cluster
+    from crawler.backends import backend_name, check_extras, cluster, joincheck
     from crawler.backends.common import retry_settings
     from crawler.droplog import droplog_settings
     from crawler.middlewares import headerlimit, retryafter, robots
@@ -90,6 +91,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
         storage.validate,  # STORAGE_*, DROPPED_TEXT_MAX_CHARS
         droplog_settings,  # DROPPED_LOG (a writable file path), DROPPED_LOG_RETRY_*
         cluster.validate,  # DISTRIBUTED_*, the shared scheduler's extension
+        joincheck.validate,  # SCHEDULER_QUEUE_KEY; SCHEDULER_PERSIST, _FLUSH_ON_START (shared)
         retry_settings,  # REDIS_RETRY_SECONDS, REDIS_TIMEOUT_SECONDS
         progress.interval_setting,  # DEDUP_PROGRESS_INTERVAL
         neardup.validate,  # SIMHASH_*, DEDUP_* of the near-duplicate pipeline
@@ -157,7 +159,11 @@ def check_input(settings: SettingsLike, spargs: dict[str, str], spider: str = "w
     check_feeds(settings)
     check_warc(settings)
     if spider == "web":  # a seed over URLLENGTH_LIMIT would be dropped silently as a trap
+        from crawler.backends.startlist import takes_start_list
         from crawler.linkrules import TrapLimits
+
+        if not (spargs.get("seeds") or spargs.get("urls")) and takes_start_list(settings):
+            return  # distributed: the seeds come from Redis (crawler.backends.startlist)
 
         seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"),
                         max_length=TrapLimits.from_settings(settings).max_length)
@@ -170,12 +176,47 @@ def check_servers(settings: SettingsLike) -> None:
     from crawler.feeds import check_feed_servers
     from crawler.storage import check_storage
 
+    shared = backend_name(settings) == "redis" and distributed(settings)
+    if shared:  # settings other than the crawl's: refused before anything is touched (exit 2)
+        from crawler.backends.joincheck import check_join
+        from crawler.backends.lifecycle import check_not_finished
+
+        check_not_finished(settings)  # a finished crawl is not resumed, whatever its settings
+        check_join(settings, write=False)
     check_storage(settings)
     check_feed_servers(settings)
     if backend_name(settings) == "redis":
         from crawler.backends.redis import check_redis
 
+        if shared:
+            check_join(settings)  # the first worker records its settings (one atomic step)
         check_redis(settings)
+
+
+def distributed(settings: SettingsLike) -> bool:
+    """Whether ``SCHEDULER`` is the shared one (the distributed profile)."""
+    from crawler.backends.cluster import shared_scheduler
+
+    return shared_scheduler(settings)
+
+
+#: The environment variable of ``settings.distributed`` that sets a setting (its docstring).
+PROFILE_ENV = {"STORAGE_URL": "DEDUP_STORAGE_URL"}
+
+
+def as_set(settings: Any, message: str) -> str:
+    """``message`` naming each setting of :data:`PROFILE_ENV` the way the user set it: in the
+    distributed profile, where no ``-s`` overrides it, by its environment variable."""
+    import re
+
+    if not hasattr(settings, "getpriority") or not distributed(settings):
+        return message
+    from scrapy.settings import SETTINGS_PRIORITIES
+
+    for name, env in PROFILE_ENV.items():
+        if (settings.getpriority(name) or 0) <= SETTINGS_PRIORITIES["project"]:
+            message = re.sub(rf"(?<![A-Z_]){name}\b", env, message)
+    return message
 
 
 def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
@@ -195,14 +236,22 @@ def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
 
 def preflight_servers(settings: Any) -> None:
     """:func:`check_servers`; when one fails, print its one line (password masked), exit 1
-    (2 for a database that is not ours: :class:`crawler.storage.ForeignDatabaseError`)."""
+    (2 for a database that is not ours: :class:`crawler.storage.ForeignDatabaseError`, for
+    a finished crawl's namespace: :class:`crawler.backends.lifecycle.CrawlFinished`, and for
+    settings other than the crawl's or its namespace's: :class:`crawler.config.SettingError`).
+    In the distributed profile a storage error names ``DEDUP_STORAGE_URL`` (:func:`as_set`)."""
     from crawler.backends.common import RedisBackendError
+    from crawler.backends.lifecycle import CrawlFinished
     from crawler.feeds import FeedError
     from crawler.storage import StorageError
 
     try:
         check_servers(settings)
-    except (StorageError, RedisBackendError, FeedError) as exc:  # 2: another program's database
+    except SettingError as exc:  # settings other than the crawl's, or the namespace's (Redis)
+        fail(exc, 2)
+    except StorageError as exc:
+        fail(StorageError(as_set(settings, str(exc)), exc.url), getattr(exc, "exit_code", 1))
+    except (RedisBackendError, FeedError, CrawlFinished) as exc:  # 2: see above
         fail(exc, getattr(exc, "exit_code", 1))
 
 

@@ -83,7 +83,7 @@ def test_profile_settings(monkeypatch):
     assert values["DEDUP_BACKEND"] == "redis"
     assert values["REDIS_URL"] == "redis://10.0.0.1:6379/3"
     assert values["STORAGE_URL"].startswith("postgresql+psycopg://")
-    assert values["SCHEDULER_QUEUE_KEY"] == "dedup:crawl-42:%(spider)s:requests"
+    assert values["SCHEDULER_QUEUE_KEY"] == "%(namespace)s:%(spider)s:requests"  # queue_key()
     assert values["TELNETCONSOLE_ENABLED"] is False
     assert "crawler.pipelines.neardup.NearDuplicatePipeline" in values["ITEM_PIPELINES"]
     assert "crawler.backends.cluster.ClusterWorker" in values["EXTENSIONS"]

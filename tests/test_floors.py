@@ -26,7 +26,8 @@ COMPONENTS = (
     "crawler.closing", "crawler.dupefilter", "crawler.exceptions", "crawler.fingerprint",
     "crawler.embed", "crawler.feeds", "crawler.logformatter", "crawler.politeness",
     "crawler.progress", "crawler.statsfile", "crawler.backends.cluster",
-    "crawler.backends.generation",
+    "crawler.backends.clusterstats",
+    "crawler.backends.generation", "crawler.backends.joincheck", "crawler.backends.startlist",
     "crawler.backends.frontier", "crawler.backends.scheduler", "crawler.middlewares",
     "crawler.pipelines", "crawler.spiders", "crawler.warc", "crawler.settings",
 )  # fmt: skip

@@ -31,6 +31,7 @@ BAD = {
     "validate@crawler.storage.check": ("STORAGE_BATCH_SIZE", 0),
     "droplog_settings": ("DROPPED_LOG_RETRY_TIMES", -1),
     "validate@crawler.backends.cluster": ("DISTRIBUTED_PREFETCH", 0),
+    "validate@crawler.backends.joincheck": ("SCHEDULER_QUEUE_KEY", "%(host)s:requests"),
     "retry_settings": ("REDIS_RETRY_SECONDS", -1),
     "interval_setting": ("DEDUP_PROGRESS_INTERVAL", -3),
     "validate@crawler.pipelines.neardup": ("SIMHASH_SHINGLE", 9),

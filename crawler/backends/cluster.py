@@ -2,7 +2,9 @@
 
 Every worker of a namespace is a member of the sorted set ``{base}:workers`` (worker id ->
 expiry, milliseconds on the Redis server's clock). :class:`ClusterWorker` (an extension,
-``EXTENSIONS``) renews this worker's membership every third of ``DISTRIBUTED_LEASE_SECONDS``;
+``EXTENSIONS``) renews this worker's membership every ``DISTRIBUTED_HEARTBEAT_SECONDS`` (at
+most a third of ``DISTRIBUTED_LEASE_SECONDS``; from a thread while the reactor is held up:
+:mod:`crawler.backends.heartbeat`), and a worker silent for a lease is dead;
 everything the worker holds — leased requests and owned hosts in the frontier
 (:mod:`crawler.backends.frontier`), pending entries in the content index
 (:class:`crawler.backends.redis.RedisContentIndex`) — lives exactly as long as that membership.
@@ -32,17 +34,18 @@ everything the worker holds — leased requests and owned hosts in the frontier
   ``REDIS_RETRY_SECONDS``, :class:`crawler.backends.common.RedisRetry`), so when Redis answers
   again every membership may look expired: a worker that itself just waited for Redis reports
   (fences) and reclaims nobody for one lease, the time the others need to renew theirs.
-* **Closing**: the shared crawl is done when the frontier holds no queued and no leased
-  request; an idle worker then closes at once. While the crawl is not done an idle worker stays
-  open (``DontCloseSpider``) and looks for work every :data:`POLL_SECONDS`. An idle worker
-  whose storage pipeline still holds pages writes them at once (``dedup/shared/idle_flushes``)
-  instead of waiting up to ``STORAGE_BATCH_SECONDS`` with its leases out, and every committed
-  batch wakes the engine, so the worker holding the crawl's last leases closes as soon as they
-  are acknowledged and the others within :data:`POLL_SECONDS`. A lease this worker
-  still holds while idle, with its storage pipeline idle too, for longer than
-  ``DISTRIBUTED_LEASE_SECONDS`` plus two storage flushes has lost its acknowledgement (a bug,
-  not an expected path): it is queued again, counted in ``dedup/shared/leases_orphaned`` and
-  logged.
+* **Closing**: the shared crawl is done when the frontier holds no queued and no leased request;
+  an idle worker then closes at once, and marks the crawl finished in Redis (its keys expire
+  after ``DISTRIBUTED_FINISHED_TTL_SECONDS``, :mod:`crawler.backends.lifecycle`). While the
+  crawl is not done an idle worker stays open (``DontCloseSpider``) and looks for work every
+  :data:`POLL_SECONDS`. An idle worker whose storage pipeline still holds pages writes them at
+  once (``dedup/shared/idle_flushes``) instead of waiting up to ``STORAGE_BATCH_SECONDS`` with
+  its leases out, and every committed batch wakes the engine, so the worker holding the crawl's
+  last leases closes as soon as they are acknowledged and the others within
+  :data:`POLL_SECONDS`. A lease this worker still holds while idle, with its storage pipeline
+  idle too, for longer than ``DISTRIBUTED_LEASE_SECONDS`` plus two storage flushes has lost its
+  acknowledgement (a bug, not an expected path): it is queued again, counted in
+  ``dedup/shared/leases_orphaned`` and logged.
 * **Leaving** (``spider_closed``): pending index entries that were never committed are removed,
   leases not acknowledged go back to the queue, hosts are freed, the membership is deleted.
   Once the engine has stopped, the objects alive then are frozen out of the cyclic garbage
@@ -81,15 +84,17 @@ from scrapy.utils.reactor import CallLaterOnce
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
-from crawler.backends import backend_name
+from crawler.backends import backend_name, clusterstats, joincheck, startlist
 from crawler.backends.common import (
     RedisBacked,
     RedisBackendError,
     keys_lost,
     namespace,
+    queue_key,
     retry_policy,
 )
 from crawler.backends.generation import RedisRolledBack, report_rolled_back
+from crawler.backends.lifecycle import finish_crawl, finished_ttl
 from crawler.closing import close_crawl, stop_on_redis_error
 
 if TYPE_CHECKING:
@@ -106,6 +111,7 @@ logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25  # an idle worker looks at the shared frontier this often
 LEASE_LOST = "lease_lost"  # finish reason of a worker whose membership expired
+GENERATION_SECONDS = 10.0  # Redis's commit counter is compared with storage's this often
 
 # KEYS: workers, namespace meta. ARGV: worker, lease ms, register (0/1), report the dead (0/1),
 # crawl id (the namespace's ``crawl`` field when it has none: the first worker names the crawl).
@@ -222,7 +228,9 @@ _members: weakref.WeakKeyDictionary[Any, Member] = weakref.WeakKeyDictionary()
 
 def member(crawler: Crawler) -> Member:
     """This crawler's membership (one per crawler, shared by the scheduler, the pipeline and
-    the extension), registered on first use."""
+    the extension), registered on first use, once the worker's settings are found to be its
+    crawl's (:func:`crawler.backends.joincheck.join_crawler`: else a ``SettingError``, each
+    time, and nothing is written)."""
     from crawler.backends.redis import connect
 
     found = _members.get(crawler)
@@ -230,12 +238,39 @@ def member(crawler: Crawler) -> Member:
         settings = crawler.settings
         url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
         policy = retry_policy(settings, crawler.stats)
-        found = Member(connect(url, policy.timeout), namespace(settings),
-                       lease_seconds(settings), url=url)  # fmt: skip
+        client = connect(url, policy.timeout)
+        joincheck.join_crawler(crawler, client, url, policy)  # settings as the crawl's, or refused
+        found = Member(client, namespace(settings), lease_seconds(settings), url=url)
         found.retrying(policy)
         found.beat()
         _members[crawler] = found
     return found
+
+
+def distributed_member(crawler: Crawler | None) -> Member | None:
+    """The membership of a distributed worker (the Redis backend and a shared scheduler),
+    None in any other profile."""
+    if crawler is None or backend_name(crawler.settings) != "redis" \
+            or not shared_scheduler(crawler.settings):  # fmt: skip
+        return None
+    return member(crawler)
+
+
+def crawl_is_over(crawler: Crawler) -> bool:
+    """Whether this distributed worker leaves the crawl done (nothing queued or leased) with
+    no other live member: the last one out closes the crawl's own row (blocking: Redis)."""
+    me = _members.get(crawler)
+    ext = next((m for m in getattr(crawler.extensions, "middlewares", ())
+                if isinstance(m, ClusterWorker)), None)  # fmt: skip
+    if me is None or ext is None:
+        return False
+    queued, leased = ext.frontier().counts()
+    if queued or leased:
+        return False
+    seconds, micros = me.client.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    live = me.client.zrangebyscore(me.workers_key, now_ms, "+inf")
+    return all((w.decode() if isinstance(w, bytes) else w) == me.id for w in live)
 
 
 def report_lease_lost(crawler: Crawler, me: Member) -> None:
@@ -264,12 +299,9 @@ class DownloadFence:
 
     @classmethod
     def of(cls, crawler: Crawler | None) -> DownloadFence | None:
-        """The fence of a distributed worker (the Redis backend and a shared scheduler),
-        None in any other profile."""
-        if crawler is None or backend_name(crawler.settings) != "redis" \
-                or not shared_scheduler(crawler.settings):  # fmt: skip
-            return None
-        return cls(crawler, member(crawler))
+        """The fence of a distributed worker, None in any other profile."""
+        me = distributed_member(crawler)
+        return None if me is None or crawler is None else cls(crawler, me)
 
     def check(self, request: Request) -> None:
         from scrapy.exceptions import IgnoreRequest
@@ -294,7 +326,11 @@ def lease_seconds(settings: config.SettingsLike) -> float:
 
 
 def validate(settings: config.SettingsLike) -> None:
-    lease_seconds(settings)
+    from crawler.backends.heartbeat import interval
+
+    interval(settings, lease_seconds(settings))
+    finished_ttl(settings)
+    startlist.validate(settings)  # REDIS_START_URLS_*, DISTRIBUTED_SEED_WAIT_SECONDS
     config.get_int(settings, "DISTRIBUTED_PREFETCH", defaults.DISTRIBUTED_PREFETCH, lo=1, hi=1000)
     getwithbase = getattr(settings, "getwithbase", None)
     if getwithbase is None or not shared_scheduler(settings):
@@ -338,6 +374,7 @@ class ClusterWorker:
         self.orphan_after = me.lease_ms / 1000 + 2 * batch + 1
         self._loop: Any = None
         self._reclaiming: set[str] = set()
+        self._finished = False  # this worker found the shared crawl done (lifecycle)
         self._idle: dict[str, float] = {}
         self._last_idle = 0.0
         self._waker: CallLaterOnce[None] | None = None
@@ -346,7 +383,9 @@ class ClusterWorker:
         self._left = False
         self._fence: GenerationFence | None = None
         self._store: Any = None  # opened by the first generation check
+        self._seeds: Any = False  # the start list's feeder (None: seeds given), built when idle
         self._checking = False
+        self._generation_at = float("-inf")  # the last comparison of Redis with storage
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ClusterWorker:
@@ -354,7 +393,10 @@ class ClusterWorker:
         if backend_name(settings) != "redis" or not shared_scheduler(settings):
             raise NotConfigured
         validate(settings)
-        ext = cls(crawler, member(crawler))
+        with joincheck.off_when_refused(crawler):
+            me = member(crawler)
+        ext = cls(crawler, me)
+        clusterstats.attach(crawler, ext)  # this worker's numbers, at each renewal
         ext.start()  # now: opening the pipelines (loading the index) may take a while
         crawler.signals.connect(ext.on_idle, signal=signals.spider_idle)
         crawler.signals.connect(ext.batch_committed, signal=dedup_signals.batch_committed)
@@ -368,9 +410,8 @@ class ClusterWorker:
             from crawler.backends.frontier import LeasedFrontier, handover_ms
 
             settings = self.crawler.settings
-            key = str(settings.get("SCHEDULER_QUEUE_KEY") or "%(spider)s:requests")
             name = self.crawler.spider.name if self.crawler.spider else "web"
-            self._frontier = LeasedFrontier(self.member.client, None, key % {"spider": name},
+            self._frontier = LeasedFrontier(self.member.client, None, queue_key(settings, name),
                                             workers_key=self.member.workers_key,
                                             url=self.member.url)  # fmt: skip
             if self.member.retry is not None:
@@ -389,11 +430,18 @@ class ClusterWorker:
 
     # --- renewal ------------------------------------------------------------------------------
     def start(self) -> None:
-        """Renew the membership every third of the lease, from now until the spider closes."""
+        """Renew the membership every ``DISTRIBUTED_HEARTBEAT_SECONDS`` (at most a third of the
+        lease), from now until the spider closes; while the reactor is held up, from a thread
+        (:mod:`crawler.backends.heartbeat`)."""
         from twisted.internet import task
 
+        from crawler.backends.heartbeat import Heartbeat, interval
+
+        every = interval(self.crawler.settings, self.member.lease_ms / 1000)
         self._loop = task.LoopingCall(self.renew)
-        self._loop.start(max(0.1, self.member.lease_ms / 3000), now=False)
+        self._loop.start(every, now=False)
+        self.heartbeat = Heartbeat(self.member, every, lambda: bool(self._loop.running))
+        self.heartbeat.start()
 
     def renew(self) -> None:
         try:  # just back from waiting for Redis (maybe in this very call): the others were
@@ -402,7 +450,8 @@ class ClusterWorker:
             dead = self.member.beat() if expired and not self._recovered_lately() else []
         except RedisBackendError as exc:
             self._loop.stop()
-            stop_on_redis_error(self.crawler, exc, self.member.url)
+            if not self._finished:  # a finished crawl's keys may expire while it closes
+                stop_on_redis_error(self.crawler, exc, self.member.url)
             return
         if self.member.lost:
             self._lost()
@@ -411,6 +460,7 @@ class ClusterWorker:
             self.member.revived = False
             self._revived()
         self._check_generation()
+        clusterstats.renewed(self.crawler)
         for worker in dead:
             if worker not in self._reclaiming:
                 self._reclaiming.add(worker)
@@ -418,9 +468,11 @@ class ClusterWorker:
 
     # --- a Redis older than storage (crawler.backends.generation) -------------------------------
     def _check_generation(self) -> None:
-        """Compare Redis's commit counter with storage's, in a thread (one at a time)."""
-        if self._checking:
+        """Compare Redis's commit counter with storage's, in a thread (one at a time, every
+        :data:`GENERATION_SECONDS` at most: renewals come every heartbeat)."""
+        if self._checking or time.monotonic() - self._generation_at < GENERATION_SECONDS:
             return
+        self._generation_at = time.monotonic()
         self._checking = True
         deferred_from_coro(self._generation())
 
@@ -436,14 +488,11 @@ class ClusterWorker:
 
     def _generation_blocking(self) -> None:
         from crawler.backends.generation import GenerationFence
-        from crawler.storage import Store
 
         if self._fence is None:
             self._fence = GenerationFence.of(self.crawler)
-        if self._store is None:
-            self._store = Store.from_settings(self.crawler.settings)
         if self._fence is not None:
-            recorded = self._store.redis_generation(self._fence.key)  # storage, then Redis
+            recorded = self._storage_store().redis_generation(self._fence.key)  # then Redis
             self._fence.check(recorded)
 
     def _rolled_back(self, exc: RedisRolledBack) -> None:
@@ -487,6 +536,7 @@ class ClusterWorker:
             return
         finally:
             self._reclaiming.discard(dead)
+        await self._close_row(dead)
         self._inc("dedup/shared/workers_reclaimed")
         self._inc("dedup/shared/leases_reclaimed", requeued)
         self._inc("dedup/shared/leases_done_at_reclaim", len(done))
@@ -494,6 +544,26 @@ class ClusterWorker:
         logger.info("Reclaimed worker %s (lease expired): %d request(s) queued again, %d found "
                     "committed; %d pending index entr(ies) removed, %d found stored",
                     dead, requeued, len(done), removed, len(stored & set(pending)))  # fmt: skip
+
+    async def _close_row(self, dead: str) -> None:
+        """Close the dead worker's ``crawls`` row (finish reason ``reclaimed``): it cannot."""
+        from crawler.storage import StorageError
+        from crawler.vocab import RECLAIMED_REASON
+
+        try:
+            key = self.member.crawl_key()
+            await run_in_thread(lambda: self._storage_store().close_worker_crawl(
+                key, dead, RECLAIMED_REASON))
+        except (StorageError, RedisBackendError) as exc:  # the row stays open; nothing lost
+            logger.warning("could not close the crawls row of reclaimed worker %s (%s)",
+                           dead, exc)  # fmt: skip
+
+    def _storage_store(self) -> Any:
+        from crawler.storage import Store
+
+        if self._store is None:
+            self._store = Store.from_settings(self.crawler.settings)
+        return self._store
 
     def _stored(self, canonical_urls: set[str]) -> set[str]:
         from crawler.jobstate import stored_canonical_urls
@@ -506,7 +576,10 @@ class ClusterWorker:
             return
         try:
             queued, leased = self.frontier().counts()
-            if queued == 0 and leased == 0:
+            if self._seeds is False:  # a seedless worker's start list (crawler.backends.startlist)
+                self._seeds = startlist.StartListFeeder.of(self.crawler, self.frontier().key)
+            held = self._seeds is not None and self._seeds.holds(queued + leased)
+            if queued == 0 and leased == 0 and not held:
                 self._done()
                 return
             self._flush_storage()
@@ -527,6 +600,9 @@ class ClusterWorker:
         self.member.beat(report=False)
         if self.member.lost:
             self._lost()
+        elif not self._finished:  # marked finished, its keys' expiry set (lifecycle)
+            self._finished = True
+            finish_crawl(self.member, self.crawler.settings, *self._crawl_keys())
 
     def batch_committed(self, **_: Any) -> None:
         """Leases were acknowledged (the scheduler's handler of the same signal): let the engine
@@ -602,7 +678,20 @@ class ClusterWorker:
 
     def engine_stopped(self) -> None:
         """The crawl is over and the process about to exit (module docstring, Leaving)."""
+        if self._finished:  # the keys this worker wrote while closing get the deadline too
+            try:
+                finish_crawl(self.member, self.crawler.settings, *self._crawl_keys(),
+                             log=False)
+            except RedisBackendError as exc:
+                logger.warning("could not set the expiry of the finished crawl's keys (%s)", exc)
         gc.freeze()
+
+    def _crawl_keys(self) -> tuple[str, str]:
+        """The queue key and the start list's key (they may live outside the namespace)."""
+        from crawler.backends.startlist import start_key
+
+        name = self.crawler.spider.name if self.crawler.spider else "web"
+        return self.frontier().key, start_key(self.crawler.settings, name)
 
     def _engine(self) -> Any:
         try:  # Crawler.engine raises until the crawl starts

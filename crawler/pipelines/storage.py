@@ -60,6 +60,7 @@ from crawler.backends.generation import (
     RedisRolledBack,
     report_rolled_back,
 )
+from crawler.backends.joincheck import off_when_refused
 from crawler.closing import close_crawl, stop_on_redis_error
 from crawler.exceptions import DuplicatePage, Undecided
 from crawler.storage import (
@@ -237,13 +238,15 @@ class StoragePipeline:
         self.settle: SettleOptions | None = None  # DEDUP_SETTLE (from_crawler)
         self.fence: Any = None  # a distributed crawl's GenerationFence (from_crawler)
         self._halted: str | None = None  # REDIS_ROLLED_BACK once Redis was found older
+        self._distributed: str | None = None  # the distributed crawl's id, on a worker
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
         pipe = cls(Store.from_settings(crawler.settings), **write_options(crawler.settings))
         pipe.crawler = crawler
         pipe.settle = settle_options(crawler.settings) if _dedup_runs(crawler) else None
-        pipe.fence = GenerationFence.of(crawler)
+        with off_when_refused(crawler):  # a worker refused at join writes nothing
+            pipe.fence = GenerationFence.of(crawler)
         crawler.signals.connect(pipe.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(pipe.page_demoted, signal=dedup_signals.page_demoted)
         crawler.signals.connect(pipe.page_refingerprinted,
@@ -273,17 +276,25 @@ class StoragePipeline:
         if self._close_reason is not None:  # another component failed to open meanwhile
             await self._finish(self._close_reason)
             return
-        logger.info("Storing pages in %s (crawl %d%s)", self.store.url, self.crawl_id,
-                    f", job {job}" if job else "", extra={"spider": spider})
+        where = (f", worker of distributed crawl {job}" if self._distributed is not None
+                 else f", job {job}" if job else "")
+        logger.info("Storing pages in %s (crawl %d%s)", self.store.url, self.crawl_id, where,
+                    extra={"spider": spider})
         self._timer = create_looping_call(self._tick)
         self._timer.start(self.batch_seconds, now=False)
 
     def _start_crawl(self, spider: Any, name: str,
                      settings: dict[str, Any]) -> tuple[int, str | None]:
         """The new crawl's id and job (blocking: file and database work, in a thread)."""
-        job = _job(self.crawler)
+        from crawler.backends.cluster import distributed_member
+
+        job, worker = _job(self.crawler), None
+        me = distributed_member(self.crawler)
+        if me is not None:  # one row per worker, under the distributed crawl's own row
+            job, worker = me.crawl_key(), me.id
         crawl_id = self.store.start_crawl(name, seed_urls(spider), settings, job=job,
-                                          command=run_command(spider))
+                                          command=run_command(spider), worker=worker)
+        self._distributed = job if worker is not None else None
         return crawl_id, job
 
     async def process_item(self, item: Any) -> Any:
@@ -388,10 +399,29 @@ class StoragePipeline:
                 stats.setdefault("finish_reason", reason)  # a failure while closing wins
                 await run_in_thread(self.store.finish_crawl, self.crawl_id,
                                     stats["finish_reason"], stats)
+                if self._distributed is not None and stats["finish_reason"] == "finished":
+                    await run_in_thread(self._finish_distributed, self._distributed)
         except StorageError as exc:
             logger.error("Could not record the end of crawl %s: %s", self.crawl_id, exc)
         finally:
             self.store.close()
+
+    def _finish_distributed(self, key: str) -> None:
+        """The last worker out of a done distributed crawl closes the crawl's own row
+        (blocking). Redis unreachable now: the row stays open, nothing else is lost."""
+        from crawler.backends.cluster import crawl_is_over
+
+        try:
+            if self.crawler is None or not crawl_is_over(self.crawler):
+                return
+        except Exception as exc:  # Redis away (redis-py's errors, ours): nothing to lose
+            logger.warning("Could not tell whether distributed crawl %s is over (%s: %s); its "
+                           "row stays open", key, type(exc).__name__, exc)  # fmt: skip
+            return
+        parent = self.store.finish_distributed(key, "finished")
+        if parent is not None:
+            logger.info("Distributed crawl %s is over: its row, crawl %d, is closed (scrapy "
+                        "dropped / dedupreport report it whole)", key, parent)  # fmt: skip
 
     def idle(self) -> bool:
         """Nothing queued or being written: every page handed over so far is committed (or was

@@ -115,7 +115,12 @@ REDIS_RETRY_SECONDS = _d.REDIS_RETRY_SECONDS  # retry failed Redis calls this lo
 REDIS_TIMEOUT_SECONDS = _d.REDIS_TIMEOUT_SECONDS  # slower Redis replies count as failures
 DEDUP_NAMESPACE = _d.DEDUP_NAMESPACE  # Redis namespace of one crawl (None = BOT_NAME)
 DISTRIBUTED_LEASE_SECONDS = _d.DISTRIBUTED_LEASE_SECONDS  # silent this long: a worker is dead
+DISTRIBUTED_HEARTBEAT_SECONDS = _d.DISTRIBUTED_HEARTBEAT_SECONDS  # lease renewed this often
 DISTRIBUTED_PREFETCH = _d.DISTRIBUTED_PREFETCH  # leased requests taken per Redis call
+DISTRIBUTED_FINISHED_TTL_SECONDS = _d.DISTRIBUTED_FINISHED_TTL_SECONDS  # finished: keys expire
+REDIS_START_URLS_KEY = _d.REDIS_START_URLS_KEY  # seedless workers lpush here (None: web:start_urls)
+REDIS_START_URLS_BATCH_SIZE = _d.REDIS_START_URLS_BATCH_SIZE  # start-list entries per poll
+DISTRIBUTED_SEED_WAIT_SECONDS = _d.DISTRIBUTED_SEED_WAIT_SECONDS  # no seed so long: close (0: wait)
 
 ITEM_PIPELINES = {
     "crawler.pipelines.neardup.NearDuplicatePipeline": 300,  # drops exact and near duplicates

@@ -22,15 +22,17 @@ Use it with ``SCRAPY_SETTINGS_MODULE=crawler.settings.distributed scrapy crawl w
 
 Environment variables (read when this module is imported): ``DEDUP_REDIS_URL``,
 ``DEDUP_STORAGE_URL``, ``DEDUP_NAMESPACE`` (the per-crawl key namespace, default ``BOT_NAME``;
-every worker of one crawl must use the same one). ``-s`` overrides work for the settings our
-components read, but the queue key is computed here, so change the namespace by the
-environment variable. The Lua scripts need a single Redis server (not Redis Cluster).
+every worker of one crawl must use the same one). ``-s`` overrides work too, the namespace's
+included: the queue key's ``%(namespace)s`` is filled in from the ``DEDUP_NAMESPACE`` setting
+(:func:`crawler.backends.common.queue_key`). The settings that decide pages are checked when a
+worker joins (:mod:`crawler.backends.joincheck`). The Lua scripts need a single Redis server
+(not Redis Cluster).
 """
 
 import os
 
 from crawler.settings.base import *  # noqa: F403
-from crawler.settings.base import BOT_NAME, DOWNLOADER_MIDDLEWARES, EXTENSIONS, REDIS_KEY_PREFIX
+from crawler.settings.base import BOT_NAME, DOWNLOADER_MIDDLEWARES, EXTENSIONS
 
 # --- shared frontier (scrapy-redis scheduler, our leased queue) --------------------------------
 SCHEDULER = "crawler.backends.scheduler.SharedScheduler"  # leased, host-partitioned frontier
@@ -38,7 +40,7 @@ SCHEDULER_SERIALIZER = "crawler.backends.serializer"  # JSON, never pickle
 SCHEDULER_PERSIST = True  # keep queue and seen set when a worker stops (others still use them)
 SCHEDULER_FLUSH_ON_START = False  # never wipe what other workers are doing
 DEDUP_NAMESPACE = os.environ.get("DEDUP_NAMESPACE", BOT_NAME)  # per-crawl key namespace
-SCHEDULER_QUEUE_KEY = f"{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE}:%(spider)s:requests"
+SCHEDULER_QUEUE_KEY = "%(namespace)s:%(spider)s:requests"  # under DEDUP_NAMESPACE, env or -s
 
 # --- shared dedup state -----------------------------------------------------------------------
 DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # ours, on the Redis Bloom filter
@@ -52,6 +54,7 @@ DOWNLOADER_MIDDLEWARES = {
     **DOWNLOADER_MIDDLEWARES,
     "crawler.middlewares.robots.StrictRobotsTxtMiddleware": None,  # the shared one subclasses it
     "crawler.politeness.SharedRobotsTxtMiddleware": 100,  # one fetch per host per crawl
+    "crawler.middlewares.sharedscope.SharedScopeMiddleware": 90,  # the crawl's seeds, shared
 }
 
 # --- shared storage ---------------------------------------------------------------------------
