@@ -65,6 +65,12 @@ def redis_url() -> str:
     return _need_service("Redis", REDIS_URL, 6379)
 
 
+@pytest.fixture
+def services(redis_url, pg_url):
+    """The real Redis and PostgreSQL, for the harness of :mod:`bench.cluster`."""
+    return {"redis_url": redis_url, "pg_url": pg_url}
+
+
 @pytest.fixture(scope="session")
 def demo_server():
     """The built-in demo site served on 127.0.0.1 for the whole session."""

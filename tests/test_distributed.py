@@ -128,12 +128,6 @@ def run(cluster: Cluster, servers: list[SiteServer]) -> dict[str, Any]:
     return outcome(cluster, servers)
 
 
-@pytest.fixture
-def services(redis_url, pg_url):
-    """The real Redis and PostgreSQL, for the harness of :mod:`bench.cluster`."""
-    return {"redis_url": redis_url, "pg_url": pg_url}
-
-
 @pytest.mark.slow
 @pytest.mark.redis
 @pytest.mark.postgres

@@ -208,11 +208,6 @@ def _root():
 # --- end to end: real workers on the real Redis and PostgreSQL ----------------------------------
 
 
-@pytest.fixture
-def services(redis_url, pg_url):
-    return {"redis_url": redis_url, "pg_url": pg_url}
-
-
 @pytest.mark.slow
 @pytest.mark.redis
 @pytest.mark.postgres
