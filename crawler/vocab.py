@@ -101,3 +101,7 @@ DISTRIBUTED = "distributed"
 #: ``crawls.finish_reason`` of a distributed worker's row closed by the worker that reclaimed
 #: it (the worker died or was cut off past its lease).
 RECLAIMED_REASON = "reclaimed"
+#: ``crawls.finish_reason`` of a distributed worker's row still open when its crawl was found
+#: done (a worker killed with nothing left to do, or one closing at that moment, whose own
+#: close then writes its reason over it).
+UNFINISHED_REASON = "unfinished"

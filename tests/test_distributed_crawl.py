@@ -25,7 +25,7 @@ from crawler.review import CrawlDB, ReviewError
 from crawler.setfp import CrawlSets
 from crawler.storage import Store
 from crawler.storage.models import Crawl
-from crawler.vocab import DISTRIBUTED, RECLAIMED_REASON
+from crawler.vocab import DISTRIBUTED, RECLAIMED_REASON, UNFINISHED_REASON
 from tests.test_setfp import demotion, page
 from tests.test_storage import db_url, drop, pg_schema_url  # noqa: F401 (fixtures)
 
@@ -115,6 +115,39 @@ def test_the_last_worker_out_closes_the_crawl_with_summed_stats(store: Store) ->
     assert by_id[parent].stats["item_scraped_count"] == 12
     assert by_id[parent].stats["workers"] == 3
     assert store.finish_distributed("c-unknown", "finished") is None
+
+
+@pytest.mark.parametrize("order", ["a_then_b", "b_then_a", "interleaved"])
+def test_workers_closing_at_once_leave_the_crawl_closed_with_every_stat(store, order) -> None:
+    """Each worker that leaves the crawl done closes its row, then the crawl's row: whatever
+    the interleaving, the crawl's row ends closed with both workers' stats, and each worker's
+    row with its own reason (a row closed 'unfinished' by the other is overwritten)."""
+    a = store.start_crawl("web", job=KEY, command="crawl", worker="h:1:aa")
+    b = store.start_crawl("web", job=KEY, command="crawl", worker="h:2:bb")
+    steps = {
+        "a_then_b": ["fa", "pa", "fb", "pb"],
+        "b_then_a": ["fb", "pb", "fa", "pa"],
+        "interleaved": ["fa", "fb", "pb", "pa"],
+    }[order]
+    for step in steps:
+        row = a if step[1] == "a" else b
+        if step[0] == "f":
+            store.finish_crawl(row, "finished", {"item_scraped_count": 3 if row == a else 4})
+        else:
+            store.finish_distributed(KEY, "finished")
+    by_id = {r.id: r for r in rows(store)}
+    parent = next(r for r in by_id.values() if r.command == DISTRIBUTED)
+    assert parent.finish_reason == "finished" and parent.stats["item_scraped_count"] == 7
+    assert by_id[a].finish_reason == by_id[b].finish_reason == "finished"
+
+
+def test_a_worker_row_left_open_when_the_crawl_closes_reads_unfinished(store) -> None:
+    a = store.start_crawl("web", job=KEY, command="crawl", worker="h:1:aa")
+    killed = store.start_crawl("web", job=KEY, command="crawl", worker="h:2:bb")
+    store.finish_crawl(a, "finished", {"item_scraped_count": 3})
+    store.finish_distributed(KEY, "finished")
+    row = next(r for r in rows(store) if r.id == killed)
+    assert row.finish_reason == UNFINISHED_REASON and row.finished_at is not None
 
 
 def _documents(store: Store) -> list[tuple[str, str | None]]:

@@ -256,21 +256,16 @@ def distributed_member(crawler: Crawler | None) -> Member | None:
     return member(crawler)
 
 
-def crawl_is_over(crawler: Crawler) -> bool:
-    """Whether this distributed worker leaves the crawl done (nothing queued or leased) with
-    no other live member: the last one out closes the crawl's own row (blocking: Redis)."""
-    me = _members.get(crawler)
+def crawl_is_done(crawler: Crawler) -> bool:
+    """Whether this distributed worker leaves the shared crawl done: nothing queued or leased
+    (blocking: Redis). Every worker that closes so closes the crawl's own row again, after its
+    own: the last of them to do it has seen every row that closed before it."""
     ext = next((m for m in getattr(crawler.extensions, "middlewares", ())
                 if isinstance(m, ClusterWorker)), None)  # fmt: skip
-    if me is None or ext is None:
+    if ext is None or ext.member.lost:
         return False
     queued, leased = ext.frontier().counts()
-    if queued or leased:
-        return False
-    seconds, micros = me.client.time()
-    now_ms = int(seconds) * 1000 + int(micros) // 1000
-    live = me.client.zrangebyscore(me.workers_key, now_ms, "+inf")
-    return all((w.decode() if isinstance(w, bytes) else w) == me.id for w in live)
+    return queued == 0 and leased == 0
 
 
 def report_lease_lost(crawler: Crawler, me: Member) -> None:

@@ -407,12 +407,14 @@ class StoragePipeline:
             self.store.close()
 
     def _finish_distributed(self, key: str) -> None:
-        """The last worker out of a done distributed crawl closes the crawl's own row
-        (blocking). Redis unreachable now: the row stays open, nothing else is lost."""
-        from crawler.backends.cluster import crawl_is_over
+        """A worker leaving a done distributed crawl closes (again) the crawl's own row, after
+        its own row (blocking): whichever does it last has seen every worker row closed before
+        it, so two workers closing at once cannot both leave it open. Redis unreachable now:
+        the row stays open, nothing else is lost."""
+        from crawler.backends.cluster import crawl_is_done
 
         try:
-            if self.crawler is None or not crawl_is_over(self.crawler):
+            if self.crawler is None or not crawl_is_done(self.crawler):
                 return
         except Exception as exc:  # Redis away (redis-py's errors, ours): nothing to lose
             logger.warning("Could not tell whether distributed crawl %s is over (%s: %s); its "
@@ -420,7 +422,7 @@ class StoragePipeline:
             return
         parent = self.store.finish_distributed(key, "finished")
         if parent is not None:
-            logger.info("Distributed crawl %s is over: its row, crawl %d, is closed (scrapy "
+            logger.info("Distributed crawl %s is done: its row, crawl %d, is closed (scrapy "
                         "dropped / dedupreport report it whole)", key, parent)  # fmt: skip
 
     def idle(self) -> bool:

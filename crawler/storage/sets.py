@@ -33,11 +33,16 @@ class SetsSide(StoreBase):
 
         A worker's row of a distributed crawl (revision 0010) has a parent, the row of the whole
         crawl: every change to the worker's rows is made to the parent's too, in the same
-        transaction, so the parent's fingerprints are those of everything the crawl stored
-        (the parent's id is the smaller, so it is locked first by every worker).
+        transaction, so the parent's fingerprints are those of everything the crawl stored.
+        The parent's ``crawls`` row is locked before any of its ``crawl_documents`` rows: the
+        workers' batches then change the parent's rows one transaction at a time (a batch
+        that stores u and demotes v and another that stores v and demotes u would otherwise
+        wait for each other).
         """
         ids = {int(row["crawl_id"]) for row in stored if row.get("crawl_id") is not None}
         parents = self._parents(conn, ids | {crawl_id for crawl_id, _ in removed})
+        for parent in sorted(set(parents.values())):  # first: see the docstring
+            self._lock_crawl(conn, parent)
         pages: dict[int, dict[str, str | None]] = {}
         for row in stored:
             if row.get("crawl_id") is not None:
@@ -127,11 +132,16 @@ class SetsSide(StoreBase):
                                             m.c.canonical_url == sa.bindparam("k"))
                          .values(content_hash=sa.bindparam("h")), updates)
 
-    def _add_to_crawl(self, conn: sa.Connection, crawl_id: int, change: CrawlSets) -> None:
+    def _lock_crawl(self, conn: sa.Connection, crawl_id: int) -> Any:
+        """The crawl's set columns, its row locked (``FOR NO KEY UPDATE``) until commit."""
         c = self.crawls_table
         stmt = (sa.select(*(c.c[name] for name in SET_COLUMNS))
                 .where(c.c.id == crawl_id).with_for_update(key_share=True))
-        row = conn.execute(stmt).first()
+        return conn.execute(stmt).first()
+
+    def _add_to_crawl(self, conn: sa.Connection, crawl_id: int, change: CrawlSets) -> None:
+        c = self.crawls_table
+        row = self._lock_crawl(conn, crawl_id)
         if row is None:  # no such crawl: the rows' foreign key has refused the batch already
             return
         sets = crawl_sets(*row) + change

@@ -177,13 +177,13 @@ class SettleSide(WriteSide, StoreBase):
         done = Settled(moves.groups, moves.pages)
         now = utcnow()
         stored = [self._promoted_row(sources[i].drop, now) for i in moves.promote]
+        written: list[dict[str, Any]] = []
         if stored:
             written = self._upsert(conn, stored)
             urls = [pages[i].url for i in moves.promote]
             for chunk in chunked(urls):
                 conn.execute(sa.delete(self.dropped_table)
                              .where(self.dropped_table.c.url.in_(chunk)))
-            self._track_sets(conn, written, [])
             done.promoted = len(stored)
             done.rows += [{"url": row["url"], "reason": KEPT_REASON, "duplicate_of": None,
                            "distance": None, "simhash": row["simhash"],
@@ -192,7 +192,8 @@ class SettleSide(WriteSide, StoreBase):
         demotions = [self._demotion(pages, i, verdict, sources[i], max_chars)
                      for i, verdict in moves.demote]
         removed = self._demote(conn, demotions)
-        self._track_sets(conn, [], removed)
+        # the sets last, in one call: a distributed crawl's row is locked only from here on
+        self._track_sets(conn, written, removed)
         for demotion in demotions:
             if demotion["row"] is not None:
                 done.demoted += 1

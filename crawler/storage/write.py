@@ -23,7 +23,7 @@ from crawler.storage.models import DOCUMENT_COLUMNS, DROPPED_COLUMNS, Crawl, Red
 from crawler.storage.rows import build_row, chunked
 from crawler.storage.sets import SetsSide
 from crawler.storage.types import Fingerprint64, to_signed64, utcnow
-from crawler.vocab import DISTRIBUTED, REPOINTED_RULE
+from crawler.vocab import DISTRIBUTED, REPOINTED_RULE, UNFINISHED_REASON
 
 logger = logging.getLogger(__name__)
 
@@ -139,9 +139,11 @@ class WriteSide(SetsSide):
 
     def finish_distributed(self, key: str, reason: str) -> int | None:
         """Close distributed crawl ``key``'s own row: finish time, reason, and the sum of its
-        workers' numeric stats (plus ``workers``); returns its id (None: no such crawl). A
-        worker row still open is closed with ``reason`` too (its worker is gone: the crawl
-        is done)."""
+        workers' numeric stats (plus ``workers``); returns its id (None: no such crawl). Called
+        by every worker that leaves the crawl done, after closing its own row, under the
+        row's lock: the last call sums every row closed before it. A worker row still open
+        is closed ``unfinished`` (a worker killed when nothing was left, or one closing now:
+        its own close writes its reason over it, then this again)."""
         self.check()
         now = utcnow()
         with self._errors("recording the crawl finish"), self.engine.begin() as conn:
@@ -157,7 +159,7 @@ class WriteSide(SetsSide):
                         totals[name] = totals.get(name, 0) + value
             conn.execute(sa.update(Crawl).where(Crawl.parent_id == parent,
                                                 Crawl.finished_at.is_(None))
-                         .values(finished_at=now, finish_reason=reason))
+                         .values(finished_at=now, finish_reason=UNFINISHED_REASON))
             conn.execute(sa.update(Crawl).where(Crawl.id == parent).values(
                 finished_at=now, finish_reason=reason, stats=jsonable(totals)))
             return int(parent)
