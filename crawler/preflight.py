@@ -68,7 +68,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
         warc,
     )
     from crawler.backends import backend_name, check_extras, cluster, joincheck
-    from crawler.backends.common import retry_settings
+    from crawler.backends.common import namespace_setting, retry_settings
     from crawler.droplog import droplog_settings
     from crawler.middlewares import headerlimit, retryafter, robots
     from crawler.pipelines import neardup
@@ -93,6 +93,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
         cluster.validate,  # DISTRIBUTED_*, the shared scheduler's extension
         joincheck.validate,  # SCHEDULER_QUEUE_KEY; SCHEDULER_PERSIST, _FLUSH_ON_START (shared)
         retry_settings,  # REDIS_RETRY_SECONDS, REDIS_TIMEOUT_SECONDS
+        namespace_setting,  # DEDUP_NAMESPACE (a key segment: no ':')
         progress.interval_setting,  # DEDUP_PROGRESS_INTERVAL
         neardup.validate,  # SIMHASH_*, DEDUP_* of the near-duplicate pipeline
         warc.warc_options,  # WARC_*

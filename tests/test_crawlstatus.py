@@ -135,7 +135,8 @@ def test_every_worker_is_listed_with_its_pages(crawled):
 @pytest.mark.redis
 @pytest.mark.postgres
 def test_list_shows_the_namespace(crawled):
-    rows = [c for c in crawled.listing["crawls"] if c["namespace"] == crawled.cluster.base]
+    rows = [c for c in crawled.listing["crawls"] if c["namespace"] == crawled.cluster.namespace]
+    assert rows and rows[0]["base"] == crawled.cluster.base  # the bare name, as crawlclear takes
     assert len(rows) == 1, crawled.listing
     row = rows[0]
     assert row["crawl"] == crawled.final["crawl"] and row["state"] == "finished"

@@ -201,10 +201,11 @@ def test_a_killed_crawl_is_not_finished_and_resumes(redis_url, storage, tmp_path
 
 
 def test_crawlclear_touches_no_other_namespace(redis_url, storage, tmp_path):
-    """Namespace A is cleared; B (a sibling) and ``A:b`` (a namespace whose name extends A's)
-    keep every key, byte for byte, and A's finish gave neither of them a deadline."""
+    """Namespace A is cleared; B (a sibling) and ``Ab`` (a namespace whose name extends A's)
+    keep every key, byte for byte, and A's finish gave neither of them a deadline. A name with
+    a ``:`` (``A:web``, whose keys would be A's frontier) is no namespace: refused."""
     base_ns = f"t-lifecycle-{uuid.uuid4().hex[:10]}"
-    names = [f"{base_ns}:b", f"{base_ns}-sibling", base_ns]  # A last: its finish runs last
+    names = [f"{base_ns}b", f"{base_ns}-sibling", base_ns]  # A last: its finish runs last
     with serve_web(sites()[:1]) as servers:
         crawls = []
         with cluster(servers, tmp_path, redis_url, storage, names[0]) as nested, \
@@ -226,6 +227,10 @@ def test_crawlclear_touches_no_other_namespace(redis_url, storage, tmp_path):
             no_tty = scrapy("crawlclear", crawl.namespace, env=crawl.env)
             assert no_tty.returncode == 2 and "--yes" in no_tty.stderr, no_tty.stderr
             assert len(no_tty.stderr.strip().splitlines()) == 1
+            colon = scrapy("crawlclear", f"{base_ns}:web", "--yes", "--force", env=crawl.env)
+            assert colon.returncode == 2 and "is not a namespace" in colon.stderr, colon.stderr
+            assert len(colon.stderr.strip().splitlines()) == 1
+            assert CrawlState(client, crawl.base).size()[0] == len(mine)  # A's frontier kept
             unknown = scrapy("crawlclear", f"{base_ns}-none", "--yes", env=crawl.env)
             assert unknown.returncode == 2 and "no crawl in namespace" in unknown.stderr
             assert len(unknown.stderr.strip().splitlines()) == 1

@@ -33,6 +33,7 @@ BAD = {
     "validate@crawler.backends.cluster": ("DISTRIBUTED_PREFETCH", 0),
     "validate@crawler.backends.joincheck": ("SCHEDULER_QUEUE_KEY", "%(host)s:requests"),
     "retry_settings": ("REDIS_RETRY_SECONDS", -1),
+    "namespace_setting": ("DEDUP_NAMESPACE", "crawl42:web"),
     "interval_setting": ("DEDUP_PROGRESS_INTERVAL", -3),
     "validate@crawler.pipelines.neardup": ("SIMHASH_SHINGLE", 9),
     "warc_options": ("WARC_MAX_SIZE", -1),

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 import weakref
 from collections.abc import Callable
@@ -71,15 +72,28 @@ def keys_lost(url: str) -> RedisBackendError:
         "it answers, but this crawl's keys are gone: restarted without persistence, or flushed"))
 
 
+#: What a namespace may be: it is one segment of every key (``{prefix}:{namespace}:...``), so a
+#: ``:`` in it would make one crawl's keys another's (``a:web`` and ``a``'s ``web:requests``).
+NAMESPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def namespace_setting(settings: config.SettingsLike) -> str:
+    """``DEDUP_NAMESPACE`` (default ``BOT_NAME``), checked: letters, digits, ``.``, ``_`` and
+    ``-``, 1-100 characters, no ``:`` (:data:`NAMESPACE_RE`); :class:`SettingError` else."""
+    explicit = settings.get("DEDUP_NAMESPACE", defaults.DEDUP_NAMESPACE)
+    ns = str(explicit or settings.get("BOT_NAME") or defaults.BOT_NAME)
+    if not NAMESPACE_RE.fullmatch(ns):
+        raise config.SettingError(
+            "DEDUP_NAMESPACE" if explicit else "BOT_NAME", ns,
+            "a namespace of letters, digits, '.', '_' and '-' (1-100 characters, no ':'; "
+            "set DEDUP_NAMESPACE)")
+    return ns
+
+
 def namespace(settings: config.SettingsLike) -> str:
-    """``{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE or BOT_NAME}``."""
+    """``{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE or BOT_NAME}`` (:func:`namespace_setting`)."""
     prefix = str(settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
-    ns = (
-        settings.get("DEDUP_NAMESPACE", defaults.DEDUP_NAMESPACE)
-        or settings.get("BOT_NAME")
-        or defaults.BOT_NAME
-    )
-    return f"{prefix}:{ns}"
+    return f"{prefix}:{namespace_setting(settings)}"
 
 
 def queue_key(settings: config.SettingsLike, spider: str) -> str:
@@ -88,8 +102,9 @@ def queue_key(settings: config.SettingsLike, spider: str) -> str:
     distributed profile's ``%(namespace)s:%(spider)s:requests`` follows the ``DEDUP_NAMESPACE``
     setting, whether the environment or ``-s`` set it."""
     pattern = str(settings.get("SCHEDULER_QUEUE_KEY") or "%(spider)s:requests")
+    base = namespace(settings)  # its own SettingError
     try:
-        return pattern % {"spider": spider, "namespace": namespace(settings)}
+        return pattern % {"spider": spider, "namespace": base}
     except (KeyError, ValueError, TypeError):
         raise config.SettingError("SCHEDULER_QUEUE_KEY", pattern, "a key in which only "
                                   "%(spider)s and %(namespace)s are filled in") from None

@@ -29,9 +29,10 @@ finished namespace are never read, and a cleared one starts from a fresh list.
 * **Cleared** by ``scrapy crawlclear`` (:meth:`CrawlState.clear`): ``SCAN`` and ``UNLINK`` in
   bounded batches, refused while a member is live (its lease in the future on the Redis clock).
 
-A namespace whose name extends this one with a colon (``a`` and ``a:b``) shares the
-``{base}:`` prefix: its keys are told apart by its own ``{base}:b:meta`` (a hash with
-``started``) and left alone. The stored pages are in storage (``STORAGE_URL``), never in Redis:
+A namespace is one key segment (no ``:``, :func:`crawler.backends.common.namespace_setting`),
+so no other namespace's keys lie under ``{base}:``; one named so by an older version (``a``
+and ``a:b``) is told apart by its own ``{base}:b:meta`` (a hash with ``started``) and left
+alone. The stored pages are in storage (``STORAGE_URL``), never in Redis:
 expiring or clearing a crawl's state leaves them there.
 """
 

@@ -79,19 +79,26 @@ class Command(ScrapyCommand):
             self.exitcode = 1
 
     def _clear(self, ns: str, url: str, opts: argparse.Namespace) -> int:
+        from crawler.backends.common import NAMESPACE_RE
         from crawler.backends.lifecycle import CrawlState, settings_base
         from crawler.backends.redis import connect
         from crawler.backends.startlist import start_key
 
         assert self.settings is not None
+        prefix = str(self.settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
+        ns = ns.strip().removeprefix(prefix + ":")  # the bare name, or as a key shows it
+        if not NAMESPACE_RE.fullmatch(ns):
+            return _refuse(f"{ns!r} is not a namespace (letters, digits, '.', '_' and '-', no "
+                           "':'); `scrapy crawlstatus --list` lists the crawls")
         start = start_key({**self.settings.copy_to_dict(), "DEDUP_NAMESPACE": ns}, "web")
         state = CrawlState(connect(url), settings_base(self.settings, ns), url, start_key=start)
         try:
             keys, size = state.size()
             where = f"in Redis at {mask_url(url)}"
-            if not keys:
-                return _refuse(f"no crawl in namespace {ns!r} {where} (no key under "
-                               f"{state.base}:); `scrapy crawlstatus --list` lists them")
+            meta = state.meta()
+            if not keys or not (meta.get("started") or meta.get("crawl")):
+                return _refuse(f"no crawl in namespace {ns!r} {where} (no crawl recorded in "
+                               f"{state.base}:meta); `scrapy crawlstatus --list` lists them")
             live = state.live_members()
             if live and not opts.force:
                 return _refuse(f"crawl {ns!r} has {len(live)} live worker(s) ({', '.join(live)});"

@@ -124,7 +124,8 @@ class Command(ScrapyCommand):
                 raise InputError(f"--namespace {opts.namespace!r}: expected a DEDUP_NAMESPACE "
                                  "such as crawl42 (see `scrapy crawlstatus --list`)")
             prefix = str(self.settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
-            base = f"{prefix}:{opts.namespace}"
+            name = opts.namespace.removeprefix(prefix + ":")  # as --list prints it, or whole
+            base = f"{prefix}:{name}"
         pattern = str(self.settings.get("SCHEDULER_QUEUE_KEY") or "")
         try:  # %(namespace)s and %(spider)s, as the workers fill them in
             key = pattern % {"spider": opts.spider, "namespace": base}

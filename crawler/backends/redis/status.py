@@ -198,8 +198,9 @@ def namespaces(client: redis.Redis, prefix: str, spider: str = "web",
         if view is None:  # deleted since the scan
             continue
         out.append({
-            "namespace": base, "crawl": view.crawl, "started": view.started,
-            "state": view.state, "queued": view.queued, "leased": view.leased,
+            "namespace": base[len(prefix) + 1:], "base": base, "crawl": view.crawl,
+            "started": view.started, "state": view.state, "queued": view.queued,
+            "leased": view.leased,
             "live_workers": view.live, "workers": len(view.workers), "keys": keys[base],
             "memory_bytes": memory[base], "memory_complete": len(sampled) < max_keys,
         })  # fmt: skip
