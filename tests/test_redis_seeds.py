@@ -117,6 +117,36 @@ def test_seedless_workers_take_seeds_from_redis(tmp_path, order):
         client.delete(key)
 
 
+def test_a_seeded_worker_takes_what_the_start_list_holds_before_the_crawl_is_done(tmp_path):
+    """A crawl fed by its start list (a seedless worker joined it) is not done while seeds
+    wait in the list: a worker started with seeds that finds the frontier empty takes them,
+    as the seedless worker would, instead of marking the crawl finished. The seedless worker
+    is paused (SIGSTOP) while the seeds wait, so only the seeded one can take them."""
+    sites = [template_site(12, seed=5), template_site(12, seed=6)]
+    with serve_web(sites) as servers, cluster_on(servers[:1], tmp_path) as plain:
+        cluster = _seedless(plain)
+        client = connect(cluster.redis_url)
+        key = f"{cluster.namespace}:web:start_urls"
+        waiting = cluster.start()
+        _wait_for(lambda: WAIT_LINE in waiting.log, what="the INFO line")
+        assert client.hget(f"{cluster.base}:meta", "start_list")  # the crawl is list-fed
+        waiting.proc.send_signal(signal.SIGSTOP)
+        try:
+            client.lpush(key, servers[1].url("/"))  # waits in the list: the reader is paused
+            seeded = plain.start()  # seeds: the first site only
+            seeded.proc.wait(120)
+        finally:
+            waiting.proc.send_signal(signal.SIGCONT)
+        cluster.reap(timeout=120)
+        assert seeded.proc.returncode == 0, seeded.log[-3000:]
+        assert servers[1].hits["/"] == 1  # the seeded worker took the list's seed and crawled
+        assert int(seeded.stats.get("dedup/start_urls/taken", 0)) == 1
+        figures = outcome(cluster, servers)
+        assert figures["pages_unfetched"] == figures["pages_undecided"] == 0, figures
+        assert client.llen(key) == 0
+        client.delete(key)
+
+
 def test_seedless_worker_wait_is_bounded(tmp_path):
     with serve_web([template_site(6, seed=1)]) as servers, \
             cluster_on(servers, tmp_path) as plain:  # fmt: skip

@@ -573,7 +573,10 @@ class ClusterWorker:
             queued, leased = self.frontier().counts()
             if self._seeds is False:  # a seedless worker's start list (crawler.backends.startlist)
                 self._seeds = startlist.StartListFeeder.of(self.crawler, self.frontier().key)
-            held = self._seeds is not None and self._seeds.holds(queued + leased)
+            if self._seeds is None and queued == 0 and leased == 0:  # fed by it? then feed too
+                self._seeds = startlist.StartListFeeder.joining(self.crawler,
+                                                                self.frontier().key)
+            held = bool(self._seeds) and self._seeds.holds(queued + leased)
             if queued == 0 and leased == 0 and not held:
                 self._done()
                 return

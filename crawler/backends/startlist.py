@@ -37,6 +37,9 @@ In the distributed profile a ``web`` worker started with no seeds (no ``-a seeds
   :data:`WAIT_LOG_SECONDS`; ``DISTRIBUTED_SEED_WAIT_SECONDS`` > 0 bounds the wait (then it
   closes ``no_seeds``, exit 0). A crawl that has run closes as before once nothing is queued,
   leased or taken; seeds pushed to a finished namespace need a new crawl (README, "Scale out").
+  A worker started with seeds, in a crawl a seedless worker fed from its start list, takes
+  what the list still holds before it reads the crawl as done (:meth:`StartListFeeder.joining`):
+  else it could mark the crawl finished while seeds wait in the list.
   scrapy-redis's spiders idle for ever instead (``MAX_IDLE_TIME_BEFORE_CLOSE`` = 0).
 
 Stats: ``dedup/start_urls/taken`` (entries taken from the key, recovered ones included),
@@ -54,6 +57,9 @@ from typing import TYPE_CHECKING
 from crawler import config, defaults
 from crawler.backends.common import RedisBacked, namespace
 from crawler.seeds import LINE_MAX_BYTES, LongLine, SeedError, Seeds, parse_seeds
+
+#: ``{base}:meta`` field set once a seedless worker fed the crawl from its start list.
+IN_USE = "start_list"
 
 if TYPE_CHECKING:
     import redis
@@ -316,8 +322,21 @@ class StartListFeeder:
     @classmethod
     def of(cls, crawler: Crawler, frontier_key: str) -> StartListFeeder | None:
         """The feeder of a worker whose spider started with no seeds and takes them
-        (``spider.reads_start_list``), else None."""
+        (``spider.reads_start_list``; it marks the crawl as one fed by its start list:
+        ``{base}:meta`` field ``start_list``), else None."""
         if not getattr(crawler.spider, "reads_start_list", False):
+            return None
+        feeder = cls(crawler, frontier_key)
+        feeder.list._call("hset", f"{feeder.list.base}:meta", IN_USE, 1)
+        return feeder
+
+    @classmethod
+    def joining(cls, crawler: Crawler, frontier_key: str) -> StartListFeeder | None:
+        """A feeder for a worker started with seeds whose crawl turns out to be fed by its
+        start list (a seedless worker marked it): before such a worker reads the crawl as done
+        it takes what the list still holds, as the seedless ones would; else None."""
+        found = start_list(crawler)
+        if not found._call("hget", f"{found.base}:meta", IN_USE):
             return None
         return cls(crawler, frontier_key)
 
