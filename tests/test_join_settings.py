@@ -138,13 +138,13 @@ def test_each_mismatched_setting_is_refused_in_one_line_and_writes_nothing(crawl
 
 @pytest.mark.slow
 def test_another_storage_url_is_refused_without_its_password(crawl, pg_url):
-    other = pg_url.replace("postgres@", "postgres:hunter2@") + "?application_name=x"
+    other = pg_url.replace("postgres@", "postgres:hunter2@").rsplit("/", 1)[0] + "/postgres"
     with paused_first_worker(crawl):
         before = state(crawl)
-        code, err = finish(crawl.start(STORAGE_URL=other))
+        code, err = finish(crawl.start(STORAGE_URL=other + "?application_name=x"))
         assert state(crawl) == before
     assert code == 2
-    assert_one_line(err, "STORAGE_URL=postgresql+psycopg://postgres:***@", "(crawl: ")
+    assert_one_line(err, "STORAGE_URL=postgresql://postgres@", "/postgres (crawl: ")
     assert "hunter2" not in err
 
 
@@ -357,7 +357,16 @@ def test_every_recorded_setting_is_a_known_setting_read_as_its_component_reads_i
                      "DEDUP_NAMESPACE": "n"})  # fmt: skip
     assert joincheck.differences(joincheck.record(given), joincheck.record(same)) == []
     record = joincheck.record(given)
-    assert record["STORAGE_URL"] == "postgresql+psycopg://u:***@db/crawl"
-    assert record["SIMHASH_BLOCKS"] is None  # unset: k + 1, so that only k is named
+    assert record["STORAGE_URL"] == "postgresql://u@db:5432/crawl"  # no password, ever
+    assert record["SIMHASH_BLOCKS"] == 4  # unset: k + 1, as the index uses it
+    # the same database reached another way: no password (PGPASSWORD), the port spelled out,
+    # driver options; and the block count given as the default it is
+    also_same = Settings({"SIMHASH_SHINGLE": 4, "URLNORM_STRIP_PARAMS": ["a", "b"],
+                          "STORAGE_URL": "postgresql://u@DB:5432/crawl?sslmode=require",
+                          "SIMHASH_BLOCKS": 4, "DEDUP_NAMESPACE": "n"})  # fmt: skip
+    assert joincheck.differences(record, joincheck.record(also_same)) == []
+    others = [Settings({**given.copy_to_dict(), "STORAGE_URL": url}) for url in (
+        "postgresql://u@db/other", "postgresql://v@db/crawl", "postgresql://u@db:5433/crawl")]
+    assert all(joincheck.differences(record, joincheck.record(o)) for o in others)
     relative = joincheck.record(Settings({"STORAGE_URL": "sqlite:///crawl.db"}))
     assert relative["STORAGE_URL"] == f"sqlite:///{Path.cwd() / 'crawl.db'}"

@@ -19,9 +19,10 @@ component reads it (the same checked getter), so ``-s SIMHASH_SHINGLE=4`` and ``
   ``BLOCK_PRIVATE_ADDRESSES``, ``LINKS_PER_PAGE_MAX``, ``PAGE_MAX_PARSE_CHARS`` and Scrapy's
   ``DEPTH_LIMIT`` and ``ROBOTSTXT_OBEY``;
 * the seen set's sizing: ``BLOOM_CAPACITY``, ``BLOOM_ERROR_RATE``, ``BLOOM_ON_FULL``;
-* where output goes: ``STORAGE_URL`` (normalized: ``postgres://`` is ``postgresql+psycopg://``,
-  a SQLite path made absolute; the password masked, so it is neither stored in Redis nor
-  compared: a wrong one fails the storage check, a rotated one is the same database) and the
+* where output goes: ``STORAGE_URL`` (the database it names, :func:`storage_url`: backend, user,
+  host, port and database, a SQLite path made absolute; never the password, which is neither
+  stored in Redis nor compared: a wrong one fails the storage check, a rotated one or one from
+  ``PGPASSWORD`` is the same database; nor the driver or query options) and the
   queue key (``SCHEDULER_QUEUE_KEY`` resolved with the namespace, :func:`queue_key`: an env
   ``DEDUP_NAMESPACE`` and another ``-s DEDUP_NAMESPACE`` once put the queue and the index
   under two namespaces). The namespace itself is where the record lives.
@@ -119,12 +120,11 @@ class JoinSetting:
 
 
 def _simhash(i: int) -> Callable[[config.SettingsLike], Any]:
-    """k (0) or the block count (1: None when unset, k + 1 then, so that only the k differs)."""
+    """k (0) or the block count (1) as the index uses them: an unset ``SIMHASH_BLOCKS`` is
+    k + 1, so ``-s SIMHASH_BLOCKS=4`` with k = 3 joins a crawl that left it unset."""
     def read(settings: config.SettingsLike) -> Any:
         from crawler.simindex import settings_params
 
-        if i == 1 and settings.get("SIMHASH_BLOCKS", defaults.SIMHASH_BLOCKS) in (None, ""):
-            return None
         return settings_params(settings)[i]
     return read
 
@@ -181,14 +181,26 @@ def _bloom(key: str) -> Callable[[config.SettingsLike], Any]:
     return read
 
 
+#: The port a database URL means when it names none.
+DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
+
+
 def storage_url(settings: config.SettingsLike) -> str:
-    """``STORAGE_URL`` normalized and masked (module docstring): where this worker's pages go."""
-    from crawler.storage.engine import mask_url, parse_url
+    """Which database ``STORAGE_URL`` names (module docstring): backend, user, host, port
+    (its default filled in) and database, or a SQLite file's absolute path. No password (a
+    rotated one, or one from ``PGPASSWORD``/``.pgpass``, is the same database), no driver and
+    no query options (``?sslmode=``): the same database reached another way is the same."""
+    from crawler.storage.engine import parse_url
 
     url = parse_url(str(settings.get("STORAGE_URL") or defaults.STORAGE_URL))
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        url = url.set(database=os.path.abspath(url.database or ""))
-    return mask_url(url)
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        path = url.database or ""
+        return f"sqlite:///{os.path.abspath(path) if path not in ('', ':memory:') else path}"
+    host = (url.host or "localhost").lower()
+    port = url.port or DEFAULT_PORTS.get(backend, "")
+    user = f"{url.username}@" if url.username else ""
+    return f"{backend}://{user}{host}:{port}/{url.database or ''}"
 
 
 def _queue(settings: config.SettingsLike) -> str:
@@ -243,9 +255,18 @@ def record(settings: config.SettingsLike) -> dict[str, Any]:
 
 def differences(mine: dict[str, Any], crawl: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """``(name, this worker's value, the crawl's)`` of each setting recorded on both sides
-    whose values differ, in :data:`JOIN_SETTINGS` order."""
-    return [(s.name, mine[s.name], crawl[s.name]) for s in JOIN_SETTINGS
-            if s.name in mine and s.name in crawl and mine[s.name] != crawl[s.name]]
+    whose values differ, in :data:`JOIN_SETTINGS` order. A block count that is k + 1 on both
+    sides (the default) is not named when k differs: only k does."""
+    out = [(s.name, mine[s.name], crawl[s.name]) for s in JOIN_SETTINGS
+           if s.name in mine and s.name in crawl and mine[s.name] != crawl[s.name]]
+    if all(_default_blocks(side) for side in (mine, crawl)):
+        out = [d for d in out if d[0] != "SIMHASH_BLOCKS"]
+    return out
+
+
+def _default_blocks(record: dict[str, Any]) -> bool:
+    k, blocks = record.get("SIMHASH_MAX_DISTANCE"), record.get("SIMHASH_BLOCKS")
+    return blocks is None or (isinstance(k, int) and blocks == k + 1)
 
 
 def shown_value(value: Any) -> str:
