@@ -70,6 +70,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 import uuid
 import weakref
@@ -163,6 +164,7 @@ class Member(RedisBacked):
         self._registered = False
         self._crawl_key: str | None = None
         self._beat = client.register_script(_BEAT)
+        self._beating = threading.Lock()
 
     def beat(self, report: bool = True) -> list[str]:
         """Renew the membership (registering it the first time); returns expired members,
@@ -171,6 +173,10 @@ class Member(RedisBacked):
         for a lease: a Redis outage, a paused process) and no worker had reported it: it holds
         all it held. Raises :class:`RedisBackendError` when the namespace is gone (Redis lost
         its data)."""
+        with self._beating:  # the reactor and the heartbeat thread (one renewal at a time)
+            return self._beat_locked(report)
+
+    def _beat_locked(self, report: bool) -> list[str]:
         if self.lost:
             return []
         now = time.monotonic()  # before the call: the lease runs from when it was asked for

@@ -1,8 +1,8 @@
 """Each distributed worker's live numbers in Redis, the whole crawl's figures back, and the
 final summary of the crawl.
 
-At each membership renewal (:class:`crawler.backends.cluster.ClusterWorker`, every third of
-``DISTRIBUTED_LEASE_SECONDS``) :func:`renewed` runs ONE Lua script (:data:`_PUBLISH`) that
+At each membership renewal (:class:`crawler.backends.cluster.ClusterWorker`, every
+``DISTRIBUTED_HEARTBEAT_SECONDS``) :func:`renewed` runs ONE Lua script (:data:`_PUBLISH`) that
 
 * writes this worker's record in ``{base}:workers:stats`` (field: its member id; value: compact
   JSON of ``pages`` = ``response_received_count``, ``stored`` = ``storage/documents`` -

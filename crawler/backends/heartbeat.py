@@ -7,7 +7,8 @@ reactor renews it every ``DISTRIBUTED_HEARTBEAT_SECONDS`` (:func:`interval`, at 
 of the lease), and with the same call looks for dead workers. A lease short enough to take a
 dead worker's hosts over within seconds must not expire because the reactor is held up for a
 while (a long parse, a batch of Redis calls, CPU shared with other processes), so this thread
-renews the membership too, whenever the reactor has not done so for one heartbeat:
+renews the membership too, whenever the reactor has not done so for one and a half heartbeats
+(a healthy reactor's renewals drift a little: the thread then stays quiet):
 
 * it **only renews** (a renewal that reports nobody): finding dead workers, fencing and
   reclaiming them stay on the reactor, so a reactor that is held up delays a takeover, never
@@ -24,7 +25,8 @@ renews the membership too, whenever the reactor has not done so for one heartbea
   the crawl ``lease_lost`` or ``redis_error``).
 
 The thread is a daemon and never holds a worker's exit. The Redis client is redis-py's,
-whose connection pool is thread-safe; the membership's fields are plain assignments.
+whose connection pool is thread-safe; a renewal holds the membership's lock, so the reactor's
+and the thread's never interleave their updates of its fields.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ class Heartbeat:
             if renewed != mine:
                 reactor = max(reactor, renewed)
             now = time.monotonic()
-            if now - renewed < self.every or now - reactor > self.stall:
+            if now - renewed < 1.5 * self.every or now - reactor > self.stall:
                 continue  # renewed lately; or the reactor is hung: let the membership expire
             try:
                 self.member.beat(report=False)
