@@ -563,3 +563,27 @@ def test_migrating_a_0001_database_backfills_the_keys(db_url: str) -> None:
         probe = PageSignature("http://new/1", "", f"{12:016x}{12:016x}", None)
         assert loaded.check_and_add(probe) == by_records.check_and_add(probe)
         assert loaded.check_and_add(probe).url == "http://a.test/12"
+
+
+@pytest.mark.postgres
+def test_a_crawl_creates_a_missing_postgresql_database_a_reader_does_not(pg_url: str) -> None:
+    """As a SQLite file is created on first use, a crawl's Store creates the PostgreSQL
+    database its URL names (the distributed profile's default one, for instance); a review
+    command's read-only Store reports it missing instead."""
+    import uuid
+
+    name = f"t_created_{uuid.uuid4().hex[:10]}"
+    url = pg_url.rsplit("/", 1)[0] + "/" + name
+    admin = sa.create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    try:
+        with pytest.raises(StorageError, match="does not exist"):
+            Store(url, create=False).check()
+        with Store(url) as store:  # a crawl's
+            crawl = store.start_crawl("web")
+            assert store.schema_revision() == migrations.head()
+        with Store(url, create=False) as again:
+            assert [c.id for c in again.crawls()] == [crawl]
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

@@ -59,5 +59,5 @@ DOWNLOADER_MIDDLEWARES = {
 
 # --- shared storage ---------------------------------------------------------------------------
 STORAGE_URL = os.environ.get(
-    "DEDUP_STORAGE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)  # one PostgreSQL database for every worker
+    "DEDUP_STORAGE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/dedup_crawler"
+)  # one PostgreSQL database for every worker (created on first use when missing)

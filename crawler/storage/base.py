@@ -3,6 +3,7 @@ and the small query helpers (:class:`StoreBase`)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,9 +22,11 @@ from crawler.storage.engine import (
     StorageError,
     acquire_engine,
     check_sqlite_path,
+    create_database,
     enable_wal,
     first_line,
     mask_url,
+    missing_database,
     parse_url,
     release_engine,
     wrap_error,
@@ -31,6 +34,8 @@ from crawler.storage.engine import (
 from crawler.storage.models import Crawl, CrawlDocument, Document, Dropped
 from crawler.storage.ownership import read_only_error, refuse_foreign, refuse_read_only
 from crawler.storage.rows import chunked
+
+logger = logging.getLogger(__name__)
 
 #: Key of the PostgreSQL advisory lock held while migrating (two workers starting at once).
 MIGRATION_LOCK_KEY = 0x6465647570  # "dedup"
@@ -100,17 +105,31 @@ class StoreBase:
             if self.backend == "sqlite":
                 check_sqlite_path(self.sa_url, self._create)
             try:
-                with MIGRATE_LOCK, self._errors("opening the database"):
-                    with self.engine.begin() as conn:
-                        self._migrate(conn)
-                    if self._create:  # a crawl must fail here, not at its first write
-                        refuse_read_only(self.engine, self.sa_url)
+                self._open_and_migrate()
             except StorageError as exc:  # a migration refused by a read-only database, too
                 error = read_only_error(exc.__cause__ or exc, self.sa_url)
                 if error is None or not self._create:
                     raise
                 raise error from None
             self._ready = True
+
+    def _open_and_migrate(self) -> None:
+        """Migrate (under the process's lock); a PostgreSQL database that does not exist is
+        created first when this Store creates (``create``: a crawl, as SQLite's file is)."""
+        for attempt in (1, 2):
+            try:
+                with MIGRATE_LOCK, self._errors("opening the database"):
+                    with self.engine.begin() as conn:
+                        self._migrate(conn)
+                    if self._create:  # a crawl must fail here, not at its first write
+                        refuse_read_only(self.engine, self.sa_url)
+                return
+            except StorageError as exc:
+                if attempt == 2 or not self._create or not missing_database(exc.__cause__):
+                    raise
+            if create_database(self.sa_url):
+                logger.info("Created database %r on %s", self.sa_url.database,
+                            mask_url(self.sa_url))
 
     def _migrate(self, conn: sa.Connection) -> None:
         # alembic is imported when a database is first opened, not with this module

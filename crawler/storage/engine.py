@@ -194,3 +194,47 @@ def check_sqlite_path(url: URL, create: bool) -> None:
             f"no crawl database at {path} (run a crawl first, or check STORAGE_URL / --db)",
             mask_url(url),
         )
+
+
+# --- a PostgreSQL database that does not exist yet ----------------------------------------------
+
+#: SQLSTATE of "database ... does not exist" (``invalid_catalog_name``).
+MISSING_DATABASE = "3D000"
+
+
+def missing_database(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (a :class:`StorageError`'s cause) says the PostgreSQL database in the URL
+    does not exist."""
+    orig = getattr(exc, "orig", None)
+    if orig is None:
+        return False
+    # at connect time libpq gives no SQLSTATE, only the server's words
+    return (getattr(orig, "sqlstate", None) == MISSING_DATABASE
+            or ('database "' in str(orig) and '" does not exist' in str(orig)))
+
+
+def create_database(url: URL) -> bool:
+    """``CREATE DATABASE`` for PostgreSQL URL ``url``, connected to the server's ``postgres``
+    database with the same credentials, as a SQLite file is created on first use; True when
+    this call created it (False: another process did meanwhile). Raises StorageError (one
+    line: no right to create databases, say) naming the URL masked."""
+    admin = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT",
+                             poolclass=sa.pool.NullPool)
+    name = str(url.database or "")
+    try:
+        with admin.connect() as conn:
+            found = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :n"),
+                                 {"n": name}).scalar()
+            if found:
+                return False
+            quoted = conn.dialect.identifier_preparer.quote(name)
+            conn.execute(sa.text(f"CREATE DATABASE {quoted}"))
+            return True
+    except sa.exc.SQLAlchemyError as exc:
+        if getattr(getattr(exc, "orig", None), "sqlstate", None) == "42P04":  # created meanwhile
+            return False
+        raise StorageError(f"database {name!r} does not exist and could not be created on "
+                           f"{mask_url(url)}: {first_line(exc)} (create it: createdb {name}; "
+                           "or set STORAGE_URL)", mask_url(url)) from None
+    finally:
+        admin.dispose()
