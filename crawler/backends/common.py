@@ -33,8 +33,9 @@ import logging
 import re
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
+from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crawler import config, defaults
@@ -282,3 +283,23 @@ class RedisBacked:
 
     def close(self) -> None:
         self.client.close()
+
+
+# --- small helpers of the Redis modules (no Redis client needed) -----------------------------
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis glob pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``items`` in lists of ``size`` (the last one shorter)."""
+    it = iter(items)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def text(value: Any) -> str:
+    """A Redis reply (bytes, kept byte for byte) as ``str``."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)

@@ -198,7 +198,7 @@ def storage_url(settings: config.SettingsLike) -> str:
         path = url.database or ""
         return f"sqlite:///{os.path.abspath(path) if path not in ('', ':memory:') else path}"
     host = (url.host or "localhost").lower()
-    port = url.port or DEFAULT_PORTS.get(backend, "")
+    port: int | str = url.port or DEFAULT_PORTS.get(backend) or ""
     user = f"{url.username}@" if url.username else ""
     return f"{backend}://{user}{host}:{port}/{url.database or ''}"
 

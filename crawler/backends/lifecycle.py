@@ -44,8 +44,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from crawler import config, defaults
-from crawler.backends.common import RedisBacked, namespace
-from crawler.backends.redis.connection import batched, glob_escape, text
+from crawler.backends.common import RedisBacked, batched, glob_escape, namespace, text
 
 if TYPE_CHECKING:
     import redis

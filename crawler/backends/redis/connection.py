@@ -2,22 +2,20 @@
 
 :func:`connect` (a pinged client, or :class:`~crawler.backends.common.RedisBackendError`),
 :func:`clear_namespace` (delete every key of one crawl), :func:`namespace_mismatch` (the
-settings error of a namespace built with other settings), and two small helpers of the other
-modules: :func:`batched` (an iterable in lists) and :func:`text` (a Redis reply as ``str``).
+settings error of a namespace built with other settings); the small helpers :func:`batched`,
+:func:`glob_escape` and :func:`text` live in :mod:`crawler.backends.common` (no Redis client
+needed to import them) and are re-exported here.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable, Iterator
-from itertools import islice
-from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from crawler import config
-from crawler.backends.common import RedisBackendError
+from crawler.backends.common import RedisBackendError, batched, glob_escape
+from crawler.backends.common import text as text  # re-exported: the Redis modules import it here
 
 
 def connect(url: str, timeout: float = 30.0) -> redis.Redis:
@@ -50,20 +48,3 @@ def clear_namespace(client: redis.Redis, base: str) -> int:
     for batch in batched(client.scan_iter(match=f"{glob_escape(base)}:*", count=1000), 500):
         deleted += client.delete(*batch)
     return deleted
-
-
-def glob_escape(text: str) -> str:
-    """``text`` matched literally by a Redis glob pattern."""
-    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
-
-
-def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """``items`` in lists of ``size`` (the last one shorter)."""
-    it = iter(items)
-    while chunk := list(islice(it, size)):
-        yield chunk
-
-
-def text(value: Any) -> str:
-    """A Redis reply (bytes, kept byte for byte) as ``str``."""
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
