@@ -150,6 +150,25 @@ def test_a_worker_row_left_open_when_the_crawl_closes_reads_unfinished(store) ->
     assert row.finish_reason == UNFINISHED_REASON and row.finished_at is not None
 
 
+def test_a_crawls_totals_stay_what_it_stored_when_a_later_crawl_stores_the_pages_again(
+        tmp_path) -> None:
+    """crawlstatus's storage line (and the re-run refusal's count): the pages a crawl stored
+    as its own row records them; a later crawl re-storing the same pages (their documents
+    rows move to it) left the first crawl at 0."""
+    from crawler.storage.crawltotals import crawl_totals
+
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    pages = [(f"http://s/{i}", f"h{i}") for i in range(5)]
+    with Store(url) as store:
+        for key in ("c-one", "c-two"):
+            worker = store.start_crawl("web", job=key, command="crawl", worker=f"{key}:1")
+            store.write_batch([page(u, worker, h) for u, h in pages],
+                              [drop(f"http://s/copy-{key}", crawl_id=worker)])
+    one, two = crawl_totals(url, "c-one"), crawl_totals(url, "c-two")
+    assert (one.documents, one.dropped) == (5, 1)  # was (0, 1): every row moved to c-two
+    assert (two.documents, two.dropped, two.crawls) == (5, 1, 2)
+
+
 def _documents(store: Store) -> list[tuple[str, str | None]]:
     with store.engine.connect() as conn:
         return [(u, h) for u, h in conn.execute(

@@ -264,13 +264,10 @@ def stored_pages(settings: config.SettingsLike, crawl: str) -> int | None:
     if not crawl:
         return None
     try:
-        from crawler.storage import PageReader, Store
+        from crawler.storage.crawltotals import crawl_totals
 
         url = str(settings.get("STORAGE_URL") or defaults.STORAGE_URL)
-        with PageReader.open(url) as reader:
-            runs = reader.job_crawls(crawl)
-        with Store(url, create=False) as store:
-            return sum(store.count_documents(run) for run in runs)
+        return crawl_totals(url, crawl).documents
     except Exception:  # a figure for the message only: never the reason it is not printed
         return None
 

@@ -2,11 +2,12 @@
 
 A distributed crawl's ``crawls`` rows share its id in ``job`` (the worker rows, and from
 revision 0010 the one ``distributed`` row above them); its pages and drops point at the worker
-rows. :func:`crawl_totals` counts ``documents`` and ``dropped`` rows whose ``crawl_id`` is in
-``SELECT id FROM crawls WHERE job = <crawl id>``: two counts, read-only, tables reflected (an
-older database without ``crawls.job`` has no distributed crawl: zero rows). A page stored
-again by a later crawl belongs to that crawl (``documents.crawl_id`` moves), so a crawl's
-count can fall when a namespace is crawled again under a new id.
+rows. :func:`crawl_totals` gives the pages the crawl stored as its own row records them (its
+``url_count``: its ``crawl_documents`` rows, which a later crawl never changes) and the
+``dropped`` rows whose ``crawl_id`` is in ``SELECT id FROM crawls WHERE job = <crawl id>``:
+read-only, tables reflected. Before revision 0010 the pages are the ``documents`` rows its
+workers wrote last (a page stored again by a later crawl moves to that crawl: the count could
+fall to 0 when the same web was crawled again into the database).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from crawler.storage.reader import ReaderBase
+from crawler.vocab import DISTRIBUTED
 
 
 @dataclass(frozen=True)
@@ -31,10 +33,16 @@ class TotalsReader(ReaderBase):
     def totals(self, job: str) -> CrawlTotals:
         if self.crawls is None or "job" not in self.crawls.c:
             return CrawlTotals(0, 0, 0)
-        ids = sa.select(self.crawls.c.id).where(self.crawls.c.job == job)
+        c = self.crawls.c
+        ids = sa.select(c.id).where(c.job == job)
         crawls = self._scalar(sa.select(sa.func.count()).select_from(ids.subquery()))
-        documents = self._scalar(sa.select(sa.func.count()).select_from(self.documents)
-                                 .where(self.documents.c.crawl_id.in_(ids)))  # fmt: skip
+        documents = None
+        if "url_count" in c and "command" in c:  # the crawl's own row: what it stored
+            documents = self._scalar(sa.select(c.url_count).where(
+                c.job == job, c.command == DISTRIBUTED))
+        if documents is None:  # before revision 0010: the rows its workers wrote last
+            documents = self._scalar(sa.select(sa.func.count()).select_from(self.documents)
+                                     .where(self.documents.c.crawl_id.in_(ids)))  # fmt: skip
         dropped = self._scalar(sa.select(sa.func.count()).select_from(self.dropped_table)
                                .where(self.dropped_table.c.crawl_id.in_(ids)))  # fmt: skip
         return CrawlTotals(int(crawls or 0), int(documents or 0), int(dropped or 0))
