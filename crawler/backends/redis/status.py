@@ -42,6 +42,12 @@ MAX_KEYS = 100_000  # keys whose MEMORY USAGE ``namespaces`` sums, at most
 MEMORY_BATCH = 500
 
 
+#: A worker out of the membership whose record is younger than this is closing (it leaves the
+#: membership, then writes its closing record), not dead: a reclaimed worker's last record is
+#: at least a lease old (``DISTRIBUTED_LEASE_SECONDS``, 5 s by default).
+LEAVING_MS = 3000
+
+
 def stats_key(base: str) -> str:
     return f"{base}:workers:stats"
 
@@ -146,8 +152,10 @@ def _workers(now: int, members: list[tuple[Any, float]],
         rec = published.get(worker, {})
         if worker in expiry:
             state = "live" if expiry[worker] >= now else "dead"
+        elif rec.get("closed") or now - (_int(rec.get("updated")) or 0) < LEAVING_MS:
+            state = "left"  # closed, or closing: out of the membership, its last record due
         else:
-            state = "left" if rec.get("closed") else "dead"  # no closing record: reclaimed
+            state = "dead"  # out of the membership long since, no closing record: reclaimed
         views.append(WorkerView(
             worker, state, pages=int(rec.get("pages", 0)), stored=int(rec.get("stored", 0)),
             dropped=int(rec.get("dropped", 0)), rate=float(rec.get("rate", 0.0)),
@@ -268,7 +276,8 @@ def format_summary(view: CrawlView) -> str:
     dead = sum(1 for w in view.workers if w.state == "dead")
     elapsed = (view.now - view.started) / 1000 if view.started else 0.0
     rate = t["pages"] / elapsed if elapsed > 0 else 0.0
-    head = (f"Crawl {view.crawl or view.namespace} finished: {t['workers']} workers"
+    plural = "" if t["workers"] == 1 else "s"
+    head = (f"Crawl {view.crawl or view.namespace} finished: {t['workers']} worker{plural}"
             f"{f' ({dead} dead)' if dead else ''}, {t['pages']} pages fetched, {t['stored']} "
             f"stored, {t['dropped']} dropped, {view.urls_seen} URLs seen, {view.queued} queued, "
             f"{view.leased} leased, {elapsed:.1f} s ({rate:.1f} pages/s)")  # fmt: skip
