@@ -233,6 +233,29 @@ def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
         check_input(settings, spargs, spider=spider)
     except (SeedError, SettingError, FeedError, UnknownSpiderError) as exc:  # usage error
         fail(exc, 2)
+    check_joining(settings)
+
+
+def check_joining(settings: Any) -> None:
+    """A distributed worker refused by its crawl (a finished namespace, settings other than
+    the crawl's) is told so here, before Scrapy's start-up lines, as any usage error: the
+    read-only part of :func:`check_servers`. A Redis that cannot be asked is left to
+    :func:`preflight_servers` (exit 1, once logging is set up)."""
+    from crawler.backends import backend_name
+    from crawler.backends.common import RedisBackendError
+
+    if backend_name(settings) != "redis" or not distributed(settings):
+        return
+    from crawler.backends.joincheck import check_join
+    from crawler.backends.lifecycle import CrawlFinished, check_not_finished
+
+    try:
+        check_not_finished(settings)
+        check_join(settings, write=False)
+    except RedisBackendError:
+        return
+    except (SettingError, CrawlFinished) as exc:
+        fail(exc, 2)
 
 
 def preflight_servers(settings: Any) -> None:

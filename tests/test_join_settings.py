@@ -21,6 +21,7 @@ distributed profile (:mod:`bench.cluster`'s harness) crawling a site served on 1
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -370,3 +371,25 @@ def test_every_recorded_setting_is_a_known_setting_read_as_its_component_reads_i
     assert all(joincheck.differences(record, joincheck.record(o)) for o in others)
     relative = joincheck.record(Settings({"STORAGE_URL": "sqlite:///crawl.db"}))
     assert relative["STORAGE_URL"] == f"sqlite:///{Path.cwd() / 'crawl.db'}"
+
+
+def test_a_refused_worker_prints_one_line_before_scrapys_start_up_lines(site, redis_url, tmp_path):
+    """Without a LOG_FILE Scrapy prints a dozen start-up lines on stderr once logging is set
+    up; a worker its crawl refuses is told before them, as any usage error: stderr is the
+    one line. (The crawl's settings are recorded as its first worker records them.)"""
+    ns = f"t-join-{uuid.uuid4().hex[:10]}"
+    settings = Settings({"DEDUP_NAMESPACE": ns, "REDIS_URL": redis_url})
+    client = connect(redis_url)
+    try:
+        joincheck.JoinRecord(client, f"dedup:{ns}", redis_url).check(settings, True)
+        env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "settings.distributed",
+               "DEDUP_NAMESPACE": ns, "DEDUP_REDIS_URL": redis_url,
+               "DEDUP_STORAGE_URL": f"sqlite:///{tmp_path / 'crawl.db'}"}
+        out = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "web", "-a",
+                              f"urls={site.url('/')}", "-s", "SIMHASH_MAX_DISTANCE=6"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2
+        assert_one_line(out.stderr, "SIMHASH_MAX_DISTANCE=6 (crawl: 3)")
+        assert not (tmp_path / "crawl.db").exists()  # refused before storage was touched
+    finally:
+        clear_namespace(client, f"dedup:{ns}")
