@@ -307,3 +307,27 @@ def test_a_killed_workers_hosts_are_served_again_within_seconds(redis_url, pg_ur
     assert figures["close_across_workers"] == 0, figures["close_across_examples"]
     assert figures["settled"], figures
     assert sum(1 for w in cluster.workers if "lease_lost" in w.log) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_a_joiner_with_no_host_to_take_says_why_it_waits(tmp_path, redis_url, pg_url):
+    """One host, one worker on it: a second worker may not share the host (politeness), so it
+    fetches nothing; it says so once, at INFO, instead of idling in silence, and both end."""
+    from crawler.sitegen import template_site
+
+    with serve_web([template_site(30, seed=9)]) as servers, \
+            cluster_on(servers, tmp_path, redis_url, pg_url) as cluster:  # fmt: skip
+        cluster.delay = 0.15
+        first = cluster.start()
+        deadline = time.monotonic() + 60
+        while sum(servers[0].hits.values()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        joiner = cluster.start()
+        cluster.reap(timeout=180)
+        assert [first.proc.returncode, joiner.proc.returncode] == [0, 0]
+        assert int(joiner.stats.get("downloader/response_count", 0)) == 0
+        said = [line for line in joiner.log.splitlines() if "Waiting for work" in line]
+        assert len(said) == 1 and "INFO" in said[0], said
+        assert "Waiting for work" not in first.log

@@ -376,6 +376,7 @@ class ClusterWorker:
         self._loop: Any = None
         self._reclaiming: set[str] = set()
         self._finished = False  # this worker found the shared crawl done (lifecycle)
+        self._said_waiting = False  # the INFO line of a worker idle by design (_say_waiting)
         self._idle: dict[str, float] = {}
         self._last_idle = 0.0
         self._waker: CallLaterOnce[None] | None = None
@@ -588,6 +589,7 @@ class ClusterWorker:
                 return
             self._flush_storage()
             self._check_orphans()
+            self._say_waiting(queued)
         except RedisBackendError as exc:
             stop_on_redis_error(self.crawler, exc, self.member.url)
             return
@@ -596,6 +598,17 @@ class ClusterWorker:
                      queued, leased, extra={"spider": spider})  # fmt: skip
         self._wake_later()
         raise DontCloseSpider
+
+    def _say_waiting(self, queued: int) -> None:
+        """Once per crawl, at INFO: idle while requests are queued and holding none, this
+        worker waits by design (every such host is another worker's)."""
+        if self._said_waiting or queued == 0 or self.frontier().held_by(self.member.id):
+            return
+        self._said_waiting = True
+        logger.info("Waiting for work: the %d queued request(s) are on hosts other workers "
+                    "own (one worker per host, for politeness); a host is taken over from a "
+                    "worker that owns two or more with queued requests, or from a dead one",
+                    queued)  # fmt: skip
 
     def _done(self) -> None:
         """The shared crawl reads as done: renewed once more first, since a Redis restarted
