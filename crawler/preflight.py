@@ -255,7 +255,7 @@ def check_joining(settings: Any) -> None:
     except RedisBackendError:
         return
     except (SettingError, CrawlFinished) as exc:
-        fail(exc, 2)
+        fail(ValueError(as_set(settings, str(exc))), 2)
 
 
 def preflight_servers(settings: Any) -> None:
@@ -272,7 +272,7 @@ def preflight_servers(settings: Any) -> None:
     try:
         check_servers(settings)
     except SettingError as exc:  # settings other than the crawl's, or the namespace's (Redis)
-        fail(exc, 2)
+        fail(ValueError(as_set(settings, str(exc))), 2)
     except StorageError as exc:
         fail(StorageError(as_set(settings, str(exc)), exc.url), getattr(exc, "exit_code", 1))
     except (RedisBackendError, FeedError, CrawlFinished) as exc:  # 2: see above

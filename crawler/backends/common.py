@@ -62,7 +62,7 @@ class RedisBackendError(ConnectionError):
         super().__init__(
             f"Redis at {self.url} is unavailable ({type(error).__name__}: {error}); check that "
             "redis-server is running and reachable from this host, and the REDIS_URL setting "
-            "(or the DEDUP_REDIS_URL environment variable of settings.distributed)"
+            "(or the DEDUP_REDIS_URL environment variable of crawler.settings.distributed)"
         )
 
 
