@@ -143,7 +143,7 @@ def test_list_shows_the_namespace(crawled):
     assert row["queued"] == row["leased"] == row["live_workers"] == 0
     assert row["keys"] > 5 and row["memory_bytes"] > 0
     text = crawlstatus(crawled.cluster, "--list").stdout
-    assert crawled.cluster.base in text and "finished" in text
+    assert crawled.cluster.namespace in text and "finished" in text
 
 
 @pytest.mark.slow
