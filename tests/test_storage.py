@@ -408,11 +408,27 @@ def test_unreachable_postgres_is_one_line_with_the_password_masked() -> None:
 
 @pytest.mark.postgres
 def test_missing_postgres_database_names_it(pg_url: str) -> None:
-    url = sa.make_url(pg_url).set(database="no_such_db_dedup", password="pw")
-    with pytest.raises(StorageError) as info:
-        check_storage({"STORAGE_URL": url.render_as_string(hide_password=False)})
-    assert "\n" not in str(info.value) and ":pw@" not in str(info.value)
-    assert "no_such_db_dedup" in str(info.value)
+    """A database that does not exist and that the user may not create: one line naming it
+    and ``createdb``, the password masked (a user who may create it gets it created: below)."""
+    import uuid
+
+    role = f"t_nocreate_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE ROLE "{role}" LOGIN NOCREATEDB'))
+    try:
+        url = sa.make_url(pg_url).set(database="no_such_db_dedup", username=role,
+                                      password="pw")
+        with pytest.raises(StorageError) as info:
+            check_storage({"STORAGE_URL": url.render_as_string(hide_password=False)})
+        message = str(info.value)
+        assert "\n" not in message and ":pw@" not in message
+        assert "no_such_db_dedup" in message and "createdb no_such_db_dedup" in message
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text("DROP DATABASE IF EXISTS no_such_db_dedup WITH (FORCE)"))
+            conn.execute(sa.text(f'DROP ROLE IF EXISTS "{role}"'))
+        admin.dispose()
 
 
 def test_sqlite_in_a_missing_directory(tmp_path) -> None:
@@ -587,3 +603,32 @@ def test_a_crawl_creates_a_missing_postgresql_database_a_reader_does_not(pg_url:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.mark.postgres
+def test_a_session_stuck_in_the_migration_lock_does_not_stop_others_opening(pg_schema_url):
+    """A worker paused (SIGSTOP) while opening its storage holds the migration lock in an open
+    transaction; another worker opening the same, current, database must not wait for it (it
+    did, and so the paused worker's reclaim never ran: tests/test_fencing.py)."""
+    from crawler.storage.base import MIGRATION_LOCK_KEY
+
+    with Store(pg_schema_url) as first:
+        first.check()  # the schema is at the head
+    holder = sa.create_engine(pg_schema_url)
+    try:
+        with holder.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = version_num"))
+            done = threading.Event()
+
+            def open_store() -> None:
+                with Store(pg_schema_url) as other:  # a crawl's: it checks it may write
+                    other.check()
+                    done.set()
+
+            thread = threading.Thread(target=open_store, daemon=True)
+            thread.start()
+            assert done.wait(20), "opening storage waited for a session holding the lock"
+            conn.rollback()
+    finally:
+        holder.dispose()

@@ -133,9 +133,17 @@ class StoreBase:
 
     def _migrate(self, conn: sa.Connection) -> None:
         # alembic is imported when a database is first opened, not with this module
-        from crawler.storage.migrations import SchemaTooNewError, current_revisions, upgrade
+        from crawler.storage.migrations import (
+            SchemaTooNewError,
+            current_revisions,
+            head,
+            upgrade,
+        )
 
-        if self.backend == "postgresql":  # two workers starting at once migrate one at a time
+        # two workers starting at once migrate one at a time; a schema already at the head
+        # takes no lock: a worker paused (SIGSTOP) inside this transaction would otherwise
+        # stop every other worker's storage from opening, the reclaim of the paused one too
+        if self.backend == "postgresql" and current_revisions(conn) != [head()]:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                          {"key": MIGRATION_LOCK_KEY})
         refuse_foreign(conn, self.sa_url)  # before the first write, WAL mode included

@@ -95,9 +95,13 @@ def read_only_error(exc: BaseException, url: URL) -> StorageError | None:
 def refuse_read_only(engine: sa.Engine, url: URL) -> None:
     """Raise the :func:`read_only_error` of a database that refuses writes (nothing is kept:
     the probe changes no value and is rolled back). Other driver errors propagate."""
+    # PostgreSQL refuses the statement itself in a read-only transaction or without the
+    # privilege, so no row need match (none is locked: a worker paused here holds nothing
+    # another waits on); SQLite only refuses a write it attempts
+    where = " WHERE false" if engine.dialect.name == "postgresql" else ""
     with engine.connect() as conn:
         try:
-            conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = version_num"))
+            conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = version_num{where}"))
         except DBAPIError as exc:
             error = read_only_error(exc, url)
             if error is not None:
