@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import NotConfigured
@@ -79,6 +79,8 @@ class PoliteDownloadHandler(HTTP11DownloadHandler):
             from crawler.backends.cluster import DownloadFence
 
             self._fence, self._fence_known = DownloadFence.of(self._crawler), True
+            if self._fence is not None:
+                self._fence_connections(self._fence)
         if self._fence is not None:
             self._fence.check(request)
         restart_delay(self._crawler, request)
@@ -86,6 +88,28 @@ class PoliteDownloadHandler(HTTP11DownloadHandler):
             return await super().download_request(request)
         finally:
             restart_delay(self._crawler, request)
+
+
+    def _fence_connections(self, fence: DownloadFence) -> None:
+        """Ask the fence again when a download's connection is ready, just before the request
+        is written on it: a worker paused (SIGSTOP) while its connection was being set up
+        would otherwise write the request on waking, to a host another worker owns by then
+        (seen: two workers' requests 7 ms apart). A connection refused so is closed unused."""
+        pool = self._pool
+        get = pool.getConnection
+
+        def get_connection(key: Any, endpoint: Any) -> Any:
+            def checked(protocol: Any) -> Any:
+                try:
+                    fence.check_url(f"{key[1]}:{key[2]}" if len(key) > 2 else str(key))
+                except Exception:
+                    protocol.transport.loseConnection()
+                    raise
+                return protocol
+
+            return get(key, endpoint).addCallback(checked)
+
+        pool.getConnection = get_connection  # type: ignore[method-assign]
 
 
 class SharedRobotsTxtMiddleware(StrictRobotsTxtMiddleware):

@@ -305,20 +305,27 @@ class DownloadFence:
         return None if me is None or crawler is None else cls(crawler, me)
 
     def check(self, request: Request) -> None:
+        self.check_url(request.url)
+
+    def check_url(self, url: str) -> None:
+        """:meth:`check` of a download to ``url``: asked when the download starts and again
+        when its connection is ready, just before its bytes are written (a worker paused while
+        connecting would otherwise send the request on waking, to a host another worker took
+        over meanwhile: :class:`crawler.politeness.PoliteDownloadHandler`)."""
         from scrapy.exceptions import IgnoreRequest
 
         try:
             allowed = self.member.may_download()
         except RedisBackendError as exc:
             stop_on_redis_error(self.crawler, exc, self.member.url)
-            raise IgnoreRequest(f"not sent (Redis unavailable): {request.url}") from exc
+            raise IgnoreRequest(f"not sent (Redis unavailable): {url}") from exc
         if allowed:
             return
         self.fenced += 1
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value("dedup/shared/downloads_fenced")
         report_lease_lost(self.crawler, self.member)
-        raise IgnoreRequest(f"not sent (this worker's lease expired): {request.url}")
+        raise IgnoreRequest(f"not sent (this worker's lease expired): {url}")
 
 
 def lease_seconds(settings: config.SettingsLike) -> float:
