@@ -91,6 +91,21 @@ def namespace_setting(settings: config.SettingsLike) -> str:
     return ns
 
 
+def settings_of_namespace(settings: Any, value: str) -> Any | None:
+    """A copy of Scrapy ``settings`` whose ``DEDUP_NAMESPACE`` is the namespace a command was
+    given: ``value`` bare (``crawl42``) or as keys and ``scrapy crawlstatus --list`` show it
+    (``dedup:crawl42``); None when it is no namespace (:data:`NAMESPACE_RE`). Its
+    :func:`namespace`, :func:`queue_key` and start list are that crawl's, as its workers
+    compute them."""
+    prefix = str(settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
+    name = value.strip().removeprefix(prefix + ":")
+    if not NAMESPACE_RE.fullmatch(name):
+        return None
+    copy = settings.copy()
+    copy.set("DEDUP_NAMESPACE", name, priority="cmdline")
+    return copy
+
+
 def namespace(settings: config.SettingsLike) -> str:
     """``{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE or BOT_NAME}`` (:func:`namespace_setting`)."""
     prefix = str(settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)

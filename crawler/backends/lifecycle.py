@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crawler import config, defaults
 from crawler.backends.common import RedisBacked, batched, glob_escape, namespace, text
@@ -274,8 +274,3 @@ def stored_pages(settings: config.SettingsLike, crawl: str) -> int | None:
 
 def _utc(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
-
-
-def settings_base(settings: Any, ns: str) -> str:
-    """The base of namespace ``ns`` under the ``REDIS_KEY_PREFIX`` of ``settings``."""
-    return f"{settings.get('REDIS_KEY_PREFIX') or defaults.REDIS_KEY_PREFIX}:{ns}"

@@ -79,19 +79,19 @@ class Command(ScrapyCommand):
             self.exitcode = 1
 
     def _clear(self, ns: str, url: str, opts: argparse.Namespace) -> int:
-        from crawler.backends.common import NAMESPACE_RE
-        from crawler.backends.lifecycle import CrawlState, settings_base
+        from crawler.backends.common import namespace, settings_of_namespace
+        from crawler.backends.lifecycle import CrawlState
         from crawler.backends.redis import connect
         from crawler.backends.startlist import start_key
 
         assert self.settings is not None
-        prefix = str(self.settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
-        ns = ns.strip().removeprefix(prefix + ":")  # the bare name, or as a key shows it
-        if not NAMESPACE_RE.fullmatch(ns):
-            return _refuse(f"{ns!r} is not a namespace (letters, digits, '.', '_' and '-', no "
-                           "':'); `scrapy crawlstatus --list` lists the crawls")
-        start = start_key({**self.settings.copy_to_dict(), "DEDUP_NAMESPACE": ns}, "web")
-        state = CrawlState(connect(url), settings_base(self.settings, ns), url, start_key=start)
+        crawl = settings_of_namespace(self.settings, ns)
+        if crawl is None:
+            return _refuse(f"{ns.strip()!r} is not a namespace (letters, digits, '.', '_' and "
+                           "'-', no ':'); `scrapy crawlstatus --list` lists the crawls")
+        ns = str(crawl["DEDUP_NAMESPACE"])
+        state = CrawlState(connect(url), namespace(crawl), url,
+                           start_key=start_key(crawl, "web"))
         try:
             keys, size = state.size()
             where = f"in Redis at {mask_url(url)}"

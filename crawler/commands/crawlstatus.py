@@ -115,21 +115,20 @@ class Command(ScrapyCommand):
 
     def _base(self, opts: argparse.Namespace) -> tuple[str, str]:
         """``(base, frontier key)`` of the namespace to show."""
-        from crawler.backends.common import namespace
+        from crawler.backends.common import namespace, queue_key, settings_of_namespace
+        from crawler.config import SettingError
 
         assert self.settings is not None
-        base = namespace(self.settings)
+        crawl: Any = self.settings
         if opts.namespace is not None:
-            if not opts.namespace.strip() or any(c in opts.namespace for c in "*?[]"):
+            crawl = settings_of_namespace(self.settings, opts.namespace)
+            if crawl is None:
                 raise InputError(f"--namespace {opts.namespace!r}: expected a DEDUP_NAMESPACE "
                                  "such as crawl42 (see `scrapy crawlstatus --list`)")
-            prefix = str(self.settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
-            name = opts.namespace.removeprefix(prefix + ":")  # as --list prints it, or whole
-            base = f"{prefix}:{name}"
-        pattern = str(self.settings.get("SCHEDULER_QUEUE_KEY") or "")
+        base = namespace(crawl)
         try:  # %(namespace)s and %(spider)s, as the workers fill them in
-            key = pattern % {"spider": opts.spider, "namespace": base}
-        except (KeyError, ValueError, TypeError):
+            key = queue_key(crawl, opts.spider)
+        except SettingError:
             key = ""
         # a key outside the namespace: the workers record it in {base}:meta (crawl_status)
         return base, key if key.startswith(base + ":") else f"{base}:{opts.spider}:requests"
