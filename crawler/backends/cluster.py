@@ -93,6 +93,7 @@ from crawler.backends.common import (
     namespace,
     queue_key,
     retry_policy,
+    text,
 )
 from crawler.backends.generation import RedisRolledBack, report_rolled_back
 from crawler.backends.lifecycle import finish_crawl, finished_ttl
@@ -192,7 +193,7 @@ class Member(RedisBacked):
         self._registered = True
         self.revived = self.revived or int(out[0]) == 2  # kept until the renewal reports it
         self.renewed_at = now
-        return [w.decode() if isinstance(w, bytes) else w for w in out[1:]]
+        return [text(w) for w in out[1:]]
 
     def may_download(self) -> bool:
         """Whether this worker may send a request now (module docstring, Fencing): its
@@ -214,7 +215,7 @@ class Member(RedisBacked):
             if not raw:  # a namespace created before crawl ids: name it now, once
                 self._call("hsetnx", self.meta_key, "crawl", new_crawl_key())
                 raw = self._call("hget", self.meta_key, "crawl")
-            self._crawl_key = raw.decode() if isinstance(raw, bytes) else str(raw)
+            self._crawl_key = text(raw)
         return self._crawl_key
 
     def started(self) -> float:

@@ -318,3 +318,9 @@ def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 def text(value: Any) -> str:
     """A Redis reply (bytes, kept byte for byte) as ``str``."""
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def server_ms(reply: Any) -> int:
+    """Redis ``TIME`` (seconds, microseconds) as milliseconds: the crawl's one clock."""
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000

@@ -44,7 +44,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from crawler import config, defaults
-from crawler.backends.common import RedisBacked, batched, glob_escape, namespace, text
+from crawler.backends.common import (
+    RedisBacked,
+    batched,
+    glob_escape,
+    namespace,
+    server_ms,
+    text,
+)
 
 if TYPE_CHECKING:
     import redis
@@ -120,8 +127,7 @@ class CrawlState(RedisBacked):
         return key == self.base or key.startswith(self.base + ":")
 
     def now_ms(self) -> int:
-        seconds, micros = self._call("time")
-        return int(seconds) * 1000 + int(micros) // 1000
+        return server_ms(self._call("time"))
 
     def live_members(self) -> list[str]:
         """Members whose lease runs past now on the Redis clock."""

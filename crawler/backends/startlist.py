@@ -55,7 +55,7 @@ import time
 from typing import TYPE_CHECKING
 
 from crawler import config, defaults
-from crawler.backends.common import RedisBacked, namespace
+from crawler.backends.common import RedisBacked, namespace, text
 from crawler.seeds import LINE_MAX_BYTES, LongLine, SeedError, Seeds, parse_seeds
 
 #: ``{base}:meta`` field set once a seedless worker fed the crawl from its start list.
@@ -247,7 +247,7 @@ class StartList(RedisBacked):
         out = self._run(self._take, [self.key, self.holders, self.workers_key, self.mine],
                         [self.worker, n, self.taken_prefix])  # fmt: skip
         if int(out[0]) < 0:
-            kind = out[1].decode() if isinstance(out[1], bytes) else out[1]
+            kind = text(out[1])
             raise ValueError(f"Redis key {self.key} is a {kind}, not a list or set of URLs")
         return list(out[2:]), int(out[1])
 
@@ -270,7 +270,7 @@ class StartList(RedisBacked):
         """The shared seeds this worker has not read yet (in arrival order)."""
         got = self._call("lrange", self.log_key, self.seen_log, -1)
         self.seen_log += len(got)
-        return [g.decode() if isinstance(g, bytes) else str(g) for g in got]
+        return [text(g) for g in got]
 
 
 def start_list(crawler: Crawler) -> StartList:

@@ -30,7 +30,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crawler.backends.redis.connection import glob_escape, text
+from crawler.backends.common import glob_escape, server_ms, text
 from crawler.backends.redis.keys import SHARD_BITS
 
 if TYPE_CHECKING:
@@ -58,8 +58,7 @@ def summary_key(base: str) -> str:
 
 
 def redis_ms(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
+    return server_ms(client.time())
 
 
 @dataclass
@@ -125,10 +124,10 @@ def crawl_status(client: redis.Redis, base: str, queue_key: str) -> CrawlView | 
     pipe.hgetall(stats_key(base))
     pipe.hmget(f"{queue_key}:meta", ["queued", "leased"])
     pipe.hget(f"{base}:bloom", "count")
-    (seconds, micros), meta, members, records, counts, seen = pipe.execute()
+    clock, meta, members, records, counts, seen = pipe.execute()
     if not meta:
         return None
-    now = int(seconds) * 1000 + int(micros) // 1000
+    now = server_ms(clock)
     meta = {text(k): text(v) for k, v in meta.items()}
     if meta.get("queue", queue_key) != queue_key:  # a queue outside {base}: (lifecycle)
         counts = client.hmget(f"{meta['queue']}:meta", ["queued", "leased"])
