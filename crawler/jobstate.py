@@ -93,6 +93,7 @@ if TYPE_CHECKING:
 
     from crawler.bloom import LocalSeenSet
     from crawler.config import SettingsLike
+    from crawler.storage import Store
 
 logger = logging.getLogger(__name__)
 
@@ -211,25 +212,29 @@ def job_id(jobdir: str | os.PathLike[str]) -> str:
 
 
 
-def stored_canonical_urls(settings: SettingsLike, urls: Iterable[str], since: float) -> set[str]:
-    """Which of ``urls`` storage (``STORAGE_URL``) holds in documents or dropped rows written
-    since ``since`` (Unix time, less a 2 s clock margin). Empty, with a warning, when the
-    database cannot be read: the pages are then fetched again rather than lost.
+def stored_canonical_urls(settings: SettingsLike, urls: Iterable[str], since: float,
+                          store: Store | None = None) -> set[str]:
+    """Which of ``urls`` storage (``STORAGE_URL``, or the open ``store`` given) holds in
+    documents or dropped rows written since ``since`` (Unix time, less a 2 s clock margin).
+    Empty, with a warning, when the database cannot be read: the pages are then fetched again
+    rather than lost.
     """
     from datetime import UTC, datetime, timedelta
 
     from crawler.storage import StorageError, Store
 
     start = datetime.fromtimestamp(since, UTC) - timedelta(seconds=2)
-    store = Store.from_settings(settings)
+    own = store is None
+    reader = Store.from_settings(settings) if store is None else store
     try:
-        return store.stored_canonical_urls(urls, start)
+        return reader.stored_canonical_urls(urls, start)
     except StorageError as exc:
         logger.warning("JOBDIR: cannot ask storage which pending pages it holds (%s); they "
                        "are fetched again", exc)
         return set()
     finally:
-        store.close()
+        if own:
+            reader.close()
 
 
 class JobState:

@@ -578,7 +578,8 @@ class ClusterWorker:
     def _stored(self, canonical_urls: set[str]) -> set[str]:
         from crawler.jobstate import stored_canonical_urls
 
-        return stored_canonical_urls(self.crawler.settings, canonical_urls, self.member.started())
+        return stored_canonical_urls(self.crawler.settings, canonical_urls, self.member.started(),
+                                     self._storage_store())  # the worker's open store
 
     # --- idle and close -------------------------------------------------------------------------
     def on_idle(self, spider: Spider) -> None:
