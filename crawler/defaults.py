@@ -124,8 +124,11 @@ DOWNLOAD_MAX_HEADER_COUNT = 500
 # --- WARC output (crawler.warc) ------------------------------------------------------------------
 WARC_OUTPUT = ""  # a directory (ends with "/" or exists) or a path prefix; empty: no WARC files
 WARC_MAX_SIZE = 1_000_000_000  # bytes after which a WARC file is closed and the next one opened
-WARC_NEAR_DUPLICATES = "metadata"  # "metadata" | "response": what a near duplicate leaves
-WARC_NEAR_DUPLICATES_CHOICES = ("metadata", "response")
+WARC_NEAR_DUPLICATES = "response"  # "response" | "metadata": what a near duplicate leaves
+WARC_NEAR_DUPLICATES_CHOICES = ("response", "metadata")
+WARC_RECORD_MAX_BYTES = 0  # a payload longer is cut to it (WARC-Truncated: length); 0 = no cap
+WARC_CDXJ = True  # a CDXJ index (NAME.cdxj) beside each closed WARC file
+WARC_WACZ = False  # package the crawl's WARC files, index and page list as one WACZ at the end
 
 # --- Feed exports (crawler.feeds, crawler.items) ------------------------------------------------
 FEED_EXPORT_HTML = False  # feeds carry the raw html too (off: the schema of crawler.items)

@@ -29,12 +29,19 @@ page's fingerprint was computed again once its site's template was learned and i
 keyword arguments ``url`` and ``simhash`` (the new one). Storage updates the page's row in its
 next batch (``documents.simhash``, ``young`` false), so the settle step compares fingerprints
 of a known template (:mod:`crawler.settle`).
+
+``exchange_captured``: sent by the WARC capture middleware
+(:class:`crawler.warc.capture.RawCaptureMiddleware`) for an HTTP exchange that cannot become
+a stored page (a redirect, an error status, robots.txt, a non-HTML body, a HEAD request): the
+WARC writer archives it at once. Keyword argument ``capture`` (a
+:class:`crawler.warc.records.Capture`).
 """
 
 batch_committed = object()
 request_finished = object()
 page_demoted = object()
 page_refingerprinted = object()
+exchange_captured = object()
 
 #: ``request.meta`` key holding the shared frontier's lease id of a popped request.
 LEASE_META = "dedup_lease"

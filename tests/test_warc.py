@@ -10,12 +10,15 @@ record with the kept page and the distance.
 from __future__ import annotations
 
 import gzip
+import hashlib
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import zipfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -25,15 +28,16 @@ from scrapy.http import HtmlResponse, Request
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler import config
-from crawler.sitegen import Site, link_heavy_site
+from crawler.sitegen import Site, demo_site, link_heavy_site
 from crawler.sitegen.site import page
 from crawler.siteserver import SiteServer
 from crawler.text import extract, is_binary
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
 from crawler.warc import check_warc, split_output, warc_options
-from crawler.warc.capture import capture_of, wants_capture
+from crawler.warc.capture import capture_of, wants_page
 from crawler.warc.extension import WarcWriter
 from crawler.warc.files import OPEN_SUFFIX, WarcFiles, file_name
+from crawler.warc.index import index_path
 from crawler.warc.records import Capture, sha1_digest
 from tests.conftest import ROOT, crawl_command, run_crawl
 
@@ -79,14 +83,21 @@ def stored_text(record: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def demo_warc(demo_server, tmp_path_factory):
+def demo_warc_server():
+    """The demo site on a server of this module's own: its hits are the demo crawl's."""
+    with SiteServer(demo_site()) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def demo_warc(demo_warc_server, tmp_path_factory):
     """A demo crawl with WARC output rotating every 100 kB."""
     workdir = tmp_path_factory.mktemp("warc-demo")
     output = workdir / "warc"
-    run = run_crawl(workdir, urls=[demo_server.base_url + "/"],
+    run = run_crawl(workdir, urls=[demo_warc_server.base_url + "/"],
                     settings=warc_settings(output, WARC_MAX_SIZE=100_000))
     assert run.returncode == 0, run.stderr[-3000:]
-    files = sorted(output.iterdir())
+    files = sorted(output.glob("*.warc.gz"))
     records = [r for f in files for r in read_records(f)]
     return run, files, records
 
@@ -118,6 +129,49 @@ def test_warcio_check_and_index_pass_on_every_file(demo_warc):
         assert lines[0]["warc-type"] == "warcinfo"
 
 
+def captures(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Response and revisit records by URL: what a replay tool serves."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        if record["type"] in ("response", "revisit"):
+            out[record["warc"]["WARC-Target-URI"]].append(record)
+    return out
+
+
+def test_every_exchange_of_the_crawl_is_archived(demo_warc_server, demo_warc):
+    """Every request the site answered is a capture, whatever its status or type: redirects
+    with their Location, 404s, robots.txt, the PDF and the JSON, the soft-404 probe."""
+    run, _, records = demo_warc
+    server = demo_warc_server
+    hits = dict(server.hits)
+    site = server.site
+    assert len(hits) >= 180
+    by_url = captures(records)
+    for target, count in hits.items():
+        assert len(by_url[server.base_url + target]) == count, target
+    assert len(by_url) == len(hits)  # and nothing else
+    status = {url: rs[0]["http"].get_statuscode() for url, rs in by_url.items()}
+    kinds = {url: (rs[0]["http"].get_header("Content-Type") or "").split(";")[0]
+             for url, rs in by_url.items()}  # fmt: skip
+    assert site.redirects
+    for source, target in site.redirects.items():
+        (record,) = by_url[server.base_url + source]
+        assert record["http"].get_statuscode() == "301"
+        assert record["http"].get_header("Location") in (target, server.url(target))
+    assert status[server.base_url + "/robots.txt"] == "200"
+    assert kinds[server.base_url + "/files/annual-report-2024.pdf"] == "application/pdf"
+    assert kinds[server.base_url + "/api/articles.json"] == "application/json"
+    assert site.broken
+    for target in site.broken:
+        assert status[server.base_url + target] == "404"
+    probes = [u for u, s in status.items() if s == "404" and u.removeprefix(server.base_url)
+              not in site.broken]  # fmt: skip
+    assert probes, "the soft-404 probe answered 404: archived"
+    decided = run.stored_urls() | {url for url, _ in run.rows("SELECT url, 1 FROM dropped")}
+    others = sum(len(rs) for url, rs in by_url.items() if url not in decided)
+    assert run.stats["warc/exchange"] == others > 0
+
+
 def test_every_stored_page_replays_as_stored(demo_warc):
     run, _, records = demo_warc
     responses = by_type(records, "response")
@@ -134,13 +188,17 @@ def test_every_stored_page_replays_as_stored(demo_warc):
         else:
             assert stored_text(record) == text, url
     requests = by_type(records, "request")
-    for url, (record,) in responses.items():
-        (request,) = requests[url]
-        assert request["warc"]["WARC-Concurrent-To"] == record["warc"]["WARC-Record-ID"]
-        assert request["payload"] == b"" and request["http"].protocol == "GET"
+    assert responses
+    for url, records_of_url in responses.items():
+        assert len(requests[url]) == len(records_of_url), url
+        ids = {r["warc"]["WARC-Record-ID"] for r in records_of_url}
+        for request in requests[url]:
+            assert request["warc"]["WARC-Concurrent-To"] in ids
+            assert request["payload"] == b"" and request["http"].protocol in ("GET", "HEAD")
 
 
-def test_exact_copies_are_revisits_of_stored_pages(demo_server, demo_warc):
+def test_exact_copies_are_revisits_of_stored_pages(demo_warc_server, demo_warc):
+    demo_server = demo_warc_server
     run, _, records = demo_warc
     responses = by_type(records, "response")
     ids = {r["warc"]["WARC-Record-ID"]: r for rs in responses.values() for r in rs}
@@ -199,9 +257,11 @@ def test_near_duplicates_and_demotions_have_metadata_records(demo_warc):
             (response,) = responses[url]
             (record,) = [m for m in metadata[url] if m["fields"] is note]
             assert record["warc"]["WARC-Refers-To"] == response["warc"]["WARC-Record-ID"]
-        else:
-            assert url not in responses
+        else:  # WARC_NEAR_DUPLICATES = "response" (default): the capture and its decision
+            (response,) = responses[url]
             (note,) = fields
+            (record,) = metadata[url]
+            assert record["warc"]["WARC-Concurrent-To"] == response["warc"]["WARC-Record-ID"]
         if rule == "repointed":  # the archive names the page demoted since; its record says so
             assert kept_now(run, note["duplicate-of"]) == kept
         else:
@@ -224,6 +284,29 @@ def test_rotation_leaves_closed_files_each_with_warcinfo(demo_warc):
     assert run.stats["warc/files"] == len(files)
     total = sum(f.stat().st_size for f in files)
     assert run.stats["warc/bytes"] == total - _warcinfo_bytes(files)
+
+
+def test_each_closed_file_has_its_cdxj_index(demo_warc):
+    """cdxj-indexer's index beside each file: sorted, one line per capture, each offset and
+    length the gzip member of that capture."""
+    run, files, records = demo_warc
+    assert files
+    for path in files:
+        lines = index_path(path).read_text(encoding="utf-8").splitlines()
+        keys = [line.split(" ", 2)[:2] for line in lines]
+        assert keys == sorted(keys)
+        entries = [json.loads(line.split(" ", 2)[2]) for line in lines]
+        in_file = [r for r in records
+                   if r["file"] == path.name and r["type"] in ("response", "revisit")]
+        assert len(entries) == len(in_file) > 0
+        with path.open("rb") as handle:
+            for entry in entries:
+                assert entry["filename"] == path.name
+                handle.seek(int(entry["offset"]))
+                member = handle.read(int(entry["length"]))
+                record = next(iter(ArchiveIterator(io.BytesIO(member))))
+                assert record.rec_headers.get_header("WARC-Target-URI") == entry["url"]
+    assert run.stats["warc/indexes"] == len(files)
 
 
 def _warcinfo_bytes(files: list[Path]) -> int:
@@ -252,7 +335,7 @@ def test_gzip_response_is_archived_with_its_raw_bytes(tmp_path):
         run = run_crawl(tmp_path / "run", urls=[server.base_url + "/"],
                         settings=warc_settings(tmp_path / "warc"))
     assert run.returncode == 0, run.stderr[-3000:]
-    (path,) = (tmp_path / "warc").iterdir()
+    (path,) = (tmp_path / "warc").glob("*.warc.gz")
     (record,) = by_type(read_records(path), "response")[server.base_url + "/gz"]
     assert record["http"].get_header("Content-Encoding") == "gzip"
     assert record["payload"] == raw  # as received, not decompressed
@@ -261,6 +344,68 @@ def test_gzip_response_is_archived_with_its_raw_bytes(tmp_path):
     assert stored_text(record) == stored[0] and "word299" in stored[0]
     check = subprocess.run([*WARCIO, "check", str(path)], capture_output=True, timeout=60)
     assert check.returncode == 0, check.stdout
+
+
+def small_site_crawl(tmp_path: Path, **settings: Any) -> tuple[Any, SiteServer, Path]:
+    """A crawl of a four-page site with a 60 kB page, a PDF and a broken link."""
+    big = "<html><head><title>Big</title></head><body><p>{}</p></body></html>".format(
+        " ".join(f"word{i}" for i in range(8000)))
+    pages = {"/": page('<html><body><a href="/big">big</a> <a href="/doc.pdf">pdf</a> '
+                       '<a href="/gone">gone</a><p>the root page of the site</p></body></html>'),
+             "/big": page(big),
+             "/doc.pdf": page("%PDF-1.4 not really", "application/pdf")}  # fmt: skip
+    with SiteServer(Site("small", pages)) as server:
+        run = run_crawl(tmp_path / "run", urls=[server.base_url + "/"],
+                        settings=warc_settings(tmp_path / "warc", **settings))
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run, server, tmp_path / "warc"
+
+
+def test_a_payload_over_the_cap_is_truncated_and_says_so(tmp_path):
+    run, server, output = small_site_crawl(tmp_path, WARC_RECORD_MAX_BYTES=10_000)
+    (path,) = output.glob("*.warc.gz")
+    responses = by_type(read_records(path), "response")
+    (big,) = responses[server.base_url + "/big"]
+    assert big["warc"]["WARC-Truncated"] == "length" and len(big["payload"]) == 10_000
+    assert big["warc"]["WARC-Payload-Digest"] == sha1_digest(big["payload"])
+    (small,) = responses[server.base_url + "/"]
+    assert "WARC-Truncated" not in small["warc"]
+    assert run.stats["warc/truncated"] == 1
+    (stored,) = run.rows("SELECT text FROM documents WHERE url = ?", (server.base_url + "/big",))
+    assert "word7999" in stored[0]  # the page itself is whole
+    check = subprocess.run([*WARCIO, "check", str(path)], capture_output=True, timeout=60)
+    assert check.returncode == 0, check.stdout
+
+
+def test_wacz_packages_the_files_with_their_index_and_pages(tmp_path):
+    run, server, output = small_site_crawl(tmp_path, WARC_WACZ=True, WARC_MAX_SIZE=2_000)
+    warcs = sorted(output.glob("*.warc.gz"))
+    (package,) = output.glob("*.wacz")
+    assert len(warcs) >= 2 and not list(output.glob("*.open"))
+    with zipfile.ZipFile(package) as archive:
+        infos = {info.filename: info for info in archive.infolist()}
+        assert all(info.compress_type == zipfile.ZIP_STORED for info in infos.values())
+        for warc in warcs:
+            assert archive.read(f"archive/{warc.name}") == warc.read_bytes()
+        merged = sorted(line for w in warcs
+                        for line in index_path(w).read_text(encoding="utf-8").splitlines())
+        assert archive.read("indexes/index.cdxj").decode().splitlines() == merged
+        pages = [json.loads(line) for line in archive.read("pages/pages.jsonl").splitlines()]
+        assert pages[0]["format"] == "json-pages-1.0"
+        assert {p["url"] for p in pages[1:]} == run.stored_urls() == {
+            server.base_url + "/", server.base_url + "/big"}
+        package_json = archive.read("datapackage.json")
+        meta = json.loads(package_json)
+        assert meta["wacz_version"] == "1.1.1" and meta["title"].startswith("crawl ")
+        resources = {r["path"]: r for r in meta["resources"]}
+        assert set(resources) == set(infos) - {"datapackage.json", "datapackage-digest.json"}
+        for name, resource in resources.items():
+            data = archive.read(name)
+            assert resource["bytes"] == len(data)
+            assert resource["hash"] == "sha256:" + hashlib.sha256(data).hexdigest()
+        digest = json.loads(archive.read("datapackage-digest.json"))
+        assert digest["hash"] == "sha256:" + hashlib.sha256(package_json).hexdigest()
+    assert run.stats["warc/wacz"] == 1 and run.stats["warc/indexes"] == len(warcs)
 
 
 # --- a crawl killed with SIGKILL ------------------------------------------------------------------
@@ -349,7 +494,9 @@ def test_check_warc_refuses_an_unwritable_output_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(("name", "value"), [("WARC_MAX_SIZE", 0), ("WARC_MAX_SIZE", "1GB"),
-                                             ("WARC_NEAR_DUPLICATES", "revisit")])
+                                             ("WARC_NEAR_DUPLICATES", "revisit"),
+                                             ("WARC_RECORD_MAX_BYTES", -1),
+                                             ("WARC_CDXJ", "perhaps")])
 def test_bad_warc_settings_name_the_setting(name, value):
     with pytest.raises(config.SettingError, match=f"setting {name}="):
         warc_options({"WARC_OUTPUT": "out/", name: value})
@@ -368,7 +515,7 @@ def _capture(url: str, body: bytes, date: str = "2026-01-02T03:04:05.000006Z") -
     request = Request(url, callback=lambda r: None)
     response = HtmlResponse(url, body=body, headers={"Content-Type": "text/html"},
                             request=request)  # fmt: skip
-    assert wants_capture(request, response)
+    assert wants_page(request, response)
     capture = capture_of(request, response)
     capture.date = date
     return capture

@@ -34,13 +34,18 @@ __all__ = ["RawCaptureMiddleware", "WarcOptions", "WarcWriter", "check_warc", "w
 @dataclass(frozen=True)
 class WarcOptions:
     """``directory`` and ``prefix`` of the files, ``max_size`` in bytes, ``near_duplicates``
-    (``"metadata"`` or ``"response"``). ``enabled`` is False when ``WARC_OUTPUT`` is empty."""
+    (``"response"`` or ``"metadata"``), ``record_max_bytes`` (payload cap, 0: none), ``cdxj``
+    (an index beside each file), ``wacz`` (a package at the end). ``enabled`` is False when
+    ``WARC_OUTPUT`` is empty."""
 
     output: str
     directory: Path
     prefix: str
     max_size: int
     near_duplicates: str
+    record_max_bytes: int = defaults.WARC_RECORD_MAX_BYTES
+    cdxj: bool = defaults.WARC_CDXJ
+    wacz: bool = defaults.WARC_WACZ
 
     @property
     def enabled(self) -> bool:
@@ -63,11 +68,18 @@ def warc_options(settings: config.SettingsLike) -> WarcOptions:
     max_size = config.get_int(settings, "WARC_MAX_SIZE", defaults.WARC_MAX_SIZE, lo=1)
     near = config.get_choice(settings, "WARC_NEAR_DUPLICATES", defaults.WARC_NEAR_DUPLICATES,
                              defaults.WARC_NEAR_DUPLICATES_CHOICES)  # fmt: skip
+    record_max = config.get_int(settings, "WARC_RECORD_MAX_BYTES", defaults.WARC_RECORD_MAX_BYTES,
+                                lo=0)  # fmt: skip
+    cdxj = config.get_bool(settings, "WARC_CDXJ", defaults.WARC_CDXJ)
+    wacz = config.get_bool(settings, "WARC_WACZ", defaults.WARC_WACZ)
+    if wacz and not cdxj:
+        raise config.SettingError("WARC_WACZ", "True", "WARC_CDXJ = True as well (a WACZ holds "
+                                  "the CDXJ index)")  # fmt: skip
     bot = str(settings.get("BOT_NAME") or defaults.BOT_NAME)
     directory, prefix = split_output(output, bot) if output else (Path(), bot)
     if output and (not prefix or prefix in (".", "..")):
         raise config.SettingError("WARC_OUTPUT", output, "a directory or a file path prefix")
-    return WarcOptions(output, directory, prefix, max_size, near)
+    return WarcOptions(output, directory, prefix, max_size, near, record_max, cdxj, wacz)
 
 
 def check_warc(settings: config.SettingsLike) -> None:

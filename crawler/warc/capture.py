@@ -1,18 +1,28 @@
-"""``RawCaptureMiddleware``: the response as the download handler returned it, for the WARC.
+"""``RawCaptureMiddleware``: every response as the download handler returned it, for the WARC.
 
 Scrapy calls ``process_response`` from the highest order down, so at order 950 (above
 ``HttpCacheMiddleware``, 900) this middleware sees every response first: before
 ``HttpCompressionMiddleware`` (590) decompresses the body and strips ``Content-Encoding``, before
-``RedirectMiddleware`` (600) turns a 3xx into a new request. Its ``process_request`` runs last,
-so the request headers it records are those sent (cookies, proxy auth and ``Accept-Encoding``
-included).
+``RedirectMiddleware`` (600) turns a 3xx into a new request, before ``RetryMiddleware`` (550)
+retries a 5xx. Its ``process_request`` runs last, so the request headers it records are those
+sent (cookies, proxy auth and ``Accept-Encoding`` included).
 
-Only responses that may become a stored page are kept: status 2xx, a ``Content-Type`` that
-is HTML (or none: Scrapy sniffs the body), a request with a callback (robots.txt requests have
-``NO_CALLBACK``). The capture goes to ``request.meta[CAPTURE_META]``; the WARC extension takes
-it out when the response leaves the downloader (``response_received``), so a redirect target
-or a retry never carries an old one. HEAD requests are skipped. Off (``NotConfigured``) when
-``WARC_OUTPUT`` is empty. Stat: ``warc/captured``.
+Every exchange is captured, whatever its status or type (a response served from Scrapy's
+HTTP cache is not an exchange: skipped). Two paths:
+
+* a response that may become a stored page (:func:`wants_page`: status 2xx, a ``Content-Type``
+  that is HTML, or none: Scrapy sniffs the body; a request with a callback, not HEAD) waits in
+  ``request.meta[CAPTURE_META]``; the WARC extension takes it out when the response leaves the
+  downloader (``response_received``) and writes it once the page's fate is committed;
+* any other (a redirect, 4xx/5xx, robots.txt, a PDF or JSON body, a HEAD request) is sent at
+  once with :data:`crawler.signals.exchange_captured`: the extension writes it as it is.
+
+A capture still in the meta when the next response of that request arrives (a meta refresh
+turned a 200 into a new request, and Scrapy copies the meta) is sent as an exchange first.
+A body longer than ``WARC_RECORD_MAX_BYTES`` (when set) is cut to it and the capture marked
+truncated (``WARC-Truncated: length``); a response Scrapy flags ``dataloss`` (the connection
+closed before the announced length) is marked ``disconnect``. Off (``NotConfigured``) when
+``WARC_OUTPUT`` is empty. Stats: ``warc/captured``, ``warc/truncated``.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from urllib.parse import urlsplit
 from scrapy.exceptions import NotConfigured
 from scrapy.http.request import NO_CALLBACK
 
+from crawler import signals as dedup_signals
 from crawler.fingerprint import canonical_url_of
 from crawler.text import media_type
 from crawler.urlnorm import UrlPolicy
@@ -46,7 +57,7 @@ def header_list(headers: Headers) -> HeaderList:
             for name, values in headers.items() for value in values]  # fmt: skip
 
 
-def wants_capture(request: Request, response: Response) -> bool:
+def wants_page(request: Request, response: Response) -> bool:
     """A response that may become a stored page (module docstring)."""
     if request.method == "HEAD" or request.callback is NO_CALLBACK:
         return False
@@ -57,8 +68,9 @@ def wants_capture(request: Request, response: Response) -> bool:
 
 
 def capture_of(request: Request, response: Response, policy: UrlPolicy | None = None,
-               now: datetime | None = None) -> Capture:
-    """The :class:`Capture` of an exchange, stamped ``now`` (default: the current time)."""
+               now: datetime | None = None, max_bytes: int = 0) -> Capture:
+    """The :class:`Capture` of an exchange, stamped ``now`` (default: the current time), its
+    body cut to ``max_bytes`` when that is set (0: whole)."""
     parts = urlsplit(request.url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     sent = header_list(request.headers)
@@ -66,6 +78,11 @@ def capture_of(request: Request, response: Response, policy: UrlPolicy | None = 
         sent.insert(0, ("Host", parts.netloc))
     stamp = warc_date(now)
     ip = getattr(response, "ip_address", None)
+    body, truncated = response.body, None
+    if max_bytes and len(body) > max_bytes:
+        body, truncated = body[:max_bytes], "length"
+    elif "dataloss" in response.flags:
+        truncated = "disconnect"
     return Capture(
         url=response.url,
         canonical_url=canonical_url_of(request, policy) or response.url,
@@ -78,30 +95,50 @@ def capture_of(request: Request, response: Response, policy: UrlPolicy | None = 
         protocol=getattr(response, "protocol", None) or "HTTP/1.1",
         status=response.status,
         headers=header_list(response.headers),
-        body=response.body,
+        body=body,
+        truncated=truncated,
     )
 
 
 class RawCaptureMiddleware:
-    """Downloader middleware keeping the raw exchange of would-be pages (module docstring)."""
+    """Downloader middleware capturing every exchange (module docstring)."""
 
-    def __init__(self, policy: UrlPolicy | None = None) -> None:
+    def __init__(self, policy: UrlPolicy | None = None, max_bytes: int = 0) -> None:
         self.policy = policy
+        self.max_bytes = max_bytes
         self.crawler: Crawler | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RawCaptureMiddleware:
-        if not warc_options(crawler.settings).enabled:
+        options = warc_options(crawler.settings)
+        if not options.enabled:
             raise NotConfigured
-        middleware = cls(UrlPolicy.from_settings(crawler.settings))
+        middleware = cls(UrlPolicy.from_settings(crawler.settings), options.record_max_bytes)
         middleware.crawler = crawler
         return middleware
 
     def process_response(self, request: Request, response: Response,
                          spider: Any = None) -> Response:
-        request.meta.pop(CAPTURE_META, None)
-        if wants_capture(request, response):
-            request.meta[CAPTURE_META] = capture_of(request, response, self.policy)
-            if self.crawler is not None and self.crawler.stats is not None:
-                self.crawler.stats.inc_value("warc/captured")
+        earlier = request.meta.pop(CAPTURE_META, None)
+        if earlier is not None:
+            self._send(earlier)
+        if "cached" in response.flags:
+            return response
+        capture = capture_of(request, response, self.policy, max_bytes=self.max_bytes)
+        self._inc("warc/captured")
+        if capture.truncated:
+            self._inc("warc/truncated")
+        if wants_page(request, response):
+            request.meta[CAPTURE_META] = capture
+        else:
+            self._send(capture)
         return response
+
+    def _send(self, capture: Capture) -> None:
+        if self.crawler is not None:
+            self.crawler.signals.send_catch_log(dedup_signals.exchange_captured,
+                                                capture=capture)  # fmt: skip
+
+    def _inc(self, key: str) -> None:
+        if self.crawler is not None and self.crawler.stats is not None:
+            self.crawler.stats.inc_value(key)

@@ -1,12 +1,16 @@
-"""``WarcWriter`` (extension): the records of each page once storage has committed its fate.
+"""``WarcWriter`` (extension): every HTTP exchange of the crawl, each page once its fate is known.
 
-Captures come from :class:`crawler.warc.capture.RawCaptureMiddleware` and wait here, keyed by
-request fingerprint, from ``response_received`` until the storage batch holding the page
-commits (``batch_committed``, :mod:`crawler.signals`): the archive then holds what the crawl
-database holds. Waiting is short (``STORAGE_BATCH_SECONDS``) and bounded by the pages in flight
-and in storage batches. A capture is let go without a record when its request ends without a
-page (``request_finished``: non-HTML, error status; ``spider_error``) or when the batch that
-names its fingerprint stored no row for it (refused by the database, or dropped unchecked).
+Captures come from :class:`crawler.warc.capture.RawCaptureMiddleware`. An exchange that cannot
+become a stored page (a redirect with its ``Location``, a 4xx or 5xx, robots.txt, a PDF or
+JSON body, a HEAD request, a soft-404 probe answered 404) arrives with
+:data:`crawler.signals.exchange_captured` and is written at once: ``response`` and ``request``
+(stat ``warc/exchange``). A would-be page waits here, keyed by request fingerprint, from
+``response_received`` until the storage batch holding it commits (``batch_committed``,
+:mod:`crawler.signals`), so its records say what the crawl database says of it. Waiting is
+short (``STORAGE_BATCH_SECONDS``) and bounded by the pages in flight and in storage batches.
+A would-be page that ends without a decision (``request_finished``: no text, a probe;
+``spider_error``; a batch that stored no row for it; still waiting when the spider closes) is
+written as an exchange too: the archive holds every response the crawl received.
 
 What each fate writes (WARC/1.1, stats ``warc/<kind>``):
 
@@ -17,14 +21,16 @@ What each fate writes (WARC/1.1, stats ``warc/<kind>``):
   first, else any remembered page with that digest): ``revisit``, profile
   ``http://netpreserve.org/warc/1.1/revisit/identical-payload-digest``, with
   ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and ``WARC-Refers-To`` of that
-  page's response, HTTP head only; and its ``request``.
+  page's response, HTTP head only; and its ``request``. A replay tool serves the original's
+  bytes for it.
 * **near duplicate**, and an exact duplicate whose bytes differ (same visible text) or whose
   kept page this process did not archive (another worker, an earlier crawl, forgotten):
-  with ``WARC_NEAR_DUPLICATES = "metadata"`` (default) a ``metadata`` record for the dropped
-  URL (``application/warc-fields``: ``duplicate-of``, ``reason``, ``distance``, both
-  SimHashes, ``payload-digest``, ``note``); with ``"response"`` its ``response`` and
-  ``request`` too, the metadata ``WARC-Concurrent-To`` the response. The kept URL is in the
-  content, not in ``WARC-Refers-To-Target-URI``: WARC 1.1 keeps that field for revisits.
+  with ``WARC_NEAR_DUPLICATES = "response"`` (default) its ``response`` and ``request``, and a
+  ``metadata`` record ``WARC-Concurrent-To`` the response (``application/warc-fields``:
+  ``duplicate-of``, ``reason``, ``distance``, ``rule``, both SimHashes, ``payload-digest``,
+  ``note``): every capture replays, the decision beside it. With ``"metadata"`` the metadata
+  record alone (smaller; the URL does not replay). The kept URL is in the content, not in
+  ``WARC-Refers-To-Target-URI``: WARC 1.1 keeps that field for revisits.
 * **late drop** of a stored page (``page_demoted``: the page it names canonical came, rule
   ``canonical``; a page preferred to it came, ``preferred``; its fingerprint refreshed,
   ``refreshed``; or the settle step dropped it, ``settled``): its response is already in the
@@ -35,14 +41,18 @@ What each fate writes (WARC/1.1, stats ``warc/<kind>``):
   metadata record.
 
 Without a storage pipeline the records are written when the item pipelines finish with the
-page (``item_scraped`` / ``item_dropped``). Files: :mod:`crawler.warc.files`. Writes run on the
-reactor thread: 0.27 ms for a 5.5 kB page, 1.4 ms for 65 kB (SHA-1 digests and gzip).
+page (``item_scraped`` / ``item_dropped``). Files: :mod:`crawler.warc.files`; each closed file
+gets its CDXJ index (``WARC_CDXJ``, :mod:`crawler.warc.index`, built on a thread), and the
+crawl's files a WACZ package at the end (``WARC_WACZ``, :mod:`crawler.warc.wacz`). Writes run
+on the reactor thread: 0.27 ms for a 5.5 kB page, 1.4 ms for 65 kB (SHA-1 digests and gzip).
 
 Stats: ``warc/response``, ``warc/revisit``, ``warc/metadata/duplicate``,
-``warc/metadata/demoted`` (records written by fate), ``warc/bytes``, ``warc/files`` (closed at
-the end), ``warc/not_stored`` (a capture whose batch stored no row for it),
-``warc/uncommitted`` (captures still waiting when the spider closed: their batch never
-committed); ``warc/captured`` comes from the middleware.
+``warc/metadata/demoted`` (records written by fate), ``warc/exchange`` (exchanges written as
+they are), ``warc/bytes``, ``warc/files`` (closed at the end), ``warc/indexes`` (CDXJ files
+written), ``warc/wacz`` (packages written), ``warc/not_stored`` (a would-be page whose batch
+stored no row for it), ``warc/uncommitted`` (would-be pages still waiting when the spider
+closed: their batch never committed); ``warc/captured`` and ``warc/truncated`` come from the
+middleware.
 """
 
 from __future__ import annotations
@@ -75,6 +85,7 @@ from crawler.vocab import (
 from crawler.warc import WarcOptions, check_warc, warc_options
 from crawler.warc.capture import CAPTURE_META
 from crawler.warc.files import WarcFiles
+from crawler.warc.index import Packaging
 from crawler.warc.records import record_id, warc_date
 
 if TYPE_CHECKING:
@@ -116,6 +127,7 @@ class WarcWriter:
         self._pending: dict[str, Capture] = {}
         self._by_url: dict[str, Archived] = {}
         self._by_digest: dict[str, str] = {}  # payload digest -> url in _by_url
+        self.packaging: Packaging | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> WarcWriter:
@@ -127,7 +139,11 @@ class WarcWriter:
                             info=lambda: warcinfo_fields(crawler, options)),
                   options.near_duplicates)  # fmt: skip
         ext.crawler = crawler
+        ext.packaging = Packaging(options, ext.files, software_name(),
+                                  lambda: _crawl_name(crawler))
+        ext.files.on_close = ext.packaging.file_closed
         connect = crawler.signals.connect
+        connect(ext.exchange, signal=dedup_signals.exchange_captured)
         connect(ext.response_received, signal=signals.response_received)
         connect(ext.request_finished, signal=dedup_signals.request_finished)
         connect(ext.spider_error, signal=signals.spider_error)
@@ -157,12 +173,15 @@ class WarcWriter:
 
     def request_finished(self, fingerprints: Sequence[str] = (), **_: Any) -> None:
         for fp in fingerprints:
-            self._pending.pop(fp, None)
+            capture = self._pending.pop(fp, None)
+            if capture is not None:
+                self.exchange(capture)
 
     def spider_error(self, failure: Any, response: Response, spider: Any = None,
                      **_: Any) -> None:
-        if response is not None and response.request is not None:
-            self._pending.pop(self._fingerprint(response.request), None)
+        capture = self._pop_response(response)
+        if capture is not None:
+            self.exchange(capture)
 
     # --- fates --------------------------------------------------------------------------------
 
@@ -184,6 +203,7 @@ class WarcWriter:
                 self.dropped(capture, row)
             else:
                 self._inc("warc/not_stored")
+                self.exchange(capture)
         for row in dropped:  # a page the settle step stored again (reason "kept"): no record
             if row.get("rule") in LATE_RULES and row.get("reason") != KEPT_REASON:
                 self.demoted(row)
@@ -196,12 +216,16 @@ class WarcWriter:
     def item_dropped(self, item: Any, response: Response, exception: BaseException,
                      spider: Any = None) -> None:
         capture = self._pop_response(response)
-        if capture is not None and isinstance(exception, DuplicatePage):
-            drop = exception.drop
-            self.dropped(capture, {"url": drop.url, "reason": drop.reason,
-                                   "duplicate_of": drop.duplicate_of, "distance": drop.distance,
-                                   "simhash": drop.simhash,
-                                   "duplicate_simhash": drop.duplicate_simhash})
+        if capture is None:
+            return
+        if not isinstance(exception, DuplicatePage):
+            self.exchange(capture)
+            return
+        drop = exception.drop
+        self.dropped(capture, {"url": drop.url, "reason": drop.reason,
+                               "duplicate_of": drop.duplicate_of, "distance": drop.distance,
+                               "simhash": drop.simhash,
+                               "duplicate_simhash": drop.duplicate_simhash})
 
     def page_demoted(self, drop: Drop, **_: Any) -> None:
         self.demoted({"url": drop.url, "duplicate_of": drop.duplicate_of, "reason": drop.reason,
@@ -213,6 +237,10 @@ class WarcWriter:
         return self._pending.pop(self._fingerprint(response.request), None)
 
     # --- records ------------------------------------------------------------------------------
+
+    def exchange(self, capture: Capture, **_: Any) -> None:
+        """An exchange that is no page of the crawl: its response and request, as they are."""
+        self._write(list(self.builder.exchange(capture)), "warc/exchange")
 
     def stored(self, capture: Capture) -> None:
         response, request = self.builder.exchange(capture)
@@ -289,11 +317,21 @@ class WarcWriter:
         self._inc("warc/bytes", written)
 
     def spider_closed(self, spider: Any = None, reason: str = "") -> None:
+        """Write what still waits (as exchanges), close the file, then wait for the indexes
+        and write the package (:class:`crawler.warc.index.Packaging`), before ``StatsFile``
+        (order 900) writes the stats."""
         if self._pending:
             self._inc("warc/uncommitted", len(self._pending))
-            self._pending.clear()
+            pending, self._pending = self._pending, {}
+            for capture in pending.values():
+                self.exchange(capture)
         self.files.close()
         self._inc("warc/files", len(self.files.closed_files))
+        if self.packaging is None:
+            return
+        self.packaging.finish()
+        self._inc("warc/indexes", len(self.packaging.indexes))
+        self._inc("warc/wacz", len(self.packaging.packages))
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.crawler is not None and self.crawler.stats is not None and count:
@@ -316,8 +354,7 @@ def warcinfo_fields(crawler: Crawler, options: WarcOptions) -> dict[str, object]
     """The warcinfo record of a new file: software, format, host, crawl, settings."""
     settings = crawler.settings
     return {
-        "software": f"dedup-crawler/{VERSION} (Scrapy/{scrapy.__version__}; "
-                    f"warcio/{_warcio_version()})",
+        "software": software_name(),
         "format": "WARC File Format 1.1",
         "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/"
                       "warc-1.1/",
@@ -329,6 +366,12 @@ def warcinfo_fields(crawler: Crawler, options: WarcOptions) -> dict[str, object]
         "dedup-settings": json.dumps(dedup_settings(settings), sort_keys=True,
                                      separators=(",", ":")),
     }
+
+
+def software_name() -> str:
+    """``dedup-crawler/<version> (Scrapy/<version>; warcio/<version>)``."""
+    return (f"dedup-crawler/{VERSION} (Scrapy/{scrapy.__version__}; "
+            f"warcio/{_warcio_version()})")
 
 
 def _crawl_name(crawler: Crawler) -> str | None:

@@ -72,6 +72,9 @@ class Capture:
     status: int
     headers: HeaderList
     body: bytes
+    #: ``WARC-Truncated`` reason when ``body`` is not the whole payload (``length``: cut to
+    #: ``WARC_RECORD_MAX_BYTES``; ``disconnect``: the connection closed early), else None
+    truncated: str | None = None
     _digest: str | None = field(default=None, repr=False)
 
     @property
@@ -111,8 +114,7 @@ class RecordBuilder:
         response = self._warc.create_warc_record(
             capture.url, "response", payload=io.BytesIO(capture.body), length=len(capture.body),
             http_headers=capture.response_head(),
-            warc_headers_dict=self._common(capture, {"WARC-Payload-Digest":
-                                                     capture.payload_digest}))  # fmt: skip
+            warc_headers_dict=self._common(capture, self._payload(capture)))
         return response, self.request(capture, record_id(response))
 
     def request(self, capture: Capture, concurrent_to: str) -> ArcWarcRecord:
@@ -157,6 +159,13 @@ class RecordBuilder:
         if capture.ip:
             headers["WARC-IP-Address"] = capture.ip
         headers.update(extra)
+        return headers
+
+    @staticmethod
+    def _payload(capture: Capture) -> dict[str, str]:
+        headers = {"WARC-Payload-Digest": capture.payload_digest}
+        if capture.truncated:
+            headers["WARC-Truncated"] = capture.truncated
         return headers
 
     # --- bytes --------------------------------------------------------------------------------
