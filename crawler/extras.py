@@ -9,7 +9,7 @@ extra    modules                      needed by
 postgres ``psycopg``                  ``STORAGE_URL=postgresql://...``
 redis    ``redis``, ``scrapy_redis``  ``DEDUP_BACKEND=redis``, the distributed profile
 s3       ``boto3``                    ``s3://`` outputs
-warc     ``warcio``                   WARC output
+warc     ``warcio``, ``cdxj_indexer`` WARC output, its CDXJ indexes
 bench    ``pybloom_live``, ``simhash`` ``python -m bench`` (the baselines)
 ======== ============================ =====================================================
 
@@ -32,7 +32,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "postgres": ("psycopg",),
     "redis": ("redis", "scrapy_redis"),
     "s3": ("boto3",),
-    "warc": ("warcio",),
+    "warc": ("warcio", "cdxj_indexer"),
     "bench": ("pybloom_live", "simhash"),
 }
 

@@ -168,8 +168,9 @@ def test_every_exchange_of_the_crawl_is_archived(demo_warc_server, demo_warc):
               not in site.broken]  # fmt: skip
     assert probes, "the soft-404 probe answered 404: archived"
     decided = run.stored_urls() | {url for url, _ in run.rows("SELECT url, 1 FROM dropped")}
-    others = sum(len(rs) for url, rs in by_url.items() if url not in decided)
-    assert run.stats["warc/exchange"] == others > 0
+    others = [r for url, rs in by_url.items() if url not in decided for r in rs]
+    revisits = [r for r in others if r["type"] == "revisit"]  # a payload archived before
+    assert run.stats["warc/exchange"] == len(others) - len(revisits) > 0
 
 
 def test_every_stored_page_replays_as_stored(demo_warc):
@@ -224,7 +225,14 @@ def test_exact_copies_are_revisits_of_stored_pages(demo_warc_server, demo_warc):
         assert original["warc"]["WARC-Date"] == head["WARC-Refers-To-Date"]
         assert original["warc"]["WARC-Payload-Digest"] == head["WARC-Payload-Digest"]
         assert revisit["payload"] == b""  # HTTP head only
-    assert set(revisits) == {url for url, _ in exact}
+    decided = stored | {url for url, *_ in rows} | {u for u, _ in run.rows(
+        "SELECT url, 1 FROM dropped")}  # fmt: skip
+    others = {url: rs for url, rs in revisits.items() if url not in decided}
+    assert set(revisits) == {url for url, _ in exact} | set(others)
+    for (revisit,) in others.values():  # an exchange with a payload archived before
+        original = ids[revisit["warc"]["WARC-Refers-To"]]
+        assert original["warc"]["WARC-Payload-Digest"] == revisit["warc"]["WARC-Payload-Digest"]
+        assert original["warc"]["WARC-Date"] <= revisit["warc"]["WARC-Date"]
 
 
 #: ``dropped.rule`` of a page stored first and dropped later
@@ -588,3 +596,57 @@ def test_near_duplicate_in_response_mode_keeps_the_page_and_a_note(tmp_path):
     assert note["warc"]["WARC-Concurrent-To"] == response["warc"]["WARC-Record-ID"]
     assert note["fields"]["duplicate-of"] == "http://h/kept"
     assert note["fields"]["distance"] == "2" and note["fields"]["simhash"] == f"{5:016x}"
+
+
+def test_an_exchange_with_a_payload_archived_before_is_a_revisit(tmp_path):
+    files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
+    writer = WarcWriter(files)
+    first = _capture("http://h/a.pdf", b"%PDF same bytes")
+    writer.exchange(first)
+    again = _capture("http://h/b.pdf", b"%PDF same bytes", date="2026-01-02T03:04:06.000000Z")
+    empty = [_capture(f"http://h/moved{i}", b"") for i in range(2)]  # nothing to refer to
+    for capture in (again, *empty):
+        writer.exchange(capture)
+    files.close()
+    (path,) = tmp_path.glob("*.warc.gz")
+    records = read_records(path)
+    (response,) = by_type(records, "response")[first.url]
+    (revisit,) = by_type(records, "revisit")[again.url]
+    assert revisit["warc"]["WARC-Refers-To"] == response["warc"]["WARC-Record-ID"]
+    assert revisit["warc"]["WARC-Refers-To-Target-URI"] == first.url
+    assert revisit["warc"]["WARC-Refers-To-Date"] == first.date
+    assert set(by_type(records, "revisit")) == {again.url}
+    assert all(len(by_type(records, "response")[c.url]) == 1 for c in empty)
+
+
+def test_the_middleware_sends_every_exchange_and_keeps_pages_for_their_fate():
+    from scrapy.utils.test import get_crawler
+
+    from crawler import signals as dedup_signals
+    from crawler.warc.capture import CAPTURE_META, RawCaptureMiddleware
+
+    crawler = get_crawler(settings_dict={"WARC_OUTPUT": "out/"})
+    crawler._apply_settings()  # stats and the fingerprinter, as a crawl start makes them
+    sent: list[Any] = []
+    crawler.signals.connect(lambda capture, **_: sent.append(capture),
+                            signal=dedup_signals.exchange_captured, weak=False)
+    middleware = RawCaptureMiddleware.from_crawler(crawler)
+    page = Request("http://h/page", callback=lambda r: None)
+    html = HtmlResponse(page.url, body=b"<p>x</p>", headers={"Content-Type": "text/html"},
+                        request=page)  # fmt: skip
+    middleware.process_response(page, html)
+    assert page.meta[CAPTURE_META].status == 200 and not sent  # waits for its fate
+    # a meta refresh made a new request of the 200, meta copied: the earlier capture goes out
+    follow = page.replace(url="http://h/next")
+    missing = HtmlResponse(follow.url, status=404, body=b"gone", request=follow)
+    middleware.process_response(follow, missing)
+    assert [(c.url, c.status) for c in sent] == [("http://h/page", 200), ("http://h/next", 404)]
+    assert CAPTURE_META not in follow.meta
+    moved = HtmlResponse("http://h/old", status=301, headers={"Location": "/new"},
+                         request=Request("http://h/old", callback=lambda r: None))  # fmt: skip
+    cached = HtmlResponse("http://h/c", body=b"<p>c</p>", flags=["cached"],
+                          request=Request("http://h/c", callback=lambda r: None))  # fmt: skip
+    middleware.process_response(moved.request, moved)
+    middleware.process_response(cached.request, cached)
+    assert [c.url for c in sent][2:] == ["http://h/old"]  # the cache replay is no exchange
+    assert ("Location", "/new") in sent[2].headers

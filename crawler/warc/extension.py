@@ -4,7 +4,9 @@ Captures come from :class:`crawler.warc.capture.RawCaptureMiddleware`. An exchan
 become a stored page (a redirect with its ``Location``, a 4xx or 5xx, robots.txt, a PDF or
 JSON body, a HEAD request, a soft-404 probe answered 404) arrives with
 :data:`crawler.signals.exchange_captured` and is written at once: ``response`` and ``request``
-(stat ``warc/exchange``). A would-be page waits here, keyed by request fingerprint, from
+(stat ``warc/exchange``), or a ``revisit`` when its non-empty payload is byte-identical to a
+capture this process archived first (a second 404 page, the same PDF under two URLs). A
+would-be page waits here, keyed by request fingerprint, from
 ``response_received`` until the storage batch holding it commits (``batch_committed``,
 :mod:`crawler.signals`), so its records say what the crawl database says of it. Waiting is
 short (``STORAGE_BATCH_SECONDS``) and bounded by the pages in flight and in storage batches.
@@ -16,7 +18,7 @@ What each fate writes (WARC/1.1, stats ``warc/<kind>``):
 
 * **stored page**: ``response`` (headers and body as received) and ``request``
   (``WARC-Concurrent-To`` the response). Its URL, payload digest, date and record id are
-  remembered (the last :data:`DIGEST_MEMORY` stored pages of this process).
+  remembered (the last :data:`DIGEST_MEMORY` stored pages and exchanges of this process).
 * **exact duplicate whose payload is byte-identical** to a remembered page (the kept page
   first, else any remembered page with that digest): ``revisit``, profile
   ``http://netpreserve.org/warc/1.1/revisit/identical-payload-digest``, with
@@ -68,6 +70,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from crawler import __version__ as VERSION
+from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.exceptions import DuplicatePage
 from crawler.pipelines.drops import storage_enabled
@@ -100,7 +103,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Stored pages remembered as revisit targets (about 0.5 kB each); older ones are forgotten.
+#: Stored pages and exchanges remembered as revisit targets (about 0.5 kB each); older ones are
+#: forgotten.
 DIGEST_MEMORY = 100_000
 LATE_RULES = (CANONICAL_RULE, PREFERRED_RULE, REFRESHED_RULE, SETTLED_RULE)
 
@@ -117,7 +121,7 @@ class Archived(NamedTuple):
 class WarcWriter:
     """Extension writing WARC records of decided pages (module docstring)."""
 
-    def __init__(self, files: WarcFiles, near_duplicates: str = "metadata",
+    def __init__(self, files: WarcFiles, near_duplicates: str = defaults.WARC_NEAR_DUPLICATES,
                  memory: int = DIGEST_MEMORY) -> None:
         self.files = files
         self.builder = files.builder
@@ -239,8 +243,20 @@ class WarcWriter:
     # --- records ------------------------------------------------------------------------------
 
     def exchange(self, capture: Capture, **_: Any) -> None:
-        """An exchange that is no page of the crawl: its response and request, as they are."""
-        self._write(list(self.builder.exchange(capture)), "warc/exchange")
+        """An exchange that is no page of the crawl: its response and request as they are, or
+        a revisit of the first capture with byte-identical (non-empty) payload."""
+        earlier = self._by_digest.get(capture.payload_digest) if capture.body else None
+        first = self._by_url.get(earlier) if earlier is not None else None
+        if first is not None:
+            revisit, request = self.builder.revisit(capture, first.url, first.date,
+                                                    first.record_id)  # fmt: skip
+            self._write([revisit, request], "warc/revisit")
+            return
+        response, request = self.builder.exchange(capture)
+        self._write([response, request], "warc/exchange")
+        if capture.body:
+            self._remember(Archived(capture.url, capture.payload_digest, capture.date,
+                                    record_id(response)))  # fmt: skip
 
     def stored(self, capture: Capture) -> None:
         response, request = self.builder.exchange(capture)
