@@ -650,3 +650,24 @@ def test_the_middleware_sends_every_exchange_and_keeps_pages_for_their_fate():
     middleware.process_response(cached.request, cached)
     assert [c.url for c in sent][2:] == ["http://h/old"]  # the cache replay is no exchange
     assert ("Location", "/new") in sent[2].headers
+
+
+def test_a_page_the_settle_step_stores_again_gets_a_kept_record(tmp_path):
+    files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
+    writer = WarcWriter(files)
+    mirror = _capture("http://h/mirror", b"<p>text and an advert</p>")
+    writer._pending["fp-mirror"] = mirror
+    writer.batch_committed(fingerprints=["fp-mirror"], documents=[], dropped=[
+        {"url": mirror.url, "reason": NEAR_DUPLICATE, "distance": 2, "rule": None,
+         "duplicate_of": "http://h/kept", "simhash": 5, "duplicate_simhash": 6}])
+    writer.batch_committed(fingerprints=[], documents=[mirror.url], dropped=[
+        {"url": mirror.url, "reason": "kept", "distance": None, "rule": "settled",
+         "duplicate_of": None, "simhash": 5, "duplicate_simhash": None}])
+    files.close()
+    (path,) = tmp_path.glob("*.warc.gz")
+    records = read_records(path)
+    (response,) = by_type(records, "response")[mirror.url]
+    duplicate, kept = by_type(records, "metadata")[mirror.url]
+    assert duplicate["fields"]["duplicate-of"] == "http://h/kept"
+    assert kept["fields"]["reason"] == "kept" and kept["fields"]["rule"] == "settled"
+    assert "stored again" in kept["fields"]["note"]

@@ -41,6 +41,10 @@ What each fate writes (WARC/1.1, stats ``warc/<kind>``):
   it is forgotten as a revisit target. Drops later repointed to the new page
   (``dropped.rule = 'repointed'``) keep naming the demoted page in the archive: follow its
   metadata record.
+* **stored again** by the settle step (a dropped page whose kept twin left, reason ``kept``,
+  rule ``settled``): a ``metadata`` record with ``reason``, ``rule``, ``simhash`` and a note
+  that it is kept now; its capture (a full response by default) was written when it was
+  dropped.
 
 Without a storage pipeline the records are written when the item pipelines finish with the
 page (``item_scraped`` / ``item_dropped``). Files: :mod:`crawler.warc.files`; each closed file
@@ -49,7 +53,7 @@ crawl's files a WACZ package at the end (``WARC_WACZ``, :mod:`crawler.warc.wacz`
 on the reactor thread: 0.27 ms for a 5.5 kB page, 1.4 ms for 65 kB (SHA-1 digests and gzip).
 
 Stats: ``warc/response``, ``warc/revisit``, ``warc/metadata/duplicate``,
-``warc/metadata/demoted`` (records written by fate), ``warc/exchange`` (exchanges written as
+``warc/metadata/demoted``, ``warc/metadata/kept`` (records written by fate), ``warc/exchange`` (exchanges written as
 they are), ``warc/bytes``, ``warc/files`` (closed at the end), ``warc/indexes`` (CDXJ files
 written), ``warc/wacz`` (packages written), ``warc/not_stored`` (a would-be page whose batch
 stored no row for it), ``warc/uncommitted`` (would-be pages still waiting when the spider
@@ -208,8 +212,12 @@ class WarcWriter:
             else:
                 self._inc("warc/not_stored")
                 self.exchange(capture)
-        for row in dropped:  # a page the settle step stored again (reason "kept"): no record
-            if row.get("rule") in LATE_RULES and row.get("reason") != KEPT_REASON:
+        for row in dropped:
+            if row.get("rule") not in LATE_RULES:
+                continue
+            if row.get("reason") == KEPT_REASON:  # the settle step stored the page again
+                self.promoted(row)
+            else:
                 self.demoted(row)
 
     def item_scraped(self, item: Any, response: Response, spider: Any = None) -> None:
@@ -309,6 +317,16 @@ class WarcWriter:
         record = self.builder.metadata(url, date, fields,
                                        refers_to=archived.record_id if archived else None)
         self._write([record], "warc/metadata/demoted")
+
+    def promoted(self, row: Mapping[str, Any]) -> None:
+        """A page dropped earlier that the settle step stored again: a ``metadata`` record
+        says it is kept now (its capture, written when it was dropped, stays as it is)."""
+        fields = [("reason", row.get("reason")), ("rule", row.get("rule")),
+                  ("simhash", to_hex(row.get("simhash"))),
+                  ("note", "stored again by the settle step: kept, whatever an earlier "
+                           "record of this URL says")]  # fmt: skip
+        record = self.builder.metadata(str(row["url"]), warc_date(), fields)
+        self._write([record], "warc/metadata/kept")
 
     # --- memory of archived pages -----------------------------------------------------------
 
