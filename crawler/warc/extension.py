@@ -53,12 +53,12 @@ crawl's files a WACZ package at the end (``WARC_WACZ``, :mod:`crawler.warc.wacz`
 on the reactor thread: 0.27 ms for a 5.5 kB page, 1.4 ms for 65 kB (SHA-1 digests and gzip).
 
 Stats: ``warc/response``, ``warc/revisit``, ``warc/metadata/duplicate``,
-``warc/metadata/demoted``, ``warc/metadata/kept`` (records written by fate), ``warc/exchange`` (exchanges written as
-they are), ``warc/bytes``, ``warc/files`` (closed at the end), ``warc/indexes`` (CDXJ files
-written), ``warc/wacz`` (packages written), ``warc/not_stored`` (a would-be page whose batch
-stored no row for it), ``warc/uncommitted`` (would-be pages still waiting when the spider
-closed: their batch never committed); ``warc/captured`` and ``warc/truncated`` come from the
-middleware.
+``warc/metadata/demoted``, ``warc/metadata/kept`` (records written by fate),
+``warc/exchange`` (exchanges written as they are), ``warc/bytes``, ``warc/files`` (closed at
+the end), ``warc/indexes`` (CDXJ files written), ``warc/wacz`` (packages written),
+``warc/not_stored`` (a would-be page whose batch stored no row for it), ``warc/uncommitted``
+(would-be pages still waiting when the spider closed: their batch never committed);
+``warc/captured`` and ``warc/truncated`` come from the middleware.
 """
 
 from __future__ import annotations
