@@ -275,7 +275,9 @@ def test_near_duplicates_and_demotions_have_metadata_records(demo_warc):
         else:
             assert note["duplicate-of"] == kept and int(note["distance"]) == distance
         assert note["reason"] == NEAR_DUPLICATE
-    assert any(rule == "canonical" for *_, rule in near), "the demo swaps canonical copies"
+    # the demo's /partners/ copies name their original canonical: when a copy is stored
+    # before its original arrives it is swapped (rule canonical), else dropped at once; which
+    # happens depends on arrival order, so the swap is proven on its own site below
 
 
 def test_rotation_leaves_closed_files_each_with_warcinfo(demo_warc):
@@ -367,6 +369,33 @@ def small_site_crawl(tmp_path: Path, **settings: Any) -> tuple[Any, SiteServer, 
                         settings=warc_settings(tmp_path / "warc", **settings))
     assert run.returncode == 0, run.stderr[-3000:]
     return run, server, tmp_path / "warc"
+
+
+def test_a_copy_swapped_for_its_canonical_original_keeps_its_response_and_a_note(tmp_path):
+    """The original is linked only from the copy, so the copy is stored first, whatever the
+    order of the rest: the swap writes a metadata record referring to the copy's response."""
+    body = "<p>{}</p>".format(" ".join(f"story word{i}" for i in range(200)))
+    copy = ('<html><head><link rel="canonical" href="/orig"></head><body>'
+            f'<a href="/orig">original</a>{body}<p>syndicated</p></body></html>')  # fmt: skip
+    pages = {"/": page('<html><body><a href="/copy">copy</a><p>root of the site</p>'
+                       "</body></html>"),
+             "/copy": page(copy),
+             "/orig": page(f"<html><body>{body}</body></html>")}  # fmt: skip
+    for concurrency in (1, 8):
+        out = tmp_path / f"c{concurrency}"
+        with SiteServer(Site("swap", pages)) as server:
+            run = run_crawl(out / "run", urls=[server.base_url + "/"],
+                            settings=warc_settings(out / "warc",
+                                                   CONCURRENT_REQUESTS=concurrency))
+        assert run.returncode == 0, run.stderr[-3000:]
+        (row,) = run.rows("SELECT url, duplicate_of, rule FROM dropped")
+        assert row == (server.base_url + "/copy", server.base_url + "/orig", "canonical")
+        records = [r for f in (out / "warc").glob("*.warc.gz") for r in read_records(f)]
+        (response,) = by_type(records, "response")[server.base_url + "/copy"]
+        (note,) = by_type(records, "metadata")[server.base_url + "/copy"]
+        assert note["fields"]["rule"] == "canonical"
+        assert note["fields"]["duplicate-of"] == server.base_url + "/orig"
+        assert note["warc"]["WARC-Refers-To"] == response["warc"]["WARC-Record-ID"]
 
 
 def test_a_payload_over_the_cap_is_truncated_and_says_so(tmp_path):
