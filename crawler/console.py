@@ -1,18 +1,23 @@
 """What the project's commands share about their output: the terminal's width, a reader that
-left early (``scrapy dropped | head``: a broken pipe is not an error), and output that is safe
-for a terminal (:func:`safe_output`: crawled text never reaches it raw)."""
+left early (``scrapy dropped | head``: a broken pipe is not an error), output that is safe
+for a terminal (:func:`safe_output`: crawled text never reaches it raw), and the crawl's log
+file as a second home for a failing command's last words (:func:`echo_to_log_file`)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
-from typing import ParamSpec, TextIO, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TextIO, TypeVar
 
 from crawler.formats import terminal_safe
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -88,3 +93,50 @@ def with_safe_output(run: Callable[P, R]) -> Callable[P, R]:
             return run(*args, **kwargs)
 
     return wrapper
+
+
+def echo_to_log_file(settings: BaseSettings, logger: str, *lines: str) -> None:
+    """Append ``lines`` to the file of ``LOG_FILE`` as ERROR records of ``logger``, in Scrapy's
+    format (``LOG_FORMAT``, ``LOG_DATEFORMAT``, ``LOG_ENCODING``); nothing when it is unset.
+
+    A command prints why it fails on stderr; where the crawl logs to a file that line must be
+    in the file too. scrapyd passes ``LOG_FILE`` to every job, shows that file (``log_url``)
+    and keeps no exit status. Once Scrapy has set up logging, the records go through its
+    handler of that file, whatever ``LOG_LEVEL``; before (the input checks), the file is
+    opened as Scrapy opens it (truncated when ``LOG_FILE_APPEND`` is false), so ``log_url``
+    exists. A file that cannot be written costs one more line on stderr, never a traceback.
+    """
+    path = settings.get("LOG_FILE")
+    if not path:
+        return
+    handler = _scrapy_log_handler(str(path))
+    own = handler is None
+    if handler is None:
+        handler = _new_log_handler(settings, str(path))
+    if handler is None:
+        return
+    for line in lines:
+        handler.handle(logging.LogRecord(logger, logging.ERROR, __file__, 0, line, None, None))
+    if own:
+        handler.close()
+
+
+def _scrapy_log_handler(path: str) -> logging.Handler | None:
+    """The root logger's handler writing ``path`` (Scrapy's, once it set up logging)."""
+    wanted = os.path.abspath(path)
+    return next((h for h in logging.root.handlers if isinstance(h, logging.FileHandler)
+                 and h.baseFilename == wanted), None)  # fmt: skip
+
+
+def _new_log_handler(settings: BaseSettings, path: str) -> logging.Handler | None:
+    """A handler of ``path`` as Scrapy makes it; ``None``, said on stderr, if it cannot open."""
+    mode = "a" if settings.getbool("LOG_FILE_APPEND", True) else "w"
+    try:
+        handler = logging.FileHandler(path, mode=mode, encoding=settings.get("LOG_ENCODING"))
+    except OSError as exc:
+        print(terminal_safe(f"note: cannot write the error to LOG_FILE {path}: {exc.strerror}"),
+              file=sys.stderr)  # fmt: skip
+        return None
+    handler.setFormatter(logging.Formatter(settings.get("LOG_FORMAT"),
+                                           settings.get("LOG_DATEFORMAT")))  # fmt: skip
+    return handler

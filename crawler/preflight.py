@@ -12,6 +12,9 @@ line and exits non-zero:
   feed's bucket) is unreachable or misconfigured; exit 2 for a distributed worker started on
   a finished crawl's namespace (:func:`crawler.backends.lifecycle.check_not_finished`).
 
+With ``LOG_FILE`` set (scrapyd sets it for every job) the line also goes to that file,
+followed by ``exit status N: the crawl did not start`` (:func:`fail`).
+
 The settings checks are one explicit list, :func:`settings_checks`: each is the function the
 component itself calls when it is built, so the pre-flight check and the crawl read a
 setting the same way. A component added to the crawl adds its check there.
@@ -232,7 +235,7 @@ def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
         check_spider(settings, spider)
         check_input(settings, spargs, spider=spider)
     except (SeedError, SettingError, FeedError, UnknownSpiderError) as exc:  # usage error
-        fail(exc, 2)
+        fail(exc, 2, settings)
     check_joining(settings)
 
 
@@ -255,7 +258,7 @@ def check_joining(settings: Any) -> None:
     except RedisBackendError:
         return
     except (SettingError, CrawlFinished) as exc:
-        fail(ValueError(as_set(settings, str(exc))), 2)
+        fail(ValueError(as_set(settings, str(exc))), 2, settings)
 
 
 def preflight_servers(settings: Any) -> None:
@@ -272,17 +275,24 @@ def preflight_servers(settings: Any) -> None:
     try:
         check_servers(settings)
     except SettingError as exc:  # settings other than the crawl's, or the namespace's (Redis)
-        fail(ValueError(as_set(settings, str(exc))), 2)
+        fail(ValueError(as_set(settings, str(exc))), 2, settings)
     except StorageError as exc:
-        fail(StorageError(as_set(settings, str(exc)), exc.url), getattr(exc, "exit_code", 1))
+        fail(StorageError(as_set(settings, str(exc)), exc.url), getattr(exc, "exit_code", 1),
+             settings)
     except (RedisBackendError, FeedError, CrawlFinished) as exc:  # 2: see above
-        fail(exc, getattr(exc, "exit_code", 1))
+        fail(exc, getattr(exc, "exit_code", 1), settings)
 
 
-def fail(exc: Exception, code: int) -> None:
+def fail(exc: Exception, code: int, settings: Any = None) -> None:
     """Print ``exc`` (control characters escaped: it may echo a seed line; every URL in it
-    masked: a driver's words may quote the URL it was given) and exit."""
+    masked: a driver's words may quote the URL it was given) and exit. With ``settings`` that
+    set ``LOG_FILE`` (scrapyd sets it for every job) the same line and the exit status end
+    that file too (:func:`crawler.console.echo_to_log_file`)."""
+    from crawler.console import echo_to_log_file
     from crawler.formats import mask_text, terminal_safe
 
-    print(terminal_safe(mask_text(f"error: {exc}")), file=sys.stderr)
+    line = terminal_safe(mask_text(f"error: {exc}"))
+    print(line, file=sys.stderr)
+    if settings is not None:
+        echo_to_log_file(settings, __name__, line, f"exit status {code}: the crawl did not start")
     sys.exit(code)

@@ -212,8 +212,8 @@ def test_a_fresh_venv_with_default_dependencies_crawls(wheel, tmp_path):
     assert demo.returncode == 2
     assert demo.stderr.strip().splitlines()[-1].startswith("error: scrapy demo needs a checkout")
 
-    # the scrapyd extra: scrapyd-deploy builds the egg with this venv's setuptools (a fresh venv
-    # has an older one, which refuses the SPDX license string of pyproject.toml)
+    # the scrapyd extra in the fresh venv: scrapyd-deploy builds the egg with the venv's own
+    # setuptools (65 here: setup.py lets it read the SPDX license string of pyproject.toml)
     extra = subprocess.run([str(python), "-m", "pip", "install", "-q",
                             "--disable-pip-version-check", f"{wheel}[scrapyd]"],
                            capture_output=True, text=True, timeout=600)  # fmt: skip

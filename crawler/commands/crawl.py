@@ -7,6 +7,10 @@ misconfigured server exits 1. It also exits 1 when the crawl ended for a reason 
 is incomplete (``bloom_full``, ``storage_error``, ``jobdir_error``, ``redis_error``,
 ``droplog_error``), also when that failure came while the crawl was already closing
 (:data:`crawler.closing.CLOSE_REASON_STAT`).
+
+With ``LOG_FILE`` set (scrapyd sets it for every job, shows that file and keeps no exit
+status), the one line it prints on failing also ends that file, with the exit status
+(:func:`crawler.console.echo_to_log_file`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 
 from crawler.closing import CLOSE_REASON_STAT
+from crawler.console import echo_to_log_file
 from crawler.preflight import preflight_input, preflight_servers
 
 if TYPE_CHECKING:
@@ -62,5 +67,8 @@ class Command(ScrapyCrawlCommand):
         reason = next((r for r in (stats.get("finish_reason"), stats.get(CLOSE_REASON_STAT))
                        if r in FAILED_FINISH_REASONS), None)
         if reason is not None:
-            print(f"crawl stopped early: {reason} (see the log above)", file=sys.stderr)
+            line = f"crawl stopped early: {reason} (see the log above)"
+            print(line, file=sys.stderr)
+            echo_to_log_file(self.settings, __name__, line,
+                             "exit status 1: the crawl is incomplete")  # fmt: skip
             self.exitcode = 1
