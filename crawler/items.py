@@ -8,10 +8,13 @@ from crawler.simhash import to_hex
 
 #: The fields a feed export carries, in order (README, "Feed exports"): everything a consumer of
 #: the unique documents needs, nothing internal (``blocks``, ``binary``, ``fingerprints``,
-#: ``lease``). ``html`` is added by ``FEED_EXPORT_HTML = True``.
+#: ``lease``). ``html`` is added by ``FEED_EXPORT_HTML = True``. ``text`` is the whole visible
+#: text (navigation and footer included: the exact-copy hash is taken of it);
+#: ``fingerprint_text`` the part of it the SimHash reads (:mod:`crawler.feeds.rows`).
 EXPORT_FIELDS: tuple[str, ...] = (
-    "url", "canonical_url", "status", "content_type", "encoding", "title", "text", "depth",
-    "referer", "fetched_at", "content_hash", "simhash", "canonical_link",
+    "url", "canonical_url", "status", "content_type", "encoding", "title", "text",
+    "fingerprint_text", "depth", "referer", "fetched_at", "content_hash", "simhash",
+    "canonical_link",
 )  # fmt: skip
 
 
@@ -23,7 +26,10 @@ class PageItem:
     :func:`crawler.urlnorm.normalize_url`). ``fingerprints`` holds the hex request fingerprints of
     every request that led to this response (the redirect chain included), so the dupefilter's
     journal can mark all of them finished once the page is committed. ``fetched_at`` is ISO 8601
-    UTC. ``text`` is the visible text; the dedup pipeline fills ``content_hash`` and ``simhash``
+    UTC. ``text`` is the visible text, one block per line (navigation and footer included);
+    ``fingerprint_text`` is filled only in a feed written from storage
+    (:mod:`crawler.feeds.rows`: the lines of ``text`` that are not its site's template); the
+    dedup pipeline fills ``content_hash`` and ``simhash``
     (an unsigned 64-bit int) before storage. ``binary`` marks a body served as HTML that is
     not text (magic bytes, NUL bytes): such a page has empty ``html``/``text`` and no fingerprint.
     ``blocks`` (optional) are the fingerprint blocks of ``html`` (:class:`crawler.text.PageText`)
@@ -57,3 +63,5 @@ class PageItem:
     #: fingerprinted while its site's template was unknown (chrome included): the settle step
     #: trusts such a fingerprint against a page of the same site only where the crawl did
     young: bool = False
+    #: the lines of ``text`` its site's template leaves (feeds written from storage only)
+    fingerprint_text: str | None = None

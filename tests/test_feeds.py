@@ -20,6 +20,7 @@ from crawler.feeds import FeedError, check_feeds, export_fields
 from crawler.formats import mask_url
 from crawler.items import EXPORT_FIELDS
 from crawler.preflight import UnknownSettingError, check_unknown_settings, known_setting_names
+from crawler.text import visible_text
 from tests.conftest import ROOT, crawl_command
 
 # --- pre-flight check of FEEDS --------------------------------------------------------------
@@ -259,13 +260,10 @@ def test_unique_documents_reach_the_bucket_exactly(crawl, demo_server, s3_server
         exported += [json.loads(line) for line in gzip.decompress(body).splitlines()]
     exported_urls = [item["url"] for item in exported]
     assert len(exported_urls) == len(set(exported_urls))  # each page once
-    # The bucket holds every stored page and no dropped one. A copy stored before the page it
-    # is a duplicate of was preferred (named canonical, a shorter URL...) was exported when it
-    # was stored; the swap is in the dropped table (and the drop log)
-    demoted = {r[0] for r in run.rows("SELECT url FROM dropped WHERE rule IN "
-                                      "('canonical', 'preferred', 'refreshed', 'settled')")}
-    assert set(exported_urls) == run.stored_urls() | demoted
-    dropped = {r[0] for r in run.rows("SELECT url FROM dropped")} - demoted
+    # The bucket holds every stored page and no dropped one: a copy stored before the page it
+    # duplicates was preferred (named canonical, a shorter URL...) is not in it
+    assert set(exported_urls) == run.stored_urls()
+    dropped = {r[0] for r in run.rows("SELECT url FROM dropped")} - run.stored_urls()
     assert dropped and not dropped & set(exported_urls)
     assert all(list(item) == list(EXPORT_FIELDS) for item in exported)
 
@@ -280,3 +278,176 @@ def test_crawl_refuses_a_missing_bucket_with_one_line(tmp_path, s3_server):
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: feed s3://nobucket/p-%(batch_id)d.jsonl.gz: bucket 'nobucket' at {s3_server} "
         "does not exist")
+
+
+# --- feeds of the stored pages (issue 25, item 4) ------------------------------------------
+
+#: Rules of a page stored first and moved to ``dropped`` later (a canonical swap, a preferred
+#: twin, a refreshed fingerprint, the settle step).
+DEMOTED = "('canonical', 'preferred', 'refreshed', 'settled')"
+
+
+def _stored_rows(run) -> dict[str, dict]:
+    """The crawl's stored pages as the database holds them, by URL."""
+    import sqlite3
+
+    with sqlite3.connect(run.db_path) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT d.* FROM documents d JOIN crawl_documents c "
+                            "ON c.canonical_url = d.canonical_url").fetchall()
+    return {row["url"]: dict(row) for row in rows}
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize(("partner_first", "concurrency"), [(False, 1), (True, 8)],
+                         ids=["home-first-serial", "partner-first-parallel"])
+def test_the_feed_holds_exactly_the_stored_pages_in_either_order(crawl, demo_server, tmp_path,
+                                                                 partner_first, concurrency):
+    """``-o``: one item per stored page, final (pages demoted after they were stored are not
+    in it: a ``/partners/`` copy seeded first is stored, then swapped for the article it names
+    canonical), equal to the page's row and to what ``scrapy export`` writes; each page's HTML
+    with ``FEED_EXPORT_HTML``. Two orders: the home page alone one request at a time, and a
+    partner copy seeded before it with 8 in flight."""
+    partner = sorted(p for p in demo_server.site.pages if p.startswith("/partners/"))[0]
+    seeds = [demo_server.base_url + "/"]
+    if partner_first:
+        seeds.insert(0, demo_server.base_url + partner)
+    out = tmp_path / "items.jsonl"
+    run = crawl(urls=seeds, settings={
+        "FEEDS": json.dumps({str(out): {"format": "jsonlines"}}),
+        "CONCURRENT_REQUESTS": concurrency, "FEED_EXPORT_HTML": True})
+    assert run.returncode == 0, run.stderr[-2000:]
+    items = _jsonl(out)
+    rows = _stored_rows(run)
+    assert len(rows) > 150
+    assert len(items) == len(rows) and {i["url"] for i in items} == set(rows)
+    demoted = {r[0] for r in run.rows(f"SELECT url FROM dropped WHERE rule IN {DEMOTED}")}
+    assert demoted  # pages stored, then moved to dropped: each was in the old feed
+    if partner_first:
+        swapped = run.rows("SELECT rule FROM dropped WHERE url = ?",
+                           (demo_server.base_url + partner,))
+        assert ("canonical",) in swapped
+    assert not demoted & {i["url"] for i in items}
+    for item in items:
+        row = rows[item["url"]]
+        assert list(item) == [*EXPORT_FIELDS, "html"]
+        for name in ("canonical_url", "status", "content_type", "encoding", "depth", "referer",
+                     "content_hash", "canonical_link"):
+            assert item[name] == row[name], name
+        assert (item["title"], item["text"]) == (row["title"] or "", row["text"] or "")
+        signed = None if row["simhash"] is None else row["simhash"] & (2**64 - 1)
+        assert item["simhash"] == (None if signed is None else format(signed, "016x"))
+        assert item["fetched_at"].endswith("+00:00")
+        if row["content_hash"] is not None:  # binary pages have neither text nor HTML
+            assert visible_text(item["html"]) == item["text"]  # this page's HTML
+    assert f"Feeds: {len(rows)} stored pages of crawl 1" in run.stderr
+    # scrapy export of the same crawl writes the same items (no HTML: storage keeps none)
+    exported = tmp_path / "export.jsonl"
+    done = scrapy("export", "--db", str(run.db_path), "-o", str(exported))
+    assert done.returncode == 0, done.stderr
+    assert _jsonl(exported) == [{k: v for k, v in i.items() if k != "html"} for i in items]
+
+
+def test_fingerprint_text_is_the_text_without_its_site_template(demo_crawl, tmp_path):
+    """``text`` keeps the navigation and footer (the exact-copy hash is of it);
+    ``fingerprint_text`` leaves the site's template out, and on the demo its SimHash is the
+    stored one for nearly every page."""
+    from crawler.pipelines.pages import Fingerprinter
+    from crawler.template import block_hashes
+
+    out = tmp_path / "export.jsonl"
+    assert scrapy("export", "--db", str(demo_crawl.db_path), "-o", str(out)).returncode == 0
+    items = [i for i in _jsonl(out) if i["content_hash"] is not None]
+    nav = "Home Gardening Cycling Astronomy"
+    assert all(nav in i["text"] for i in items if "/articles/" in i["url"])
+    assert not any(nav in i["fingerprint_text"] for i in items)
+    for item in items:
+        lines = item["fingerprint_text"].splitlines()
+        assert set(lines) <= set(item["text"].splitlines())
+    fingerprinter = Fingerprinter()
+    same = 0
+    for item in items:
+        lines = item["fingerprint_text"].splitlines()
+        simhash = fingerprinter.simhash(list(zip(block_hashes(lines), lines, strict=True)))
+        same += simhash is not None and format(simhash, "016x") == item["simhash"]
+    assert same >= 0.95 * sum(i["simhash"] is not None for i in items)
+
+
+def test_without_storage_the_feed_gets_items_as_scraped(crawl, demo_server, tmp_path):
+    out = tmp_path / "items.jsonl"
+    run = crawl(urls=[demo_server.base_url + "/"], settings={
+        "FEEDS": json.dumps({str(out): {"format": "jsonlines"}}),
+        "ITEM_PIPELINES": json.dumps({"crawler.pipelines.neardup.NearDuplicatePipeline": 300}),
+        "CLOSESPIDER_ITEMCOUNT": 20})
+    assert run.returncode == 0, run.stderr[-2000:]
+    items = _jsonl(out)
+    assert len(items) == run.stats["item_scraped_count"] >= 20
+    assert "Feeds:" not in run.stderr
+    assert all(i["fingerprint_text"] is None and i["text"] for i in items[:5])
+
+
+# --- CSV keeps the data ----------------------------------------------------------------------
+
+CONTROLS = "".join(chr(c) for c in range(32)) + "\x7f\x9b"
+
+
+def test_dropped_csv_writer_keeps_every_control_character_inside_quotes():
+    import csv
+    import io
+
+    from crawler.commands.dropped import write_records
+    from crawler.console import SafeStream
+    from crawler.review import DropRecord
+
+    record = DropRecord.from_row({"url": "http://a/b", "reason": "near_duplicate",
+                                  "duplicate_of": "http://a/", "distance": 2,
+                                  "title": f"t{CONTROLS}e"})
+    raw = io.StringIO()
+    write_records([record], "csv", SafeStream(raw))  # not a terminal: the data unchanged
+    (row,) = list(csv.DictReader(io.StringIO(raw.getvalue(), newline="")))
+    assert row["title"] == f"t{CONTROLS}e" and row["distance"] == "2"
+    assert f'"t{CONTROLS}e"' in raw.getvalue()  # quoted
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    shown = Terminal()
+    write_records([record], "csv", SafeStream(shown))  # a terminal: escaped
+    assert "\x1b" not in shown.getvalue() and "\\x1b" in shown.getvalue()
+
+
+def test_csv_of_export_and_dropped_round_trips_control_characters(tmp_path):
+    """``scrapy export --format csv`` and ``scrapy dropped --format csv`` into a file or a
+    pipe: the text parsed back is the stored text, ESC and every other control character
+    kept (storage removes NUL: no database column keeps it)."""
+    import csv
+    import io
+
+    from crawler.storage import Store
+
+    text = f"line one\nESC {CONTROLS} end"
+    stored = text.replace("\x00", "")
+    db = tmp_path / "c.db"
+    with Store(f"sqlite:///{db}") as store:
+        crawl_id = store.start_crawl("web")
+        store.write_batch([{"url": "http://a/1", "canonical_url": "http://a/1",
+                            "title": f"T{CONTROLS}", "text": text, "content_hash": "h1",
+                            "crawl_id": crawl_id, "status": 200}],
+                          [{"url": "http://a/2", "reason": "near_duplicate",
+                            "duplicate_of": "http://a/1", "distance": 1, "crawl_id": crawl_id,
+                            "title": f"T{CONTROLS}", "text": text}])
+    out = tmp_path / "pages.csv"
+    done = scrapy("export", "--db", str(db), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    (row,) = list(csv.DictReader(out.open(newline="")))
+    assert row["text"] == stored and row["title"] == f"T{CONTROLS}".replace("\x00", "")
+    listed = subprocess.run(crawl_command(["dropped", "--db", str(db), "--format", "csv"]),
+                            cwd=ROOT, capture_output=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    (drop,) = list(csv.DictReader(io.StringIO(listed.stdout.decode(), newline="")))
+    assert drop["title"] == f"T{CONTROLS}".replace("\x00", "")
+    assert b"\\x1b" not in listed.stdout and b"\x1b" in listed.stdout

@@ -17,10 +17,14 @@ is given; which crawl was picked is said on stderr, and when it dropped nothing,
 the terminal's width: the most common origin is printed once above the table and its URLs as
 paths; a row too wide for one line puts the kept page on a second line. A URL is never cut
 (a path longer than the terminal runs past its edge), so every URL or path it prints can be
-pasted into ``--explain``. ``json`` is one complete record per line; ``csv`` has a header, and
-a text cell starting with ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading ``'`` (a
-spreadsheet would run it as a formula); numeric columns stay numbers. Every format shows the
-control characters of crawled text escaped (:func:`crawler.console.safe_output`).
+pasted into ``--explain``. ``json`` is one complete record per line; ``csv`` has a header, a
+cell with a comma, a quote or a control character is quoted (:func:`crawler.formats.csv_line`),
+and a text cell starting with ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading ``'`` (a
+spreadsheet would run it as a formula); numeric columns stay numbers. On a terminal every
+format shows the control characters of crawled text escaped
+(:func:`crawler.console.safe_output`); ``csv`` written to a file or a pipe keeps them as they
+are, inside the quoted cell (the data is not rewritten), and ``json`` escapes them as JSON
+does (``\\u001b``: decoded, the text is the page's).
 
 Explaining::
 
@@ -41,7 +45,6 @@ explanations are :mod:`crawler.review`'s (text and JSON of an explanation:
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from collections import Counter
@@ -260,19 +263,28 @@ def write_records(records: list[DropRecord], fmt: str, out: TextIO, width: int |
     ``quiet``: the table prints nothing for no records (the reason is already on stderr).
     """
     from crawler import review  # lazily: Scrapy imports every command module
-    from crawler.formats import csv_cell
+    from crawler.formats import csv_cell, csv_line
 
     if fmt == "json":
         for record in records:
             out.write(json.dumps(record.as_dict(), ensure_ascii=False) + "\n")
-    elif fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=review.DropRecord.field_names(),
-                                lineterminator="\n")
-        writer.writeheader()
+    elif fmt == "csv":  # control characters kept, in quoted cells (csv_line)
+        names = review.DropRecord.field_names()
+        data = _data_stream(out)
+        data.write(csv_line(names))
         for record in records:  # text cells neutralized (OWASP), numbers stay numbers
-            writer.writerow({k: csv_cell(v) for k, v in record.as_dict().items()})
+            row = record.as_dict()
+            data.write(csv_line(csv_cell(row.get(name)) for name in names))
     elif records or not quiet:
         out.write(format_table(records, width))
+
+
+def _data_stream(out: TextIO) -> TextIO:
+    """Where a data format is written: ``out`` on a terminal (its control characters shown
+    escaped, :class:`crawler.console.SafeStream`), else the stream it wraps: a file or a pipe
+    gets the data unchanged."""
+    raw = getattr(out, "stream", None)
+    return out if raw is None or out.isatty() else raw
 
 
 def _main_origin(records: list[DropRecord]) -> tuple[str, bool]:

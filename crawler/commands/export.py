@@ -5,19 +5,23 @@
     scrapy export -o pages.jsonl [--db URL] [--crawl ID | --job [JOB]] [--worker ID]
                   [--format jsonlines|json|csv|xml]
 
-A feed given to ``scrapy crawl`` (``-o``, ``FEEDS``) is written by the process that crawls: in
-a distributed crawl every worker writes its own part, and a page the settle step stores again
-after the crawl never reaches it. This command writes the crawl's stored set instead, read
-from storage when it is over: the pages the crawl stored (its ``crawl_documents`` rows, the
-set its fingerprints are sums of), each as its ``documents`` row holds it now, with the feed's
-fields (:data:`crawler.items.EXPORT_FIELDS`; SimHash as 16 hex digits, times ISO 8601 UTC).
+A feed given to ``scrapy crawl`` (``-o``, ``FEEDS``) is written by the process that crawls,
+from storage when it closes (:mod:`crawler.feeds.stored`): in a distributed crawl every worker
+writes its own pages, and a page a later ``scrapy settle`` stores again is in no such feed.
+This command writes the crawl's stored set, read from storage whenever it is run: the pages
+the crawl stored (its ``crawl_documents`` rows, the set its fingerprints are sums of), each as
+its ``documents`` row holds it now, as ``scrapy crawl -o`` writes them with storage on
+(:mod:`crawler.feeds.rows`: the fields of :data:`crawler.items.EXPORT_FIELDS`,
+``fingerprint_text`` computed from the exported pages' texts; SimHash as 16 hex digits, times
+ISO 8601 UTC). No HTML: storage keeps none.
 
 Which crawl, as ``dedupreport`` picks it (:func:`crawler.review.select_crawls`): the latest,
 a distributed crawl whole (its own row's set), ``--worker`` one worker of it, ``--crawl ID``,
 ``--job`` the runs of a JOBDIR job. The format follows ``--format``, else the file's
 extension (``.jsonl``/``.jl`` JSON Lines, ``.json``, ``.csv``, ``.xml``), else JSON Lines.
 Rows are streamed (the file is written to a temp file, then renamed: a reader never sees half
-a feed); ``-o -`` writes to stdout. The line on stderr says what was picked and how many
+a feed); ``-o -`` writes to stdout (on a terminal with control characters shown escaped; a
+pipe gets the feed unchanged). The line on stderr says what was picked and how many
 pages were written.
 
 Exit status 1 when the database is missing or empty or the crawl has no pages; 2 for bad
@@ -26,13 +30,15 @@ options.
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import secrets
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
@@ -48,7 +54,6 @@ FORMATS = {".jsonl": "jsonlines", ".jl": "jsonlines", ".json": "json", ".csv": "
            ".xml": "xml"}
 EXPORTERS = {"jsonlines": "JsonLinesItemExporter", "json": "JsonItemExporter",
              "csv": "CsvItemExporter", "xml": "XmlItemExporter"}
-BATCH = 1000  # rows fetched at a time
 
 
 class Command(ScrapyCommand):
@@ -114,10 +119,13 @@ class Command(ScrapyCommand):
 
 @contextmanager
 def _target(output: str) -> Iterator[IO[bytes]]:
-    """A binary stream to write to: stdout, or a temp file renamed over ``output`` once
-    complete (removed on any error)."""
+    """A binary stream to write to: stdout (on a terminal through :class:`TerminalBytes`), or
+    a temp file renamed over ``output`` once complete (removed on any error)."""
     if output == "-":
-        yield sys.stdout.buffer
+        if sys.stdout.isatty():
+            yield cast("IO[bytes]", TerminalBytes(sys.stdout))
+        else:
+            yield sys.stdout.buffer
         sys.stdout.flush()
         return
     path = Path(output)
@@ -132,33 +140,40 @@ def _target(output: str) -> Iterator[IO[bytes]]:
         tmp.unlink(missing_ok=True)
 
 
+class TerminalBytes(io.RawIOBase):
+    """A binary stream onto a terminal: the UTF-8 feed written to it goes to ``text`` (the
+    command's stdout, which shows control characters escaped: :func:`crawler.console.
+    safe_output`), so a feed printed on a terminal cannot drive it; a file or a pipe gets
+    the feed's bytes unchanged."""
+
+    def __init__(self, text: IO[str]) -> None:
+        super().__init__()
+        self.text = text
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.text.write(self.decoder.decode(bytes(data)))
+        return len(data)
+
+
 def write_feed(db: CrawlDB, owners: list[int], fmt: str, out: IO[bytes]) -> int:
     """Export the stored pages of crawls ``owners`` (their ``crawl_documents`` rows; the
-    ``documents`` rows of those crawls in a database older than revision 0005) to ``out``;
-    returns how many."""
+    ``documents`` rows of those crawls in a database older than revision 0005) to ``out``, as
+    ``scrapy crawl -o`` writes them (:func:`crawler.feeds.rows.stored_items`); returns how
+    many."""
     from scrapy import exporters
 
+    from crawler.feeds.rows import stored_items
     from crawler.items import EXPORT_FIELDS
 
     exporter = getattr(exporters, EXPORTERS[fmt])(out, fields_to_export=list(EXPORT_FIELDS))
     exporter.start_exporting()
     count = 0
-    for row in db.stored_pages(owners, BATCH):
-        exporter.export_item(feed_item(row))
+    for item in stored_items(db, owners):
+        exporter.export_item(item)
         count += 1
     exporter.finish_exporting()
     return count
-
-
-def feed_item(row: dict[str, Any]) -> dict[str, Any]:
-    """A ``documents`` row in the feed's schema (what ``scrapy crawl -o`` writes)."""
-    from crawler.items import EXPORT_FIELDS
-    from crawler.simhash import to_hex
-
-    item = {name: row.get(name) for name in EXPORT_FIELDS}
-    if item["simhash"] is not None:
-        item["simhash"] = to_hex(int(item["simhash"]))
-    when = item["fetched_at"]
-    if when is not None and not isinstance(when, str):
-        item["fetched_at"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return item

@@ -58,7 +58,10 @@ STATS_FILE = ""  # if set, the final stats are written there as JSON (atomically
 FEED_EXPORT_HTML = _d.FEED_EXPORT_HTML  # feeds carry the raw html too (crawler.items.EXPORT_FIELDS)
 WARC_OUTPUT = _d.WARC_OUTPUT  # WARC files: a directory (ends with /) or a path prefix; "" = off
 WARC_MAX_SIZE = _d.WARC_MAX_SIZE  # bytes after which a WARC file is closed, the next opened
-WARC_NEAR_DUPLICATES = _d.WARC_NEAR_DUPLICATES  # near duplicate: "metadata" record, or "response"
+WARC_NEAR_DUPLICATES = _d.WARC_NEAR_DUPLICATES  # near duplicate: "response"+metadata or "metadata"
+WARC_RECORD_MAX_BYTES = _d.WARC_RECORD_MAX_BYTES  # payload cap (WARC-Truncated); 0 = none
+WARC_CDXJ = _d.WARC_CDXJ  # a CDXJ index beside each closed WARC file
+WARC_WACZ = _d.WARC_WACZ  # one WACZ package of the crawl's WARC files at the end
 
 # --- URL dedup ----------------------------------------------------------------------------------
 # Request fingerprints over method + canonical URL + body, shared by every component:
@@ -144,6 +147,9 @@ DOWNLOADER_MIDDLEWARES: dict[str, int | None] = {
     "crawler.middlewares.encoding.WideEncodingMiddleware": 580,
 }
 EXTENSIONS = {
+    # feeds (-o, FEEDS) get the crawl's stored pages once storage is final (Scrapy's replaced)
+    "scrapy.extensions.feedexport.FeedExporter": None,
+    "crawler.feeds.stored.StoredFeedExporter": 0,
     "crawler.progress.DedupProgress": 500,  # progress line + dedup summary (before StatsFile)
     "crawler.warc.WarcWriter": 800,  # WARC records once storage commits a page's fate
     "crawler.statsfile.StatsFile": 900,  # STATS_FILE writer

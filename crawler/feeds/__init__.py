@@ -1,16 +1,24 @@
-"""Feed exports of the unique documents: the export schema and a pre-flight check of ``FEEDS``.
+"""Feed exports of the stored documents: what a feed holds, its schema, and a pre-flight check.
 
-Scrapy's feed exporter runs after the item pipelines, so a feed receives exactly the pages the
-dedup stage kept (README, "Feed exports"). Two things Scrapy leaves to the user are done here:
+The package owns everything a feed (``-o``, ``FEEDS``, ``scrapy export``) gets:
 
-* the **schema**: :data:`crawler.items.EXPORT_FIELDS` (no internal fields, the SimHash as 16 hex
-  digits through the item's field serializer); ``html`` is added when ``FEED_EXPORT_HTML`` is on
-  (:func:`apply_export_fields`, called by the ``crawl`` command before the crawler exists);
-* the **pre-flight check**: Scrapy logs ``Disabled feed storage scheme: s3`` (boto3 missing), an
-  unknown format or a batch URI without ``%(batch_id)d`` as an ERROR and crawls on, so the crawl
-  "succeeds" with no feed. :func:`check_feeds` refuses such a configuration before anything starts
-  (exit 2), and :func:`check_feed_servers` checks that an S3 bucket answers (exit 1), as the
-  ``crawl`` command does for the database.
+* :mod:`crawler.feeds.stored`: ``StoredFeedExporter`` replaces Scrapy's feed exporter
+  (``EXTENSIONS``): with storage on, a crawl's feeds receive exactly the pages it stored, as
+  they are once the crawl is over (demotions and the settle step included), read from storage
+  at ``spider_closed``; without storage, items as Scrapy exports them;
+* :mod:`crawler.feeds.rows`: a stored page as a feed item (``fingerprint_text`` computed from
+  the stored texts), shared by that exporter and ``scrapy export``;
+* here, the two things Scrapy leaves to the user:
+
+  - the **schema**: :data:`crawler.items.EXPORT_FIELDS` (no internal fields, the SimHash as 16
+    hex digits through the item's field serializer); ``html`` is added when
+    ``FEED_EXPORT_HTML`` is on (:func:`apply_export_fields`, called by the ``crawl`` command
+    before the crawler exists);
+  - the **pre-flight check**: Scrapy logs ``Disabled feed storage scheme: s3`` (boto3
+    missing), an unknown format or a batch URI without ``%(batch_id)d`` as an ERROR and crawls
+    on, so the crawl "succeeds" with no feed. :func:`check_feeds` refuses such a configuration
+    before anything starts (exit 2), and :func:`check_feed_servers` checks that an S3 bucket
+    answers (exit 1), as the ``crawl`` command does for the database.
 """
 
 from __future__ import annotations
