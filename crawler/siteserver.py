@@ -8,7 +8,8 @@ spellings of it also reach this server). Each request target is resolved with
 tracking parameters, query order) — and answered with the page's status, type and headers, the
 ``{base}``/``{port}`` placeholders filled in; anything else is a 404. ``hostname`` names the
 base URL's host instead of ``localhost`` (serve sites on 127.0.0.2, 127.0.0.3, ... to make a web
-of hosts); ``requests`` records when each request arrived, its target and User-Agent. GET
+of hosts); ``requests`` records when each request arrived, its target and User-Agent, and
+``exchanges`` what each was answered (:class:`Exchange`: method, status, headers, body SHA-1). GET
 and HEAD; HTTP/1.1 with keep-alive. ``hits`` counts raw request targets (as sent, query order
 kept), so a test can see what a crawler fetched and how often. Silent: no per-request log lines;
 a client that hangs up mid-response is ignored.
@@ -17,6 +18,7 @@ a client that hangs up mid-response is ignored.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import socket
@@ -27,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from crawler.sitegen import Site
 from crawler.urlnorm import normalize_url
@@ -36,6 +38,17 @@ logger = logging.getLogger(__name__)
 NOT_FOUND = (
     b"<!DOCTYPE html>\n<html><head><title>Not found</title></head><body>Not found</body></html>\n"
 )
+
+
+class Exchange(NamedTuple):
+    """One answered request as it went on the wire (``SiteServer.exchanges``)."""
+
+    method: str
+    host: str  # the Host header as sent
+    target: str
+    status: int
+    headers: dict[str, str]  # Content-Type and the page's own headers (filled in), not the Date
+    sha1: str  # hex SHA-1 of the body sent (of b"" for HEAD)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -68,12 +81,17 @@ class _Handler(BaseHTTPRequestHandler):
             page = found[1]
             status, ctype, headers = page.status, page.content_type, page.headers
             body = owner.site.render(page, owner.base_url)
+        base = owner.base_url
+        headers = {name: owner.site.expand(value, base) for name, value in headers.items()}
+        sent = body if send_body else b""
+        owner.answered(Exchange(self.command, self.headers.get("Host", ""), self.path, status,
+                                {"Content-Type": ctype, **headers}, hashlib.sha1(sent).hexdigest()))
         try:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             for name, value in headers.items():
-                self.send_header(name, owner.site.expand(value, owner.base_url))
+                self.send_header(name, value)
             self.end_headers()
             if send_body:
                 self.wfile.write(body)
@@ -107,6 +125,7 @@ class SiteServer:
         self.requests: list[tuple[float, str, str]] = []
         self.requested_port = port
         self.hits: Counter[str] = Counter()
+        self.exchanges: list[Exchange] = []  # in the order they were answered
         self._lock = threading.Lock()
         self._httpd: _Server | None = None
         self._port: int | None = None
@@ -133,10 +152,15 @@ class SiteServer:
             self.hits[target] += 1
             self.requests.append((time.monotonic(), target, agent))
 
+    def answered(self, exchange: Exchange) -> None:
+        with self._lock:
+            self.exchanges.append(exchange)
+
     def reset_hits(self) -> None:
         with self._lock:
             self.hits.clear()
             self.requests.clear()
+            self.exchanges.clear()
 
     def canonical_hits(self) -> Counter[str]:
         """Hits per site page (raw targets mapped with ``Site.canonical_of``; 404s left out)."""

@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -426,7 +427,7 @@ def test_wacz_packages_the_files_with_their_index_and_pages(tmp_path):
             assert archive.read(f"archive/{warc.name}") == warc.read_bytes()
         merged = sorted(line for w in warcs
                         for line in index_path(w).read_text(encoding="utf-8").splitlines())
-        assert archive.read("indexes/index.cdxj").decode().splitlines() == merged
+        assert archive.read("indexes/index.cdx").decode().splitlines() == merged
         pages = [json.loads(line) for line in archive.read("pages/pages.jsonl").splitlines()]
         assert pages[0]["format"] == "json-pages-1.0"
         assert {p["url"] for p in pages[1:]} == run.stored_urls() == {
@@ -437,6 +438,7 @@ def test_wacz_packages_the_files_with_their_index_and_pages(tmp_path):
         resources = {r["path"]: r for r in meta["resources"]}
         assert set(resources) == set(infos) - {"datapackage.json", "datapackage-digest.json"}
         for name, resource in resources.items():
+            assert re.fullmatch(r"[-a-z0-9._/]+", resource["name"])  # Frictionless names
             data = archive.read(name)
             assert resource["bytes"] == len(data)
             assert resource["hash"] == "sha256:" + hashlib.sha256(data).hexdigest()
@@ -634,7 +636,10 @@ def test_an_exchange_with_a_payload_archived_before_is_a_revisit(tmp_path):
     writer.exchange(first)
     again = _capture("http://h/b.pdf", b"%PDF same bytes", date="2026-01-02T03:04:06.000000Z")
     empty = [_capture(f"http://h/moved{i}", b"") for i in range(2)]  # nothing to refer to
-    for capture in (again, *empty):
+    errors = [_capture(f"http://h/gone{i}", b"not found") for i in range(2)]
+    for capture in errors:
+        capture.status = 404  # an error page replays whole: never a revisit
+    for capture in (again, *empty, *errors):
         writer.exchange(capture)
     files.close()
     (path,) = tmp_path.glob("*.warc.gz")
@@ -645,7 +650,7 @@ def test_an_exchange_with_a_payload_archived_before_is_a_revisit(tmp_path):
     assert revisit["warc"]["WARC-Refers-To-Target-URI"] == first.url
     assert revisit["warc"]["WARC-Refers-To-Date"] == first.date
     assert set(by_type(records, "revisit")) == {again.url}
-    assert all(len(by_type(records, "response")[c.url]) == 1 for c in empty)
+    assert all(len(by_type(records, "response")[c.url]) == 1 for c in (*empty, *errors))
 
 
 def test_the_middleware_sends_every_exchange_and_keeps_pages_for_their_fate():

@@ -4,8 +4,9 @@ Captures come from :class:`crawler.warc.capture.RawCaptureMiddleware`. An exchan
 become a stored page (a redirect with its ``Location``, a 4xx or 5xx, robots.txt, a PDF or
 JSON body, a HEAD request, a soft-404 probe answered 404) arrives with
 :data:`crawler.signals.exchange_captured` and is written at once: ``response`` and ``request``
-(stat ``warc/exchange``), or a ``revisit`` when its non-empty payload is byte-identical to a
-capture this process archived first (a second 404 page, the same PDF under two URLs). A
+(stat ``warc/exchange``), or, for a 2xx answer, a ``revisit`` when its non-empty payload is
+byte-identical to a 2xx capture this process archived first (the same PDF under two URLs;
+not a redirect or an error page: pywb replays a revisit of a 3xx with an empty body). A
 would-be page waits here, keyed by request fingerprint, from
 ``response_received`` until the storage batch holding it commits (``batch_committed``,
 :mod:`crawler.signals`), so its records say what the crawl database says of it. Waiting is
@@ -253,7 +254,8 @@ class WarcWriter:
     def exchange(self, capture: Capture, **_: Any) -> None:
         """An exchange that is no page of the crawl: its response and request as they are, or
         a revisit of the first capture with byte-identical (non-empty) payload."""
-        earlier = self._by_digest.get(capture.payload_digest) if capture.body else None
+        earlier = (self._by_digest.get(capture.payload_digest)
+                   if capture.body and 200 <= capture.status < 300 else None)
         first = self._by_url.get(earlier) if earlier is not None else None
         if first is not None:
             revisit, request = self.builder.revisit(capture, first.url, first.date,
@@ -262,7 +264,7 @@ class WarcWriter:
             return
         response, request = self.builder.exchange(capture)
         self._write([response, request], "warc/exchange")
-        if capture.body:
+        if capture.body and 200 <= capture.status < 300:
             self._remember(Archived(capture.url, capture.payload_digest, capture.date,
                                     record_id(response)))  # fmt: skip
 

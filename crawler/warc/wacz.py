@@ -4,13 +4,15 @@ WACZ 1.1.1 (https://specs.webrecorder.net/wacz/1.1.1/): a ZIP archive, every ent
 uncompressed (a replay tool reads records at their offsets), holding
 
 * ``archive/NAME.warc.gz``: the WARC files this process closed in this crawl;
-* ``indexes/index.cdxj``: their CDXJ indexes (:mod:`crawler.warc.index`) merged in key order
-  (each is sorted; ``filename`` is the WARC's name, relative to ``archive/``);
+* ``indexes/index.cdx``: their CDXJ indexes (:mod:`crawler.warc.index`) merged in key order
+  (each is sorted; ``filename`` is the WARC's name, relative to ``archive/``). The spec's name:
+  pywb 2.10 loads ``*.cdx`` and ``*.cdx.gz`` from a package and ignores ``*.cdxj``;
 * ``pages/pages.jsonl``: the pages of the crawl (every ``text/html`` capture answered 200),
   after the ``json-pages-1.0`` header line;
-* ``datapackage.json``: each entry's path, size and SHA-256, the WACZ version, the software,
-  the creation time and the title (the crawl's id); ``datapackage-digest.json``: the SHA-256
-  of ``datapackage.json``.
+* ``datapackage.json``: each entry's path, size and SHA-256 (its ``name`` the file name in the
+  Frictionless form, ``[-a-z0-9._/]``: ``~`` and capitals become ``-`` and lower case), the
+  WACZ version, the software, the creation time and the title (the crawl's id);
+  ``datapackage-digest.json``: the SHA-256 of ``datapackage.json``.
 
 The package is written as ``NAME.wacz.open`` and renamed when whole. Name: the WARC files'
 prefix, the time, the process and the host (``{prefix}-{stamp}-{pid}~{host}.wacz``), so two
@@ -23,6 +25,7 @@ import hashlib
 import heapq
 import json
 import os
+import re
 import zipfile
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -36,7 +39,9 @@ if TYPE_CHECKING:
 
 WACZ_VERSION = "1.1.1"
 PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
+INDEX_ENTRY = "indexes/index.cdx"
 _CHUNK = 1 << 20
+_NAME_RE = re.compile(r"[^-a-z0-9._/]")
 
 
 def wacz_path(directory: Path, prefix: str, pid: int, host: str) -> Path:
@@ -81,8 +86,13 @@ class _Entries:
                 digest.update(chunk)
                 size += len(chunk)
                 out.write(chunk)
-        self.resources.append({"name": name.rsplit("/", 1)[-1], "path": name,
+        self.resources.append({"name": resource_name(name), "path": name,
                                "hash": f"sha256:{digest.hexdigest()}", "bytes": size})
+
+
+def resource_name(path: str) -> str:
+    """A Frictionless resource name (``^[-a-z0-9._/]+$``) of an entry's file name."""
+    return _NAME_RE.sub("-", path.rsplit("/", 1)[-1].lower())
 
 
 def _file_chunks(path: Path) -> Iterator[bytes]:
@@ -113,7 +123,7 @@ def write_wacz(target: Path, warcs: list[Path], indexes: list[Path], software: s
         for warc in warcs:
             entries.add(f"archive/{warc.name}", _file_chunks(warc))
         lines, pages = _index_and_pages(indexes)
-        entries.add("indexes/index.cdxj", lines)
+        entries.add(INDEX_ENTRY, lines)
         entries.add("pages/pages.jsonl", pages)
         package = {
             "profile": "data-package",
