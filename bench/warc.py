@@ -9,7 +9,8 @@ The WARC runs set ``WARC_OUTPUT`` (the project's settings list the WARC componen
 into the temp directory.
 
 Per configuration: pages/s and CPU ms per page (median and range), and for WARC the bytes of
-all files per stored page and per fetched page. Writes ``bench/results/warc.json``.
+all WARC files per stored page and per fetched page, and of their CDXJ indexes per stored
+page. Writes ``bench/results/warc.json``.
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ def crawl_once(kind: str, server: SiteServer, cpu: int | None,
         if result["exit"] != 0 or not result["stats"]:
             tail = (work / "stderr.txt").read_text(errors="replace")[-2000:]
             raise SystemExit(f"{kind} crawl failed (exit {result['exit']}):\n{tail}")
-        files = sorted((work / "warc").glob("*")) if kind == "warc" else []
+        files = sorted((work / "warc").glob("*.warc.gz")) if kind == "warc" else []
+        indexes = sorted((work / "warc").glob("*.cdxj")) if kind == "warc" else []
         record = measure(kind, result, server)
         record["warc_files"] = len(files)
         record["warc_bytes"] = sum(f.stat().st_size for f in files)
+        record["index_bytes"] = sum(f.stat().st_size for f in indexes)
         record["stored"] = int(result["stats"].get("storage/documents", 0))
         record["warc_records"] = {k: v for k, v in result["stats"].items()
                                   if k.startswith("warc/")}  # fmt: skip
@@ -86,6 +89,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             out[kind]["bytes_per_fetched_page"] = last["warc_bytes"] / max(
                 last["pages_fetched"], 1)
             out[kind]["files"] = last["warc_files"]
+            out[kind]["index_bytes_per_stored_page"] = last["index_bytes"] / max(
+                last["stored"], 1)
     out["ratio"] = out["warc"]["pages_per_s"] / out["plain"]["pages_per_s"]
     return out
 
@@ -100,7 +105,8 @@ def table(title: str, summary: dict[str, Any]) -> str:
     lines.append(f"{'pages/s range':28}{ranges[0]:>16}{ranges[1]:>16}")
     lines.append(f"WARC / plain pages/s: {summary['ratio']:.2f}x; WARC bytes per stored page "
                  f"{warc['bytes_per_stored_page']:.0f} (per fetched page "
-                 f"{warc['bytes_per_fetched_page']:.0f}), {warc['files']} file(s)")
+                 f"{warc['bytes_per_fetched_page']:.0f}), {warc['files']} file(s); CDXJ "
+                 f"index bytes per stored page {warc['index_bytes_per_stored_page']:.0f}")
     return "\n".join(lines)
 
 

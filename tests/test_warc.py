@@ -705,3 +705,28 @@ def test_a_page_the_settle_step_stores_again_gets_a_kept_record(tmp_path):
     assert duplicate["fields"]["duplicate-of"] == "http://h/kept"
     assert kept["fields"]["reason"] == "kept" and kept["fields"]["rule"] == "settled"
     assert "stored again" in kept["fields"]["note"]
+
+
+def test_an_index_that_fails_is_one_error_line_and_the_crawl_goes_on(tmp_path, caplog):
+    from crawler.warc import WarcOptions
+    from crawler.warc.index import Packaging
+
+    files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
+    good = _capture("http://h/page", b"<p>a page</p>")
+    WarcWriter(files).stored(good)
+    files.close()
+    (warc,) = files.closed_files
+    broken = tmp_path / "broken.warc.gz"  # gone before its index was made (a cleanup job)
+    options = WarcOptions("out/", tmp_path, "t", 10**9, "response", wacz=True)
+    packaging = Packaging(options, files, "test", lambda: "a crawl")
+    with caplog.at_level("ERROR", logger="crawler.warc.index"):
+        packaging.file_closed(warc, 0)
+        packaging.file_closed(broken, 0)
+        packaging.finish()
+    assert packaging.indexes == [index_path(warc)] and packaging.failed == [broken]
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "broken.warc.gz" in message and "\n" not in message
+    assert not index_path(broken).exists()
+    (package,) = packaging.packages  # the whole file is still packaged
+    with zipfile.ZipFile(package) as archive:
+        assert f"archive/{warc.name}" in archive.namelist()

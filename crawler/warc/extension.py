@@ -49,7 +49,7 @@ What each fate writes (WARC/1.1, stats ``warc/<kind>``):
 
 Without a storage pipeline the records are written when the item pipelines finish with the
 page (``item_scraped`` / ``item_dropped``). Files: :mod:`crawler.warc.files`; each closed file
-gets its CDXJ index (``WARC_CDXJ``, :mod:`crawler.warc.index`, built on a thread), and the
+gets its CDXJ index (``WARC_CDXJ``, :mod:`crawler.warc.index`, in a child process), and the
 crawl's files a WACZ package at the end (``WARC_WACZ``, :mod:`crawler.warc.wacz`). Writes run
 on the reactor thread: 0.27 ms for a 5.5 kB page, 1.4 ms for 65 kB (SHA-1 digests and gzip).
 
