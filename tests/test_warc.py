@@ -730,3 +730,109 @@ def test_an_index_that_fails_is_one_error_line_and_the_crawl_goes_on(tmp_path, c
     (package,) = packaging.packages  # the whole file is still packaged
     with zipfile.ZipFile(package) as archive:
         assert f"archive/{warc.name}" in archive.namelist()
+
+
+# --- the review's cases: nothing lost, nothing altered ---------------------------------------
+
+
+def _cut(url: str, body: bytes, cap: int) -> Capture:
+    request = Request(url, callback=lambda r: None)
+    response = HtmlResponse(url, body=body, headers={"Content-Type": "application/pdf"},
+                            request=request)  # fmt: skip
+    return capture_of(request, response, max_bytes=cap)
+
+
+def test_a_truncated_capture_is_never_a_revisit_nor_a_target(tmp_path):
+    files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
+    writer = WarcWriter(files)
+    first = _cut("http://h/a.pdf", b"A" * 100 + b"first tail", 50)
+    other = _cut("http://h/b.pdf", b"A" * 100 + b"another, different tail", 50)
+    assert first.truncated == other.truncated == "length"
+    assert first.payload_digest == other.payload_digest  # the first 50 bytes agree
+    writer.exchange(first)
+    writer.exchange(other)
+    writer.stored(_cut("http://h/page", b"B" * 80, 10))
+    copy = _cut("http://h/copy", b"B" * 90, 10)
+    writer.dropped(copy, {"url": copy.url, "reason": EXACT_DUPLICATE, "distance": 0,
+                          "duplicate_of": "http://h/page"})  # fmt: skip
+    files.close()
+    (path,) = tmp_path.glob("*.warc.gz")
+    records = read_records(path)
+    assert not by_type(records, "revisit")
+    for url in ("http://h/a.pdf", "http://h/b.pdf", "http://h/page", "http://h/copy"):
+        (record,) = by_type(records, "response")[url]
+        assert record["warc"]["WARC-Truncated"] == "length"
+
+
+def test_header_bytes_are_archived_as_received(tmp_path):
+    """A UTF-8 Location and a Latin-1 cookie: warcio's own form would %-encode both (another
+    URL, another cookie); the record keeps the bytes."""
+    request = Request("http://user:secret@h/old", callback=lambda r: None,
+                      headers={"Proxy-Authorization": "Basic dTpw", "Cookie": "a=1"})
+    response = HtmlResponse("http://h/old", status=301, request=request, body=b"",
+                            headers={"Location": b"/caf\xc3\xa9", "Set-Cookie": b"k=\xe9"})
+    response.protocol = "h2"
+    capture = capture_of(request, response)
+    files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
+    WarcWriter(files).exchange(capture)
+    files.close()
+    (path,) = tmp_path.glob("*.warc.gz")
+    raw = gzip.decompress(path.read_bytes())
+    assert b"\r\nLocation: /caf\xc3\xa9\r\n" in raw and b"\r\nSet-Cookie: k=\xe9\r\n" in raw
+    assert b"HTTP/1.1 301 Moved Permanently\r\n" in raw and b"GET /old HTTP/1.1\r\n" in raw
+    assert b"Host: h\r\n" in raw and b"secret" not in raw  # no user:password in Host
+    assert b"Proxy-Authorization" not in raw and b"Cookie: a=1\r\n" in raw
+    check = subprocess.run([*WARCIO, "check", str(path)], capture_output=True, timeout=60)
+    assert check.returncode == 0, check.stdout  # the digests cover those bytes
+
+
+def test_a_failed_write_is_cut_back_and_later_records_read(tmp_path, monkeypatch):
+    files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
+    writer = WarcWriter(files)
+    writer.exchange(_capture("http://h/1", b"<p>one</p>"))
+    real_write, failures = os.write, [1]
+
+    def full_disk(fd: int, data: Any) -> int:
+        if failures:  # half a record goes out, then the disk is full
+            failures.pop()
+            real_write(fd, bytes(data[:100]))
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr("crawler.warc.files.os.write", full_disk)
+    writer.exchange(_capture("http://h/2", b"<p>two</p>"))  # lost, with one error line
+    writer.exchange(_capture("http://h/3", b"<p>three</p>"))
+    files.close()
+    (path,) = tmp_path.glob("*.warc.gz")
+    records = read_records(path)  # every record reads back: no torn member in the middle
+    assert [r["warc"].get("WARC-Target-URI") for r in records if r["type"] == "response"] == [
+        "http://h/1", "http://h/3"]
+    assert writer.files.size == path.stat().st_size
+
+
+def test_a_page_fetched_twice_or_refreshed_away_is_still_archived(tmp_path):
+    from scrapy.http import Response
+
+    from crawler.exceptions import Undecided
+    from crawler.warc.capture import CAPTURE_META
+
+    files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
+    writer = WarcWriter(files)
+    page = Request("http://h/page", callback=lambda r: None)
+    for body in (b"<p>first fetch</p>", b"<p>second fetch</p>"):  # a lease requeued
+        page.meta[CAPTURE_META] = _capture(page.url, body)
+        writer.response_received(Response(page.url, request=page), page)
+    refresh = Request("http://h/refresh", callback=lambda r: None)
+    refresh.meta[CAPTURE_META] = _capture(refresh.url, b"<meta http-equiv=refresh>")
+    writer.request_scheduled(refresh.replace(url="http://h/next"))  # the meta came along
+    undecided = Request("http://h/outage", callback=lambda r: None)
+    undecided.meta[CAPTURE_META] = _capture(undecided.url, b"<p>database down</p>")
+    response = Response(undecided.url, request=undecided)
+    writer.response_received(response, undecided)
+    writer.item_failed(None, response, Undecided(undecided.url, "storage unavailable"))
+    assert list(writer._pending) == [writer._fingerprint(page)]  # the second fetch waits
+    files.close()
+    (path,) = tmp_path.glob("*.warc.gz")
+    responses = by_type(read_records(path), "response")
+    assert responses["http://h/page"][0]["payload"] == b"<p>first fetch</p>"
+    assert set(responses) == {"http://h/page", "http://h/refresh", "http://h/outage"}

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 #: Finish reasons after which the crawl is incomplete: the command exits 1.
 FAILED_FINISH_REASONS = frozenset({"bloom_full", "storage_error", "jobdir_error", "redis_error",
-                                   "droplog_error", "redis_rolled_back", "settings_refused"})
+                                   "droplog_error", "redis_rolled_back", "settings_refused",
+                                   "warc_error"})
 
 
 class Command(ScrapyCrawlCommand):

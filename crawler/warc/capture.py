@@ -49,6 +49,17 @@ if TYPE_CHECKING:
 #: ``request.meta`` key of the :class:`Capture` of the request's response (taken out quickly).
 CAPTURE_META = "warc_capture"
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
+#: Request headers never written: the proxy's credentials were no part of the exchange with
+#: the site (a request's own ``Authorization`` and ``Cookie`` were, and are kept).
+UNRECORDED_HEADERS = frozenset({"proxy-authorization"})
+
+
+def http_version(protocol: str | None) -> str:
+    """The version of the exchange as a WARC ``application/http`` block writes it: HTTP/2
+    (``h2``) and an unknown one as ``HTTP/1.1``."""
+    if protocol and protocol.upper().startswith("HTTP/1."):
+        return protocol.upper()
+    return "HTTP/1.1"
 
 
 def header_list(headers: Headers) -> HeaderList:
@@ -73,9 +84,11 @@ def capture_of(request: Request, response: Response, policy: UrlPolicy | None = 
     body cut to ``max_bytes`` when that is set (0: whole)."""
     parts = urlsplit(request.url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    sent = header_list(request.headers)
+    sent = [(name, value) for name, value in header_list(request.headers)
+            if name.lower() not in UNRECORDED_HEADERS]  # fmt: skip
     if not any(name.lower() == "host" for name, _ in sent):
-        sent.insert(0, ("Host", parts.netloc))
+        host = parts.netloc.rpartition("@")[2]  # never the URL's user:password
+        sent.insert(0, ("Host", host))
     stamp = warc_date(now)
     ip = getattr(response, "ip_address", None)
     body, truncated = response.body, None
@@ -92,7 +105,7 @@ def capture_of(request: Request, response: Response, policy: UrlPolicy | None = 
         target=target,
         request_headers=sent,
         request_body=request.body,
-        protocol=getattr(response, "protocol", None) or "HTTP/1.1",
+        protocol=http_version(getattr(response, "protocol", None)),
         status=response.status,
         headers=header_list(response.headers),
         body=body,

@@ -11,9 +11,13 @@ would-be page waits here, keyed by request fingerprint, from
 ``response_received`` until the storage batch holding it commits (``batch_committed``,
 :mod:`crawler.signals`), so its records say what the crawl database says of it. Waiting is
 short (``STORAGE_BATCH_SECONDS``) and bounded by the pages in flight and in storage batches.
-A would-be page that ends without a decision (``request_finished``: no text, a probe;
-``spider_error``; a batch that stored no row for it; still waiting when the spider closes) is
-written as an exchange too: the archive holds every response the crawl received.
+A would-be page that ends without a decision (``request_finished``: no text; ``spider_error``;
+an item pipeline error or an outage that left it undecided; a batch that stored no row for it;
+fetched again before its fate was known; turned into a new request by a meta refresh,
+``request_scheduled``; still waiting when the spider closes) is written as an exchange too:
+the archive holds every response the crawl received. A truncated capture
+(``WARC-Truncated``) is never a revisit nor a revisit's target: its digest covers part of
+the payload only.
 
 What each fate writes (WARC/1.1, stats ``warc/<kind>``):
 
@@ -57,8 +61,10 @@ Stats: ``warc/response``, ``warc/revisit``, ``warc/metadata/duplicate``,
 ``warc/metadata/demoted``, ``warc/metadata/kept`` (records written by fate),
 ``warc/exchange`` (exchanges written as they are), ``warc/bytes``, ``warc/files`` (closed at
 the end), ``warc/indexes`` (CDXJ files written), ``warc/wacz`` (packages written),
-``warc/not_stored`` (a would-be page whose batch stored no row for it), ``warc/uncommitted``
-(would-be pages still waiting when the spider closed: their batch never committed);
+``warc/write_errors`` (groups of records that could not be written: the crawl stops with
+``warc_error``), ``warc/not_stored`` (a would-be page whose batch stored no row for it),
+``warc/uncommitted`` (would-be pages still waiting when the spider closed: their batch never
+committed);
 ``warc/captured`` and ``warc/truncated`` come from the middleware.
 """
 
@@ -77,6 +83,7 @@ from scrapy.exceptions import NotConfigured
 from crawler import __version__ as VERSION
 from crawler import defaults
 from crawler import signals as dedup_signals
+from crawler.closing import close_crawl
 from crawler.exceptions import DuplicatePage
 from crawler.pipelines.drops import storage_enabled
 from crawler.simhash import to_hex
@@ -112,6 +119,8 @@ logger = logging.getLogger(__name__)
 #: forgotten.
 DIGEST_MEMORY = 100_000
 LATE_RULES = (CANONICAL_RULE, PREFERRED_RULE, REFRESHED_RULE, SETTLED_RULE)
+#: The finish reason of a crawl whose WARC file could not be written (a full disk).
+WARC_ERROR = "warc_error"
 
 
 class Archived(NamedTuple):
@@ -157,8 +166,11 @@ class WarcWriter:
         connect(ext.request_finished, signal=dedup_signals.request_finished)
         connect(ext.spider_error, signal=signals.spider_error)
         connect(ext.spider_closed, signal=signals.spider_closed)
+        connect(ext.request_scheduled, signal=signals.request_scheduled)
         if storage_enabled(crawler.settings):
             connect(ext.batch_committed, signal=dedup_signals.batch_committed)
+            connect(ext.item_failed, signal=signals.item_dropped)
+            connect(ext.item_failed, signal=signals.item_error)
         else:
             connect(ext.item_scraped, signal=signals.item_scraped)
             connect(ext.item_dropped, signal=signals.item_dropped)
@@ -178,7 +190,28 @@ class WarcWriter:
                           **_: Any) -> None:
         capture = request.meta.pop(CAPTURE_META, None)
         if capture is not None:
+            earlier = self._pending.pop(self._fingerprint(request), None)
+            if earlier is not None:  # fetched again before its fate was known (a lease
+                self.exchange(earlier)  # requeued, a database outage): both are exchanges
             self._pending[self._fingerprint(request)] = capture
+
+    def request_scheduled(self, request: Request, spider: Any = None, **_: Any) -> None:
+        """A would-be page a downloader middleware turned into a new request (a meta refresh
+        copies the meta, capture included): its exchange is written now, before the new
+        request may be filtered, queued to disk or fail."""
+        capture = request.meta.pop(CAPTURE_META, None)
+        if capture is not None:
+            self.exchange(capture)
+
+    def item_failed(self, item: Any, response: Response, exception: BaseException | None = None,
+                    failure: Any = None, spider: Any = None, **_: Any) -> None:
+        """Storage on: a page no batch will hold (an item pipeline error, a page left
+        undecided by an outage, to be fetched again) is an exchange, written now."""
+        if isinstance(exception, DuplicatePage):
+            return  # its drop row reaches batch_committed
+        capture = self._pop_response(response)
+        if capture is not None:
+            self.exchange(capture)
 
     def request_finished(self, fingerprints: Sequence[str] = (), **_: Any) -> None:
         for fp in fingerprints:
@@ -254,8 +287,8 @@ class WarcWriter:
     def exchange(self, capture: Capture, **_: Any) -> None:
         """An exchange that is no page of the crawl: its response and request as they are, or
         a revisit of the first capture with byte-identical (non-empty) payload."""
-        earlier = (self._by_digest.get(capture.payload_digest)
-                   if capture.body and 200 <= capture.status < 300 else None)
+        revisitable = bool(capture.body) and not capture.truncated and 200 <= capture.status < 300
+        earlier = self._by_digest.get(capture.payload_digest) if revisitable else None
         first = self._by_url.get(earlier) if earlier is not None else None
         if first is not None:
             revisit, request = self.builder.revisit(capture, first.url, first.date,
@@ -264,15 +297,16 @@ class WarcWriter:
             return
         response, request = self.builder.exchange(capture)
         self._write([response, request], "warc/exchange")
-        if capture.body and 200 <= capture.status < 300:
+        if revisitable:
             self._remember(Archived(capture.url, capture.payload_digest, capture.date,
                                     record_id(response)))  # fmt: skip
 
     def stored(self, capture: Capture) -> None:
         response, request = self.builder.exchange(capture)
         self._write([response, request], "warc/response")
-        self._remember(Archived(capture.url, capture.payload_digest, capture.date,
-                                record_id(response)))  # fmt: skip
+        if not capture.truncated:
+            self._remember(Archived(capture.url, capture.payload_digest, capture.date,
+                                    record_id(response)))  # fmt: skip
 
     def dropped(self, capture: Capture, row: Mapping[str, Any]) -> None:
         if row.get("reason") == EXACT_DUPLICATE:
@@ -292,6 +326,8 @@ class WarcWriter:
     def identical(self, capture: Capture, kept_url: str) -> Archived | None:
         """The archived page a byte-identical copy refers to: the kept page when its payload
         digest is the copy's, else any remembered page with that digest; None otherwise."""
+        if capture.truncated:  # a digest of the first bytes only: no proof of identity
+            return None
         kept = self._by_url.get(kept_url)
         if kept is not None and kept.digest == capture.payload_digest:
             return kept
@@ -348,7 +384,16 @@ class WarcWriter:
     # --- output -------------------------------------------------------------------------------
 
     def _write(self, records: list[ArcWarcRecord], stat: str) -> None:
-        written = self.files.write(records)
+        try:
+            written = self.files.write(records)
+        except OSError as exc:  # a full disk: the file was cut back to its last whole record
+            self._inc("warc/write_errors")
+            url = records[0].rec_headers.get_header("WARC-Target-URI") if records else None
+            logger.error("WARC write failed (%s) for %s in %s: the crawl stops (%s); free "
+                         "space and resume it", exc.strerror or exc, url, self.files.path,
+                         WARC_ERROR)  # fmt: skip
+            close_crawl(self.crawler, WARC_ERROR)
+            return
         self._inc(stat)
         self._inc("warc/bytes", written)
 

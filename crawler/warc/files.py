@@ -12,7 +12,9 @@ split across files) and when the crawl ends: flushed, fsynced, renamed to ``NAME
 directory fsynced. A crawl killed with SIGKILL leaves its current file as ``NAME.open``: every
 record is one gzip member, and one page's records (with the warcinfo record in a new file's
 first group) go to the kernel in one ``write`` call, so all records but possibly a torn last
-group read back; a file killed between its creation and that first write is empty. A power cut
+group read back; a file killed between its creation and that first write is empty. A write
+that fails (a full disk) is cut back to the last whole record before the error goes up, so the
+file stays readable and later groups follow whole records. A power cut
 can lose more: records are not fsynced one by one. Nothing renames such files later;
 ``warcio check`` fails on a torn tail.
 
@@ -22,6 +24,7 @@ and the settings that shape the archive (see :class:`crawler.warc.extension.Warc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -72,6 +75,7 @@ class WarcFiles:
         self.path: Path | None = None  # final name of the open file
         self.size = 0
         self._fd: int | None = None
+        self._head = b""
         self.closed_files: list[Path] = []
 
     def write(self, records: Sequence[ArcWarcRecord]) -> int:
@@ -79,8 +83,10 @@ class WarcFiles:
         full; returns the bytes written. The records go in one ``write`` call each group."""
         if self._fd is not None and self.size >= self.max_size:
             self.close()
-        head = self._open() if self._fd is None else b""
         data = b"".join(self.builder.to_bytes(r) for r in records)
+        if self._fd is None:
+            self._open()
+        head = self._head if self.size == 0 else b""  # again after a failed first write
         self._write_all(head + data)
         return len(data)
 
@@ -101,8 +107,8 @@ class WarcFiles:
         if self.on_close is not None:
             self.on_close(self.path, self.size)
 
-    def _open(self) -> bytes:
-        """Create the next file; returns its warcinfo record, written with the first group."""
+    def _open(self) -> None:
+        """Create the next file; its warcinfo record (``_head``) goes with the first group."""
         self.directory.mkdir(parents=True, exist_ok=True)
         while True:
             name = file_name(self.prefix, datetime.now(UTC), self.serial, self.pid, self.host)
@@ -116,14 +122,22 @@ class WarcFiles:
                 continue
             break
         self._fd, self.path, self.size = fd, path, 0
-        return self.builder.to_bytes(self.builder.warcinfo(name, self.info()))
+        self._head = self.builder.to_bytes(self.builder.warcinfo(name, self.info()))
 
     def _write_all(self, data: bytes) -> None:
+        """Append ``data``; on an OS error (a full disk) cut the file back to its last whole
+        record first, so the records after a failed group still read back, then raise."""
         assert self._fd is not None
         view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self.size)
+                os.lseek(self._fd, self.size, os.SEEK_SET)
+            raise
         self.size += len(data)
 
     @staticmethod

@@ -124,6 +124,10 @@ class Packaging:
         warcs = [p for p in self.files.closed_files if index_path(p) in self.indexes]
         if not warcs:
             return
+        left_out = [p.name for p in self.files.closed_files if p not in warcs]
+        if left_out:
+            logger.error("The WACZ leaves out %d WARC file(s) whose index failed (%s): revisits "
+                         "into them do not replay from it", len(left_out), ", ".join(left_out))
         target = wacz_path(self.options.directory, self.options.prefix, self.files.pid,
                            self.files.host)  # fmt: skip
         try:

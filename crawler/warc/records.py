@@ -15,8 +15,10 @@ What "as received" cannot mean with Scrapy (Twisted parses the wire before any m
 * the request record lacks what Twisted adds on the wire except ``Host``, which is added.
 
 Digests are warcio's: ``sha1:`` + base32 of the SHA-1, ``WARC-Payload-Digest`` over the body as
-received, ``WARC-Block-Digest`` over the HTTP head and body. Non-ASCII header values are
-%-encoded by warcio (RFC 8187), so their digests cover that form.
+received, ``WARC-Block-Digest`` over the HTTP head and body. Header values keep their bytes
+as received, non-ASCII ones included (:class:`RawHead`; warcio would %-encode them).
+HTTP/2 (Scrapy's protocol ``h2``) is written as ``HTTP/1.1``, as Browsertrix does: a WARC's
+``application/http`` block has the HTTP/1.x form.
 """
 
 from __future__ import annotations
@@ -86,11 +88,22 @@ class Capture:
     def response_head(self) -> StatusAndHeaders:
         reason = _reason(self.status)
         status = f"{self.status} {reason}" if reason else str(self.status)
-        return StatusAndHeaders(status, list(self.headers), protocol=self.protocol)
+        return RawHead(status, list(self.headers), protocol=self.protocol)
 
     def request_head(self) -> StatusAndHeaders:
         line = f"{self.method} {self.target} {self.protocol}"
-        return StatusAndHeaders(line, list(self.request_headers), is_http_request=True)
+        return RawHead(line, list(self.request_headers), is_http_request=True)
+
+
+class RawHead(StatusAndHeaders):
+    """An HTTP head serialized as the bytes it came as: the values were decoded as Latin-1
+    (:func:`crawler.warc.capture.header_list`), so encoding them as Latin-1 gives the wire
+    bytes back. warcio's own form %-encodes every non-ASCII value (RFC 8187), which would turn
+    ``Location: /caf\xc3\xa9`` into another URL and ``Set-Cookie: k=\xe9`` into
+    ``k%3D%C3%A9``."""
+
+    def compute_headers_buffer(self, header_filter: object = None) -> None:
+        self.headers_buff = self.to_bytes(header_filter, "iso-8859-1")
 
 
 def _reason(status: int) -> str:

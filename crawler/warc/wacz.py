@@ -7,8 +7,9 @@ uncompressed (a replay tool reads records at their offsets), holding
 * ``indexes/index.cdx``: their CDXJ indexes (:mod:`crawler.warc.index`) merged in key order
   (each is sorted; ``filename`` is the WARC's name, relative to ``archive/``). The spec's name:
   pywb 2.10 loads ``*.cdx`` and ``*.cdx.gz`` from a package and ignores ``*.cdxj``;
-* ``pages/pages.jsonl``: the pages of the crawl (every ``text/html`` capture answered 200),
-  after the ``json-pages-1.0`` header line;
+* ``pages/pages.jsonl``: the pages of the crawl (the first ``text/html`` capture answered 200
+  of each URL: stored pages and near duplicates alike, as replay shows them), after the
+  ``json-pages-1.0`` header line;
 * ``datapackage.json``: each entry's path, size and SHA-256 (its ``name`` the file name in the
   Frictionless form, ``[-a-z0-9._/]``: ``~`` and capitals become ``-`` and lower case), the
   WACZ version, the software, the creation time and the title (the crawl's id);
@@ -104,10 +105,13 @@ def _file_chunks(path: Path) -> Iterator[bytes]:
 def _index_and_pages(indexes: list[Path]) -> tuple[Iterator[bytes], list[bytes]]:
     pages: list[bytes] = [json.dumps(PAGES_HEADER).encode() + b"\n"]
 
+    seen: set[str] = set()
+
     def lines() -> Iterator[bytes]:
         for line in merged_lines(indexes):
             page = page_of(line)
-            if page is not None:
+            if page is not None and page["url"] not in seen:  # a URL's first capture
+                seen.add(page["url"])
                 pages.append(json.dumps(page).encode() + b"\n")
             yield line.encode("utf-8")
 
