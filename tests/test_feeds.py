@@ -21,7 +21,7 @@ from crawler.formats import mask_url
 from crawler.items import EXPORT_FIELDS
 from crawler.preflight import UnknownSettingError, check_unknown_settings, known_setting_names
 from crawler.text import visible_text
-from tests.conftest import ROOT, crawl_command
+from tests.conftest import ROOT, crawl_command, run_crawl
 
 # --- pre-flight check of FEEDS --------------------------------------------------------------
 
@@ -451,3 +451,24 @@ def test_csv_of_export_and_dropped_round_trips_control_characters(tmp_path):
     (drop,) = list(csv.DictReader(io.StringIO(listed.stdout.decode(), newline="")))
     assert drop["title"] == f"T{CONTROLS}".replace("\x00", "")
     assert b"\\x1b" not in listed.stdout and b"\x1b" in listed.stdout
+
+
+def test_a_feed_that_could_not_be_stored_fails_the_crawl(tmp_path):
+    """An FTP server that does not answer when the feed is stored at close: Scrapy logs it and
+    exits 0; the crawl command says so in one line and exits 1 (the pages are in storage)."""
+    from crawler.sitegen import Site
+    from crawler.sitegen.site import page
+    from crawler.siteserver import SiteServer
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pages = {"/": page("<html><body><p>the only page of the site</p></body></html>")}
+    feeds = {f"ftp://user:pw@127.0.0.1:{port}/pages.jsonl": {"format": "jsonlines"}}
+    with SiteServer(Site("ftp", pages)) as server:
+        run = run_crawl(tmp_path, urls=[server.base_url + "/"],
+                        settings={"FEEDS": json.dumps(feeds)})
+    assert run.returncode == 1, run.stderr[-3000:]
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("1 feed(s) could not be stored") and "scrapy export" in last
+    assert run.stored_urls() == {server.base_url + "/"}

@@ -174,66 +174,76 @@ def test_every_exchange_of_the_crawl_is_archived(demo_warc_server, demo_warc):
     assert run.stats["warc/exchange"] == len(others) - len(revisits) > 0
 
 
+def replayed(record: dict[str, Any], ids: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The response record a replay serves for ``record``: itself, or a revisit's original."""
+    if record["type"] == "revisit":
+        return ids[record["warc"]["WARC-Refers-To"]]
+    return record
+
+
 def test_every_stored_page_replays_as_stored(demo_warc):
     run, _, records = demo_warc
-    responses = by_type(records, "response")
+    by_url = captures(records)
+    ids = {r["warc"]["WARC-Record-ID"]: r for r in records if r["type"] == "response"}
     rows = run.rows("SELECT url, text FROM documents")
     assert len(rows) >= 150
     for url, text in rows:
-        assert len(responses.get(url, [])) == 1, url
-        record = responses[url][0]
-        assert record["http"].get_statuscode() == "200"
+        assert len(by_url.get(url, [])) == 1, url
+        capture = by_url[url][0]
+        assert capture["http"].get_statuscode() == "200"
+        assert capture["warc"]["WARC-IP-Address"] == "127.0.0.1"
+        record = replayed(capture, ids)
         assert record["warc"]["WARC-Payload-Digest"] == sha1_digest(record["payload"])
-        assert record["warc"]["WARC-IP-Address"] == "127.0.0.1"
+        assert record["warc"]["WARC-Payload-Digest"] == capture["warc"]["WARC-Payload-Digest"]
         if text is None:  # the binary body served as text/html: stored without text
             assert is_binary(decoded(record))
         else:
             assert stored_text(record) == text, url
     requests = by_type(records, "request")
-    assert responses
-    for url, records_of_url in responses.items():
+    assert by_url
+    for url, records_of_url in by_url.items():
         assert len(requests[url]) == len(records_of_url), url
-        ids = {r["warc"]["WARC-Record-ID"] for r in records_of_url}
+        rec_ids = {r["warc"]["WARC-Record-ID"] for r in records_of_url}
         for request in requests[url]:
-            assert request["warc"]["WARC-Concurrent-To"] in ids
+            assert request["warc"]["WARC-Concurrent-To"] in rec_ids
             assert request["payload"] == b"" and request["http"].protocol in ("GET", "HEAD")
 
 
-def test_exact_copies_are_revisits_of_stored_pages(demo_warc_server, demo_warc):
-    demo_server = demo_warc_server
+def test_byte_identical_payloads_are_revisits_of_their_first_capture(demo_warc_server,
+                                                                     demo_warc):
+    """Every 2xx payload archived before (an exact copy, a stored page whose twin was stored
+    first and demoted, the same file under two URLs) is a revisit of its first capture: no
+    payload is in the archive twice."""
     run, _, records = demo_warc
-    responses = by_type(records, "response")
-    ids = {r["warc"]["WARC-Record-ID"]: r for rs in responses.values() for r in rs}
+    ids = {r["warc"]["WARC-Record-ID"]: r for r in records if r["type"] == "response"}
     revisits = by_type(records, "revisit")
-    stored = run.stored_urls()
     rows = run.rows("SELECT url, duplicate_of, rule FROM dropped WHERE reason = ?",
                     (EXACT_DUPLICATE,))
-    assert len(rows) == len(demo_server.site.exact_duplicates) == 11
+    assert len(rows) == len(demo_warc_server.site.exact_duplicates) == 11
     # a copy dropped as the near duplicate of a page demoted later is repointed to the page kept
     # instead, and becomes exact in the database: the archive has its metadata record
-    exact = [(url, kept) for url, kept, rule in rows if rule is None]
     for url, kept, rule in rows:
         if rule == "repointed":
             (note,) = by_type(records, "metadata")[url]
             assert kept_now(run, note["fields"]["duplicate-of"]) == kept
-    for url, kept in exact:
-        (revisit,) = revisits[url]
+    exact = [url for url, _, rule in rows if rule is None]
+    assert exact and all(url in revisits for url in exact)
+    assert revisits
+    for url, (revisit,) in revisits.items():
         head = revisit["warc"]
-        assert head["WARC-Profile"] == REVISIT_PROFILE
-        assert head["WARC-Refers-To-Target-URI"] == kept and kept in stored
+        assert head["WARC-Profile"] == REVISIT_PROFILE and revisit["payload"] == b""
         original = ids[head["WARC-Refers-To"]]
-        assert original["warc"]["WARC-Target-URI"] == kept
-        assert original["warc"]["WARC-Date"] == head["WARC-Refers-To-Date"]
+        assert original["warc"]["WARC-Target-URI"] == head["WARC-Refers-To-Target-URI"] != url
+        assert original["warc"]["WARC-Date"] == head["WARC-Refers-To-Date"] <= head["WARC-Date"]
         assert original["warc"]["WARC-Payload-Digest"] == head["WARC-Payload-Digest"]
-        assert revisit["payload"] == b""  # HTTP head only
-    decided = stored | {url for url, *_ in rows} | {u for u, _ in run.rows(
-        "SELECT url, 1 FROM dropped")}  # fmt: skip
-    others = {url: rs for url, rs in revisits.items() if url not in decided}
-    assert set(revisits) == {url for url, _ in exact} | set(others)
-    for (revisit,) in others.values():  # an exchange with a payload archived before
-        original = ids[revisit["warc"]["WARC-Refers-To"]]
-        assert original["warc"]["WARC-Payload-Digest"] == revisit["warc"]["WARC-Payload-Digest"]
-        assert original["warc"]["WARC-Date"] <= revisit["warc"]["WARC-Date"]
+        assert revisit["http"].get_statuscode().startswith("2")
+    first: dict[str, str] = {}
+    for record in records:  # in file order: no 2xx payload has two response records
+        if record["type"] == "response" and record["http"].get_statuscode().startswith("2") \
+                and record["payload"] and "WARC-Truncated" not in record["warc"]:
+            digest = record["warc"]["WARC-Payload-Digest"]
+            assert digest not in first, (record["warc"]["WARC-Target-URI"], first.get(digest))
+            first[digest] = record["warc"]["WARC-Target-URI"]
 
 
 #: ``dropped.rule`` of a page stored first and dropped later
@@ -539,6 +549,16 @@ def test_check_warc_refuses_an_unwritable_output_in_one_line(tmp_path):
 def test_bad_warc_settings_name_the_setting(name, value):
     with pytest.raises(config.SettingError, match=f"setting {name}="):
         warc_options({"WARC_OUTPUT": "out/", name: value})
+
+
+def test_wacz_needs_an_output_and_an_existing_file_is_no_output(tmp_path):
+    with pytest.raises(config.SettingError, match=r"setting WARC_WACZ=.*WARC_OUTPUT set"):
+        warc_options({"WARC_WACZ": True})
+    existing = tmp_path / "archive.warc.gz"
+    existing.write_bytes(b"")
+    with pytest.raises(config.SettingError, match="not an existing file"):
+        warc_options({"WARC_OUTPUT": str(existing)})
+    assert warc_options({"WARC_OUTPUT": str(tmp_path / "run1")}).prefix == "run1"
 
 
 def test_output_is_a_directory_or_a_prefix(tmp_path):

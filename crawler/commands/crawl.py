@@ -6,7 +6,8 @@ Scrapy's own ``crawl`` builds the crawler first and lets a bad argument explode 
 misconfigured server exits 1. It also exits 1 when the crawl ended for a reason that means it
 is incomplete (``bloom_full``, ``storage_error``, ``jobdir_error``, ``redis_error``,
 ``droplog_error``), also when that failure came while the crawl was already closing
-(:data:`crawler.closing.CLOSE_REASON_STAT`).
+(:data:`crawler.closing.CLOSE_REASON_STAT`), and when a feed could not be stored (an FTP
+server or a bucket that stopped answering while the crawl ran: Scrapy logs it and exits 0).
 
 With ``LOG_FILE`` set (scrapyd sets it for every job, shows that file and keeps no exit
 status), the one line it prints on failing also ends that file, with the exit status
@@ -27,6 +28,8 @@ from crawler.preflight import preflight_input, preflight_servers
 if TYPE_CHECKING:
     import argparse
 
+#: Scrapy's stat prefix of feeds whose storage failed (``feedexport/failed_count/<Storage>``).
+FEED_FAILED_STAT = "feedexport/failed_count/"
 #: Finish reasons after which the crawl is incomplete: the command exits 1.
 FAILED_FINISH_REASONS = frozenset({"bloom_full", "storage_error", "jobdir_error", "redis_error",
                                    "droplog_error", "redis_rolled_back", "settings_refused",
@@ -72,4 +75,12 @@ class Command(ScrapyCrawlCommand):
             print(line, file=sys.stderr)
             echo_to_log_file(self.settings, __name__, line,
                              "exit status 1: the crawl is incomplete")  # fmt: skip
+            self.exitcode = 1
+        lost = sum(int(v) for k, v in stats.items() if k.startswith(FEED_FAILED_STAT))
+        if lost:
+            line = (f"{lost} feed(s) could not be stored (see the log above): the pages are in "
+                    f"storage, `scrapy export` writes them")  # fmt: skip
+            print(line, file=sys.stderr)
+            echo_to_log_file(self.settings, __name__, line,
+                             "exit status 1: a feed was not stored")  # fmt: skip
             self.exitcode = 1

@@ -63,7 +63,8 @@ def split_output(output: str, default_prefix: str) -> tuple[Path, str]:
 
 
 def warc_options(settings: config.SettingsLike) -> WarcOptions:
-    """The WARC settings, checked without touching the disk (:class:`config.SettingError`)."""
+    """The WARC settings, checked without writing to the disk (:class:`config.SettingError`;
+    an existing regular file named as the output is refused: it would be a prefix)."""
     output = str(settings.get("WARC_OUTPUT") or defaults.WARC_OUTPUT).strip()
     max_size = config.get_int(settings, "WARC_MAX_SIZE", defaults.WARC_MAX_SIZE, lo=1)
     near = config.get_choice(settings, "WARC_NEAR_DUPLICATES", defaults.WARC_NEAR_DUPLICATES,
@@ -72,6 +73,9 @@ def warc_options(settings: config.SettingsLike) -> WarcOptions:
                                 lo=0)  # fmt: skip
     cdxj = config.get_bool(settings, "WARC_CDXJ", defaults.WARC_CDXJ)
     wacz = config.get_bool(settings, "WARC_WACZ", defaults.WARC_WACZ)
+    if wacz and not output:
+        raise config.SettingError("WARC_WACZ", "True", "WARC_OUTPUT set as well (the package "
+                                  "holds the crawl's WARC files)")  # fmt: skip
     if wacz and not cdxj:
         raise config.SettingError("WARC_WACZ", "True", "WARC_CDXJ = True as well (a WACZ holds "
                                   "the CDXJ index)")  # fmt: skip
@@ -79,6 +83,9 @@ def warc_options(settings: config.SettingsLike) -> WarcOptions:
     directory, prefix = split_output(output, bot) if output else (Path(), bot)
     if output and (not prefix or prefix in (".", "..")):
         raise config.SettingError("WARC_OUTPUT", output, "a directory or a file path prefix")
+    if output and (directory / prefix).is_file():  # "write into this file" is not a prefix
+        raise config.SettingError("WARC_OUTPUT", output, "a directory (ending with /) or a path "
+                                  "prefix that is not an existing file")  # fmt: skip
     return WarcOptions(output, directory, prefix, max_size, near, record_max, cdxj, wacz)
 
 

@@ -19,31 +19,33 @@ the archive holds every response the crawl received. A truncated capture
 (``WARC-Truncated``) is never a revisit nor a revisit's target: its digest covers part of
 the payload only.
 
-What each fate writes (WARC/1.1, stats ``warc/<kind>``):
+What each fate writes (WARC/1.1, stats ``warc/<kind>``). One rule runs through all of them
+(:meth:`WarcWriter._capture`): a 2xx payload byte-identical to one this process archived
+first is a ``revisit`` (profile
+``http://netpreserve.org/warc/1.1/revisit/identical-payload-digest``, HTTP head only, with
+``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and ``WARC-Refers-To`` of that first
+capture's response; a replay tool serves the original's bytes), never a second response.
+Remembered: the last :data:`DIGEST_MEMORY` first captures of this process.
 
-* **stored page**: ``response`` (headers and body as received) and ``request``
-  (``WARC-Concurrent-To`` the response). Its URL, payload digest, date and record id are
-  remembered (the last :data:`DIGEST_MEMORY` stored pages and exchanges of this process).
-* **exact duplicate whose payload is byte-identical** to a remembered page (the kept page
-  first, else any remembered page with that digest): ``revisit``, profile
-  ``http://netpreserve.org/warc/1.1/revisit/identical-payload-digest``, with
-  ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and ``WARC-Refers-To`` of that
-  page's response, HTTP head only; and its ``request``. A replay tool serves the original's
-  bytes for it.
-* **near duplicate**, and an exact duplicate whose bytes differ (same visible text) or whose
-  kept page this process did not archive (another worker, an earlier crawl, forgotten):
-  with ``WARC_NEAR_DUPLICATES = "response"`` (default) its ``response`` and ``request``, and a
-  ``metadata`` record ``WARC-Concurrent-To`` the response (``application/warc-fields``:
-  ``duplicate-of``, ``reason``, ``distance``, ``rule``, both SimHashes, ``payload-digest``,
-  ``note``): every capture replays, the decision beside it. With ``"metadata"`` the metadata
-  record alone (smaller; the URL does not replay). The kept URL is in the content, not in
-  ``WARC-Refers-To-Target-URI``: WARC 1.1 keeps that field for revisits.
+* **stored page**: ``response`` (headers and body as received), or a revisit when its bytes
+  were archived first (its twin stored first and demoted since), and ``request``
+  (``WARC-Concurrent-To`` it).
+* **exact duplicate**: a revisit when its payload is byte-identical to a remembered capture
+  (the kept page's, usually); else (same visible text, other bytes; or the kept page archived
+  by another worker, an earlier crawl, or forgotten) as a near duplicate, with a ``note``.
+* **near duplicate**: with ``WARC_NEAR_DUPLICATES = "response"`` (default) its ``response``
+  (or a revisit) and ``request``, and a ``metadata`` record ``WARC-Concurrent-To`` it
+  (``application/warc-fields``: ``duplicate-of``, ``reason``, ``distance``, both SimHashes,
+  ``payload-digest``, and ``rule``, ``note`` when there is one): every capture replays, the
+  decision beside it. With ``"metadata"`` the metadata record alone (smaller; the URL does
+  not replay). The kept URL is in the content, not in ``WARC-Refers-To-Target-URI``: WARC
+  1.1 keeps that field for revisits.
 * **late drop** of a stored page (``page_demoted``: the page it names canonical came, rule
   ``canonical``; a page preferred to it came, ``preferred``; its fingerprint refreshed,
   ``refreshed``; or the settle step dropped it, ``settled``): its response is already in the
   archive; a ``metadata`` record with ``duplicate-of``, ``reason``, ``distance``, ``rule``
-  (``WARC-Refers-To`` its response when this process wrote it) says it is no longer kept, and
-  it is forgotten as a revisit target. Drops later repointed to the new page
+  (``WARC-Refers-To`` its response when this process wrote it) says it is no longer kept;
+  its response stays a first capture (the bytes are the same). Drops later repointed to the new page
   (``dropped.rule = 'repointed'``) keep naming the demoted page in the archive: follow its
   metadata record.
 * **stored again** by the settle step (a dropped page whose kept twin left, reason ``kept``,
@@ -57,7 +59,8 @@ gets its CDXJ index (``WARC_CDXJ``, :mod:`crawler.warc.index`, in a child proces
 crawl's files a WACZ package at the end (``WARC_WACZ``, :mod:`crawler.warc.wacz`). Writes run
 on the reactor thread: 0.27 ms for a 5.5 kB page, 1.4 ms for 65 kB (SHA-1 digests and gzip).
 
-Stats: ``warc/response``, ``warc/revisit``, ``warc/metadata/duplicate``,
+Stats: ``warc/response`` (stored pages), ``warc/response/duplicate`` (near duplicates'
+responses), ``warc/revisit``, ``warc/metadata/duplicate``,
 ``warc/metadata/demoted``, ``warc/metadata/kept`` (records written by fate),
 ``warc/exchange`` (exchanges written as they are), ``warc/bytes``, ``warc/files`` (closed at
 the end), ``warc/indexes`` (CDXJ files written), ``warc/wacz`` (packages written),
@@ -285,36 +288,17 @@ class WarcWriter:
     # --- records ------------------------------------------------------------------------------
 
     def exchange(self, capture: Capture, **_: Any) -> None:
-        """An exchange that is no page of the crawl: its response and request as they are, or
-        a revisit of the first capture with byte-identical (non-empty) payload."""
-        revisitable = bool(capture.body) and not capture.truncated and 200 <= capture.status < 300
-        earlier = self._by_digest.get(capture.payload_digest) if revisitable else None
-        first = self._by_url.get(earlier) if earlier is not None else None
-        if first is not None:
-            revisit, request = self.builder.revisit(capture, first.url, first.date,
-                                                    first.record_id)  # fmt: skip
-            self._write([revisit, request], "warc/revisit")
-            return
-        response, request = self.builder.exchange(capture)
-        self._write([response, request], "warc/exchange")
-        if revisitable:
-            self._remember(Archived(capture.url, capture.payload_digest, capture.date,
-                                    record_id(response)))  # fmt: skip
+        """An exchange that is no page of the crawl: its response and request as they are
+        (or a revisit of the first capture of its payload, :meth:`_capture`)."""
+        self._capture(capture, "warc/exchange")
 
     def stored(self, capture: Capture) -> None:
-        response, request = self.builder.exchange(capture)
-        self._write([response, request], "warc/response")
-        if not capture.truncated:
-            self._remember(Archived(capture.url, capture.payload_digest, capture.date,
-                                    record_id(response)))  # fmt: skip
+        self._capture(capture, "warc/response")
 
     def dropped(self, capture: Capture, row: Mapping[str, Any]) -> None:
         if row.get("reason") == EXACT_DUPLICATE:
-            target = self.identical(capture, str(row.get("duplicate_of") or ""))
-            if target is not None:
-                revisit, request = self.builder.revisit(capture, target.url, target.date,
-                                                        target.record_id)  # fmt: skip
-                self._write([revisit, request], "warc/revisit")
+            if self.first_capture(capture) is not None:
+                self._capture(capture, "warc/revisit")
                 return
             known = self._by_url.get(str(row.get("duplicate_of") or ""))
             note = ("same text, payload differs from the kept page's" if known is not None
@@ -323,32 +307,47 @@ class WarcWriter:
         else:
             self._near(capture, row, None)
 
-    def identical(self, capture: Capture, kept_url: str) -> Archived | None:
-        """The archived page a byte-identical copy refers to: the kept page when its payload
-        digest is the copy's, else any remembered page with that digest; None otherwise."""
-        if capture.truncated:  # a digest of the first bytes only: no proof of identity
+    def first_capture(self, capture: Capture) -> Archived | None:
+        """The first archived capture whose payload is byte-identical to ``capture``'s: a
+        2xx response with a body, whole (a truncated capture's digest covers part of it),
+        remembered (the last :data:`DIGEST_MEMORY`). None for a 3xx or an error page, which
+        replay whole (pywb answers a 3xx revisit with an empty body)."""
+        if not revisitable(capture):
             return None
-        kept = self._by_url.get(kept_url)
-        if kept is not None and kept.digest == capture.payload_digest:
-            return kept
-        other = self._by_digest.get(capture.payload_digest)
-        return self._by_url.get(other) if other is not None else None
+        url = self._by_digest.get(capture.payload_digest)
+        return self._by_url.get(url) if url is not None else None
+
+    def _capture(self, capture: Capture, stat: str) -> str:
+        """Write ``capture``: a ``revisit`` (profile identical-payload-digest, HTTP head only)
+        of the first capture of its payload when there is one, else its ``response``
+        (remembered as a first capture); its ``request`` either way. Returns the id of the
+        revisit or response record."""
+        first = self.first_capture(capture)
+        if first is not None:
+            revisit, request = self.builder.revisit(capture, first.url, first.date,
+                                                    first.record_id)  # fmt: skip
+            self._write([revisit, request], "warc/revisit")
+            return record_id(revisit)
+        response, request = self.builder.exchange(capture)
+        self._write([response, request], stat)
+        if revisitable(capture):
+            self._remember(Archived(capture.url, capture.payload_digest, capture.date,
+                                    record_id(response)))  # fmt: skip
+        return record_id(response)
 
     def _near(self, capture: Capture, row: Mapping[str, Any], note: str | None) -> None:
-        records: list[ArcWarcRecord] = []
         concurrent = None
         if self.near_duplicates == "response":
-            records = list(self.builder.exchange(capture))
-            concurrent = record_id(records[0])
+            concurrent = self._capture(capture, "warc/response/duplicate")
         fields = [*duplicate_fields(row), ("payload-digest", capture.payload_digest),
                   ("note", note)]  # fmt: skip
-        records.append(self.builder.metadata(capture.url, capture.date, fields,
-                                             concurrent_to=concurrent))  # fmt: skip
-        self._write(records, "warc/metadata/duplicate")
+        record = self.builder.metadata(capture.url, capture.date, fields,
+                                       concurrent_to=concurrent)  # fmt: skip
+        self._write([record], "warc/metadata/duplicate")
 
     def demoted(self, row: Mapping[str, Any]) -> None:
         url = str(row["url"])
-        archived = self._forget(url)
+        archived = self._by_url.get(url)  # its response stays a first capture: same bytes
         note = "stored earlier, no longer kept: a duplicate of duplicate-of"
         fields = [*duplicate_fields(row), ("note", note)]
         date = warc_date()
@@ -417,6 +416,11 @@ class WarcWriter:
     def _inc(self, key: str, count: int = 1) -> None:
         if self.crawler is not None and self.crawler.stats is not None and count:
             self.crawler.stats.inc_value(key, count)
+
+
+def revisitable(capture: Capture) -> bool:
+    """A capture a revisit may stand for or point at: 2xx, a body, not truncated."""
+    return bool(capture.body) and not capture.truncated and 200 <= capture.status < 300
 
 
 def duplicate_fields(row: Mapping[str, Any]) -> list[tuple[str, object]]:

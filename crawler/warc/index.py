@@ -145,7 +145,12 @@ class Packaging:
 def main(argv: list[str] | None = None) -> int:
     """``python -m crawler.warc.index FILE...``: write each file's CDXJ index (the crawl's
     child process; also a way to index files by hand). One line on stderr on failure."""
-    for name in sys.argv[1:] if argv is None else argv:
+    names = sys.argv[1:] if argv is None else argv
+    if not names:
+        print("usage: python -m crawler.warc.index FILE.warc.gz [...]: writes FILE.cdxj beside "
+              "each", file=sys.stderr)  # fmt: skip
+        return 2
+    for name in names:
         try:
             write_cdxj(Path(name))
         except Exception as exc:

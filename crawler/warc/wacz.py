@@ -80,9 +80,7 @@ class _Entries:
 
     def add(self, name: str, chunks: Iterable[bytes]) -> None:
         digest, size = hashlib.sha256(), 0
-        info = zipfile.ZipInfo(name, date_time=datetime.now(UTC).timetuple()[:6])
-        info.compress_type = zipfile.ZIP_STORED
-        with self.archive.open(info, "w", force_zip64=True) as out:
+        with self.archive.open(_stored(name), "w", force_zip64=True) as out:
             for chunk in chunks:
                 digest.update(chunk)
                 size += len(chunk)
@@ -151,4 +149,5 @@ def write_wacz(target: Path, warcs: list[Path], indexes: list[Path], software: s
 def _stored(name: str) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(name, date_time=datetime.now(UTC).timetuple()[:6])
     info.compress_type = zipfile.ZIP_STORED
+    info.external_attr = 0o644 << 16  # rw-r--r-- once unpacked (zipfile's default: none)
     return info
