@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from scrapy.settings import Settings
+from scrapy.utils import log as scrapy_log
 from scrapy.utils.log import get_scrapy_root_handler, install_scrapy_root_handler
 
 from crawler.console import echo_to_log_file
@@ -56,6 +57,7 @@ def test_through_scrapys_handler_whatever_the_level(tmp_path) -> None:
     stream stays open, its level does not hide them)."""
     log = tmp_path / "job.log"
     settings = Settings({"LOG_FILE": str(log), "LOG_LEVEL": "CRITICAL"})
+    root_level = logging.root.level  # Scrapy sets it to NOTSET: put back for later tests
     install_scrapy_root_handler(settings)
     handler = get_scrapy_root_handler()
     try:
@@ -64,7 +66,10 @@ def test_through_scrapys_handler_whatever_the_level(tmp_path) -> None:
         logging.getLogger("scrapy.test").critical("after")
     finally:
         assert handler is not None
-        logging.root.removeHandler(handler)
+        # Scrapy's module keeps the handler too, and every later Crawler() re-installs one
+        # while it is set (root level NOTSET, a stderr handler): both undone for later tests
+        scrapy_log._uninstall_scrapy_root_handler()
+        logging.root.setLevel(root_level)
         handler.close()
     lines = log.read_text().splitlines()
     assert [line.split("] ", 1)[1] for line in lines] == ["ERROR: error: shown",

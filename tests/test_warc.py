@@ -744,7 +744,7 @@ def test_an_index_that_fails_is_one_error_line_and_the_crawl_goes_on(tmp_path, c
         packaging.file_closed(broken, 0)
         packaging.finish()
     assert packaging.indexes == [index_path(warc)] and packaging.failed == [broken]
-    (message,) = [r.getMessage() for r in caplog.records]
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "crawler.warc.index"]
     assert "broken.warc.gz" in message and "\n" not in message
     assert not index_path(broken).exists()
     (package,) = packaging.packages  # the whole file is still packaged
