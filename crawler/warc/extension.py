@@ -127,7 +127,7 @@ WARC_ERROR = "warc_error"
 
 
 class Archived(NamedTuple):
-    """A stored page's response record: what a revisit refers to."""
+    """The response record of a payload's first capture: what a revisit refers to."""
 
     url: str
     digest: str
@@ -193,10 +193,11 @@ class WarcWriter:
                           **_: Any) -> None:
         capture = request.meta.pop(CAPTURE_META, None)
         if capture is not None:
-            earlier = self._pending.pop(self._fingerprint(request), None)
+            fingerprint = self._fingerprint(request)
+            earlier = self._pending.pop(fingerprint, None)
             if earlier is not None:  # fetched again before its fate was known (a lease
                 self.exchange(earlier)  # requeued, a database outage): both are exchanges
-            self._pending[self._fingerprint(request)] = capture
+            self._pending[fingerprint] = capture
 
     def request_scheduled(self, request: Request, spider: Any = None, **_: Any) -> None:
         """A would-be page a downloader middleware turned into a new request (a meta refresh
@@ -210,11 +211,8 @@ class WarcWriter:
                     failure: Any = None, spider: Any = None, **_: Any) -> None:
         """Storage on: a page no batch will hold (an item pipeline error, a page left
         undecided by an outage, to be fetched again) is an exchange, written now."""
-        if isinstance(exception, DuplicatePage):
-            return  # its drop row reaches batch_committed
-        capture = self._pop_response(response)
-        if capture is not None:
-            self.exchange(capture)
+        if not isinstance(exception, DuplicatePage):  # a duplicate's row reaches batch_committed
+            self._undecided(response)
 
     def request_finished(self, fingerprints: Sequence[str] = (), **_: Any) -> None:
         for fp in fingerprints:
@@ -224,9 +222,7 @@ class WarcWriter:
 
     def spider_error(self, failure: Any, response: Response, spider: Any = None,
                      **_: Any) -> None:
-        capture = self._pop_response(response)
-        if capture is not None:
-            self.exchange(capture)
+        self._undecided(response)
 
     # --- fates --------------------------------------------------------------------------------
 
@@ -264,11 +260,11 @@ class WarcWriter:
 
     def item_dropped(self, item: Any, response: Response, exception: BaseException,
                      spider: Any = None) -> None:
+        if not isinstance(exception, DuplicatePage):
+            self._undecided(response)
+            return
         capture = self._pop_response(response)
         if capture is None:
-            return
-        if not isinstance(exception, DuplicatePage):
-            self.exchange(capture)
             return
         drop = exception.drop
         self.dropped(capture, {"url": drop.url, "reason": drop.reason,
@@ -284,6 +280,12 @@ class WarcWriter:
         if response is None or response.request is None:
             return None
         return self._pending.pop(self._fingerprint(response.request), None)
+
+    def _undecided(self, response: Response | None) -> None:
+        """The would-be page of ``response`` ended without a fate: written as an exchange."""
+        capture = self._pop_response(response)
+        if capture is not None:
+            self.exchange(capture)
 
     # --- records ------------------------------------------------------------------------------
 

@@ -48,9 +48,17 @@ EXTENSION = ".warc.gz"
 
 def file_name(prefix: str, opened: datetime, serial: int, pid: int, host: str) -> str:
     """The final name of a WARC file (module docstring)."""
-    stamp = opened.strftime("%Y%m%d%H%M%S") + f"{opened.microsecond // 1000:03d}"
-    host = host.replace("/", "_").replace("~", "_") or "localhost"
-    return f"{prefix}-{stamp}-{serial:05d}-{pid}~{host}{EXTENSION}"
+    return f"{prefix}-{name_stamp(opened)}-{serial:05d}-{pid}~{name_host(host)}{EXTENSION}"
+
+
+def name_stamp(opened: datetime) -> str:
+    """``YYYYmmddHHMMSSfff`` of a file name: UTC to the millisecond."""
+    return opened.strftime("%Y%m%d%H%M%S") + f"{opened.microsecond // 1000:03d}"
+
+
+def name_host(host: str) -> str:
+    """The host part of a file name (no ``/`` nor ``~``, never empty)."""
+    return host.replace("/", "_").replace("~", "_") or "localhost"
 
 
 class WarcFiles:

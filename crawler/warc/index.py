@@ -70,12 +70,12 @@ def write_cdxj(warc: Path) -> Path:
 class Packaging:
     """The indexes of the files ``files`` closes, and the WACZ at the end (module docstring).
 
-    A file closed by rotation is indexed by a child process (``python -m crawler.warc.index
-    FILE``: on the other core, never holding the crawl's GIL; at most :data:`MAX_CHILDREN` at
-    once); :meth:`finish`, called once the last file is closed, indexes it, waits for every
-    child and writes the package, so the stats and the ``STATS_FILE`` written after it count
-    them. ``title()`` names the crawl in the package (read at the end: the crawl id is known
-    then).
+    Each closed file (by rotation, and the last one when the crawl closes it) is indexed by
+    a child process (``python -m crawler.warc.index FILE``: on the other core, never holding
+    the crawl's GIL; at most :data:`MAX_CHILDREN` at once); :meth:`finish`, called once the
+    last file is closed, waits for every child and writes the package, so the stats and the
+    ``STATS_FILE`` written after it count them. ``title()`` names the crawl in the package
+    (read at the end: the crawl id is known then).
     """
 
     def __init__(self, options: WarcOptions, files: WarcFiles, software: str,

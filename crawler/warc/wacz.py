@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from crawler.atomicfile import fsync_dir
+from crawler.warc.files import name_host, name_stamp
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -47,10 +48,7 @@ _NAME_RE = re.compile(r"[^-a-z0-9._/]")
 
 def wacz_path(directory: Path, prefix: str, pid: int, host: str) -> Path:
     """The package's name in ``directory`` (module docstring)."""
-    now = datetime.now(UTC)
-    stamp = now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
-    host = host.replace("/", "_").replace("~", "_") or "localhost"
-    return directory / f"{prefix}-{stamp}-{pid}~{host}.wacz"
+    return directory / f"{prefix}-{name_stamp(datetime.now(UTC))}-{pid}~{name_host(host)}.wacz"
 
 
 def merged_lines(indexes: Iterable[Path]) -> Iterator[str]:
