@@ -38,6 +38,7 @@ from scrapy.utils.asyncio import run_in_thread
 from twisted.internet.threads import blockingCallFromThread
 
 from crawler import defaults
+from crawler.backends.common import batched
 from crawler.exceptions import DuplicatePage
 from crawler.feeds.rows import BATCH, stored_items
 from crawler.pipelines.drops import storage_enabled
@@ -130,6 +131,7 @@ class StoredFeedExporter(FeedExporter):
         pipeline = self.crawler.get_item_pipeline(StoragePipeline)
         if pipeline is not None:
             await pipeline.wait_idle()
+        self.crawler.stats.inc_value("feeds/stored_pages", 0)  # 0 when it stored nothing
         count = await run_in_thread(self._stream, int(crawl_id), spider)
         logger.info("Feeds: %d stored pages of crawl %d", count, crawl_id,
                     extra={"spider": spider})
@@ -147,13 +149,8 @@ class StoredFeedExporter(FeedExporter):
                 html = self.spool.get if self.spool is not None else None
                 items = stored_items(reader, [crawl_id], html=html,
                                      fingerprint_text=self._wanted("fingerprint_text"))
-                chunk: list[PageItem] = []
-                for item in items:
-                    chunk.append(item)
-                    if len(chunk) >= BATCH:
-                        count += blockingCallFromThread(reactor, self._export, chunk, spider)
-                        chunk = []
-                count += blockingCallFromThread(reactor, self._export, chunk, spider)
+                for chunk in batched(items, BATCH):
+                    count += blockingCallFromThread(reactor, self._export, chunk, spider)
         except ReviewError as exc:
             logger.error("Feeds: could not read the stored pages of crawl %d (%s); the feeds "
                          "hold %d of them: write them with `scrapy export --crawl %d`",
