@@ -71,16 +71,18 @@ class Command(ScrapyCrawlCommand):
         reason = next((r for r in (stats.get("finish_reason"), stats.get(CLOSE_REASON_STAT))
                        if r in FAILED_FINISH_REASONS), None)
         if reason is not None:
-            line = f"crawl stopped early: {reason} (see the log above)"
-            print(line, file=sys.stderr)
-            echo_to_log_file(self.settings, __name__, line,
-                             "exit status 1: the crawl is incomplete")  # fmt: skip
-            self.exitcode = 1
+            self._failed(f"crawl stopped early: {reason} (see the log above)",
+                         "the crawl is incomplete")  # fmt: skip
         lost = sum(int(v) for k, v in stats.items() if k.startswith(FEED_FAILED_STAT))
         if lost:
-            line = (f"{lost} feed(s) could not be stored (see the log above): the pages are in "
-                    f"storage, `scrapy export` writes them")  # fmt: skip
-            print(line, file=sys.stderr)
-            echo_to_log_file(self.settings, __name__, line,
-                             "exit status 1: a feed was not stored")  # fmt: skip
-            self.exitcode = 1
+            self._failed(f"{lost} feed(s) could not be stored (see the log above): the pages "
+                         f"are in storage, `scrapy export` writes them",
+                         "a feed was not stored")  # fmt: skip
+
+    def _failed(self, line: str, why: str) -> None:
+        """Exit 1 after the crawl: ``line`` on stderr, and both it and the exit status at the
+        end of ``LOG_FILE`` (scrapyd keeps no exit status)."""
+        print(line, file=sys.stderr)
+        assert self.settings is not None
+        echo_to_log_file(self.settings, __name__, line, f"exit status 1: {why}")
+        self.exitcode = 1
