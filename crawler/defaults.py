@@ -74,6 +74,7 @@ DROPPED_LOG = "dropped.jsonl"
 DROPPED_LOG_RETRY_TIMES = 5  # retries of a failed drop log write before the crawl stops
 DROPPED_LOG_RETRY_BACKOFF = 1.0  # seconds before the first retry; doubles each time, capped at 30
 DROPPED_TEXT_MAX_CHARS = 20_000  # text kept per dropped page (for `scrapy dropped --explain`)
+DEDUP_OVERRIDES_FILE = ""  # a plain file of keep/drop/distinct rules (crawler.overrides); "" none
 DEDUP_PROGRESS_INTERVAL = 30.0  # seconds between progress log lines (crawler.progress); 0 = off
 
 # --- Politeness (crawler.middlewares.robots, crawler.middlewares.retryafter) -------------------

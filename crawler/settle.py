@@ -25,17 +25,25 @@ Groups are the connected components of that relation: a page's fate depends only
 of its component, so :func:`components` collects just the components that hold a changed page
 and :func:`decide_group` re-decides only those (the settle step is incremental).
 
+A person's overrides (:mod:`crawler.overrides`) come first: a page a ``keep`` rule names is
+kept wherever it falls in the order (pages before it are decided as before; pages after it may
+be dropped against it, as against any kept page); a page a ``drop`` rule names takes no part
+(a stored one is moved to ``dropped`` with reason ``override``, and the pages that were dropped
+against it are decided again); two pages of a ``distinct`` rule are never duplicates of each
+other. Each stays a function of the set of pages and the rules.
+
 Plain Python and numpy (:class:`~crawler.simindex.SimIndex` finds the neighbours): the storage
 side (:mod:`crawler.storage.settle`) reads the pages and applies the :class:`Plan`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from crawler.overrides import DROP, KEEP
 from crawler.preference import PreferenceKey, preference_key
 from crawler.simhash import hamming
 from crawler.simindex import SimIndex
@@ -58,6 +66,7 @@ class SettlePage:
     reason: str = ""
     distance: int | None = None
     young: bool = False  # fingerprinted while its site's template was unknown
+    override: str = ""  # "keep" or "drop": a person's rule names the page (crawler.overrides)
 
     @property
     def origin(self) -> str:
@@ -80,24 +89,30 @@ class Plan:
 
     ``demote``: stored pages to move to ``dropped``; ``promote``: dropped pages to store again;
     ``repoint``: dropped pages whose kept page, reason or distance change. Each with its
-    :class:`Verdict` (a promoted page's is the kept verdict)."""
+    :class:`Verdict` (a promoted page's is the kept verdict). ``exclude``: stored pages a
+    ``drop`` rule names, to move to ``dropped`` with reason ``override``."""
 
     demote: list[tuple[int, Verdict]] = field(default_factory=list)
+    exclude: list[int] = field(default_factory=list)
     promote: list[int] = field(default_factory=list)
     repoint: list[tuple[int, Verdict]] = field(default_factory=list)
     groups: int = 0  # components re-decided
     pages: int = 0  # pages in them
 
     def __len__(self) -> int:
-        return len(self.demote) + len(self.promote) + len(self.repoint)
+        return len(self.demote) + len(self.promote) + len(self.repoint) + len(self.exclude)
 
 
 class Neighbours:
-    """Who duplicates whom among ``pages`` (module docstring)."""
+    """Who duplicates whom among ``pages`` (module docstring); ``distinct`` says of two
+    canonical URLs that a person's rule keeps them apart."""
 
-    def __init__(self, pages: Sequence[SettlePage], k: int) -> None:
+    def __init__(self, pages: Sequence[SettlePage], k: int,
+                 distinct: Callable[[str, str], object] | None = None) -> None:
         self.pages = pages
         self.k = k
+        self.distinct = distinct
+        self.excluded = {i for i, page in enumerate(pages) if page.override == DROP}
         self._near = SimIndex(k)
         self._exact: dict[str, list[int]] = {}
         self._recorded: set[tuple[int, int]] = set()  # (dropped, kept) the crawl recorded
@@ -118,7 +133,7 @@ class Neighbours:
             found.update(j for j, _ in self._near.query_all(page.simhash)
                          if self.trusted(i, j))
         found.discard(i)
-        return sorted(found)
+        return sorted(found - self.excluded)
 
     def trusted(self, i: int, j: int) -> bool:
         """Whether two pages within k bits are duplicates (module docstring)."""
@@ -126,16 +141,21 @@ class Neighbours:
         return (not (a.young or b.young) or a.origin != b.origin
                 or (i, j) in self._recorded)
 
+    def apart(self, i: int, j: int) -> bool:
+        """A person's ``distinct`` rule names the two pages."""
+        return bool(self.distinct and self.distinct(self.pages[i].canonical,
+                                                    self.pages[j].canonical))
+
 
 def components(near: Neighbours, start: Iterable[int] | None = None) -> list[list[int]]:
     """The groups (connected components) holding the pages ``start`` (all pages: None), each
-    sorted, in the order of their smallest member. Singletons are left out."""
+    sorted, in the order of their smallest member. A stored page alone is left out."""
     pages = near.pages
     todo = range(len(pages)) if start is None else sorted(set(start))
     seen: set[int] = set()
     groups: list[list[int]] = []
     for first in todo:
-        if first in seen:
+        if first in seen or first in near.excluded:
             continue
         seen.add(first)
         group, stack = [first], [first]
@@ -145,7 +165,7 @@ def components(near: Neighbours, start: Iterable[int] | None = None) -> list[lis
                     seen.add(j)
                     group.append(j)
                     stack.append(j)
-        if len(group) > 1:
+        if len(group) > 1 or not pages[first].kept:  # a drop left alone is kept again
             groups.append(sorted(group))
     return sorted(groups, key=lambda g: g[0])
 
@@ -153,6 +173,8 @@ def components(near: Neighbours, start: Iterable[int] | None = None) -> list[lis
 def _is_duplicate(near: Neighbours, i: int, j: int) -> tuple[str, int] | None:
     """``(reason, distance)`` when page ``i`` duplicates page ``j``, else None."""
     a, b = near.pages[i], near.pages[j]
+    if near.apart(i, j):
+        return None
     if a.content_hash == b.content_hash:
         return EXACT_DUPLICATE, 0
     if a.simhash is not None and b.simhash is not None:
@@ -186,7 +208,7 @@ def decide_group(near: Neighbours, group: Sequence[int], seeds: frozenset[str],
             dup = _is_duplicate(near, i, j)
             if dup is not None and (best is None or (dup[1], keys[j]) < best[:2]):
                 best = (dup[1], keys[j], j, dup[0])
-        if best is None:
+        if best is None or pages[i].override == KEEP:
             kept.append(i)
             verdicts[i] = Verdict()
         else:
@@ -195,10 +217,15 @@ def decide_group(near: Neighbours, group: Sequence[int], seeds: frozenset[str],
 
 
 def plan(pages: Sequence[SettlePage], k: int, seeds: frozenset[str],
-         start: Iterable[int] | None = None, prefer_canonical: bool = True) -> Plan:
-    """The moves that settle the groups of ``start`` (every group: None)."""
+         start: Iterable[int] | None = None, prefer_canonical: bool = True,
+         distinct: Callable[[str, str], object] | None = None) -> Plan:
+    """The moves that settle the groups of ``start`` (every group: None) and of every page a
+    rule names; ``distinct``: :meth:`crawler.overrides.Overrides.distinct`."""
     moves = Plan()
-    near = Neighbours(pages, k)
+    near = Neighbours(pages, k, distinct)
+    if start is not None:
+        start = set(start) | _ruled(pages, near.excluded)
+    moves.exclude = sorted(i for i in near.excluded if pages[i].kept)
     for group in components(near, start):
         moves.groups += 1
         moves.pages += len(group)
@@ -216,3 +243,10 @@ def plan(pages: Sequence[SettlePage], k: int, seeds: frozenset[str],
     moves.promote.sort()
     moves.repoint.sort()
     return moves
+
+
+def _ruled(pages: Sequence[SettlePage], excluded: set[int]) -> set[int]:
+    """Pages a rule names, and the pages dropped against an excluded one (decided again)."""
+    gone = {pages[i].url for i in excluded}
+    return {i for i, page in enumerate(pages)
+            if page.override or (not page.kept and page.duplicate_of in gone)}

@@ -3,7 +3,7 @@ what it answers. Plain data, no Scrapy, no database: the libraries, the componen
 commands all import it, so it imports nothing of theirs.
 
 * the reasons (``dropped.reason``): :data:`EXACT_DUPLICATE`, :data:`NEAR_DUPLICATE`,
-  :data:`SOFT_404`, and
+  :data:`SOFT_404`, :data:`OVERRIDE` (a person's ``drop`` rule), and
   :data:`PENDING`, a shared index's answer when the matching page is kept by another worker
   but not yet stored;
 * the rules (``dropped.rule``) of a page stored first and dropped later:
@@ -21,6 +21,9 @@ EXACT_DUPLICATE = "exact_duplicate"
 NEAR_DUPLICATE = "near_duplicate"
 #: A page like its host's soft-404 probe (an unknown path answered 200): :mod:`crawler.traps`.
 SOFT_404 = "soft_404"
+#: A page a person's ``drop`` rule names (:mod:`crawler.overrides`): never stored, no
+#: ``duplicate_of``, no distance.
+OVERRIDE = "override"
 #: A shared index's answer when the matching page is kept by another worker but not yet stored.
 PENDING = "pending"
 #: ``dropped.rule`` of a stored page dropped once the page it names canonical was kept.
@@ -77,7 +80,8 @@ class Drop:
 
     ``reason`` is :data:`EXACT_DUPLICATE`, :data:`NEAR_DUPLICATE` or :data:`SOFT_404`;
     ``duplicate_of`` the URL of the kept page (of the soft-404 probe, not stored);
-    ``distance`` the Hamming distance in bits (0 for exact copies);
+    ``distance`` the Hamming distance in bits (0 for exact copies; None, like an empty
+    ``duplicate_of``, for a page a person's drop rule names: :data:`OVERRIDE`);
     ``simhash`` and ``duplicate_simhash`` the unsigned 64-bit fingerprints of both pages (None
     when not computed); ``content_hash`` the dropped page's content hash (None when not
     computed); ``rule`` :data:`CANONICAL_RULE` or :data:`REFRESHED_RULE` for a page stored
@@ -87,13 +91,15 @@ class Drop:
     url: str
     reason: str
     duplicate_of: str
-    distance: int
+    distance: int | None
     simhash: int | None = None
     duplicate_simhash: int | None = None
     content_hash: str | None = None
     rule: str | None = None
 
     def __str__(self) -> str:
+        if not self.duplicate_of:
+            return f"{self.reason}: {self.url}"
         return f"{self.reason} of {self.duplicate_of} (distance {self.distance}): {self.url}"
 #: ``crawls.command`` of the row that stands for a whole distributed crawl (revision 0010; its
 #: workers' rows say ``crawl`` and point at it by ``parent_id``).

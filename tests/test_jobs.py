@@ -87,7 +87,7 @@ def test_a_0006_database_is_read_then_upgraded_keeping_its_crawls(tmp_path: Path
             db.select(job=LATEST_JOB)
     with Store(f"sqlite:///{path}") as store:
         store.check()
-        assert store.schema_revision() == "0010"
+        assert store.schema_revision() == "0011"
         crawl = store.crawl(1)
         assert crawl is not None and (crawl.spider, crawl.job, crawl.command) == ("web", None, None)
 

@@ -35,6 +35,21 @@ URL may be any spelling the listing prints: a path (``/a/b?q=1``, looked up on e
 it matches pages on several hosts the command names them and stops), a URL with or without its
 scheme or trailing slash, or the canonical form.
 
+Overruling a decision, and reviewing one (:mod:`crawler.overrides`, :mod:`crawler.review.actions`)::
+
+    scrapy dropped --keep URL|PATTERN|host:NAME [--note TEXT] [--file FILE]  # never a duplicate
+    scrapy dropped --drop URL|PATTERN|host:NAME [--note TEXT] [--file FILE]  # never stored
+    scrapy dropped --distinct URL OTHER [--note TEXT] [--file FILE]   # never each other's copy
+    scrapy dropped --unset URL|PATTERN|host:NAME [OTHER] [--file FILE]  # remove a rule
+    scrapy dropped --overrides [--file FILE]                          # the rules, and where
+    scrapy dropped --review URL correct|wrong [--other URL] [--note TEXT]  # mark a decision
+    scrapy dropped --reviews                                          # the review history
+
+A rule is recorded in the database (``overrides``) and in ``--file`` (default
+``DEDUP_OVERRIDES_FILE``, when set), applied at once (a page a keep rule names is stored again
+from its drop row, a stored page a drop rule names is moved to ``dropped``; the moves go to
+``DROPPED_LOG`` when that file exists) and obeyed by every later crawl into the database.
+
 Exit status: 0 on success (also when no row matches), 1 when the database or log cannot be read,
 is empty, or the crawl or URL is unknown or ambiguous, 2 for a bad option.
 
@@ -46,9 +61,10 @@ explanations are :mod:`crawler.review`'s (text and JSON of an explanation:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
@@ -100,6 +116,24 @@ class Command(ScrapyCommand):
         group.add_argument("--explain", metavar="URL", help="explain the drop of URL")
         group.add_argument("--pair", nargs=2, metavar=("URL", "OTHER"), help="compare two pages")
         group.add_argument("--diff", action="store_true", help="with --explain/--pair: a diff")
+        acts = parser.add_argument_group("Overrides and reviews")
+        acts.add_argument("--keep", metavar="TARGET", help="keep this page (URL, URL pattern "
+                          "with *, or host:NAME) whatever its fingerprint, in every later crawl")
+        acts.add_argument("--drop", metavar="TARGET", help="never store this page (URL, "
+                          "pattern or host:NAME)")
+        acts.add_argument("--distinct", nargs=2, metavar=("URL", "OTHER"),
+                          help="never treat these two pages as duplicates of each other")
+        acts.add_argument("--unset", nargs="+", metavar="TARGET", help="remove the rule of "
+                          "TARGET (or of the pair TARGET OTHER)")
+        acts.add_argument("--overrides", action="store_true", help="list the rules")
+        acts.add_argument("--review", nargs=2, metavar=("URL", "VERDICT"),
+                          help="mark the decision about URL correct or wrong")
+        acts.add_argument("--other", metavar="URL", help="with --review: the page the decision "
+                          "compared URL with (default: the page it was dropped against)")
+        acts.add_argument("--reviews", action="store_true", help="list the review history")
+        acts.add_argument("--note", default="", help="a note kept with the rule or review")
+        acts.add_argument("--file", metavar="FILE", help="the overrides file written and read "
+                          "too (default DEDUP_OVERRIDES_FILE)")
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -113,8 +147,11 @@ class Command(ScrapyCommand):
             raise UsageError("--explain and --pair need a URL or path, not ''", print_help=False)
         if opts.all_crawls and opts.crawl is not None:
             raise UsageError("--crawl ID and --all-crawls exclude each other", print_help=False)
+        action = _action(opts)
         try:
-            if opts.explain is not None or opts.pair:
+            if action:
+                self._act(action, opts)
+            elif opts.explain is not None or opts.pair:
                 self._explain(opts)
             else:
                 self._list(opts, build_filter(opts))
@@ -123,6 +160,50 @@ class Command(ScrapyCommand):
             self.exitcode = 1
         except BrokenPipeError:  # `scrapy dropped | head`: the reader left, not an error
             quiet_stdout()
+
+    def _act(self, action: str, opts: argparse.Namespace) -> None:
+        """Record a rule or a review, or list them (:mod:`crawler.review.actions`)."""
+        from crawler.review import actions
+
+        db, known, file = self._db_url(opts), self._known(), self._rules_file(opts)
+        if action == "overrides":
+            return write_rules(actions.listed_overrides(db, file, known), opts.format)
+        if action == "reviews":
+            return write_reviews(actions.listed_reviews(db, known), opts.format)
+        if action == "review":
+            url, verdict = opts.review
+            outcome = actions.add_review(db, url, verdict.lower(), opts.other, opts.note, known)
+        elif action == "unset":
+            if len(opts.unset) > 2:
+                raise UsageError("--unset takes TARGET, or the pair URL OTHER", print_help=False)
+            target, other = [*opts.unset, ""][:2]
+            outcome = actions.remove_override(db, target, other, file=file, known=known)
+        else:
+            target, other = (opts.distinct if action == "distinct"
+                             else (getattr(opts, action), ""))
+            outcome = actions.add_override(db, action, target, other, opts.note, file, known)
+        self._log_moves(outcome.records)
+        print(outcome.message)
+
+    def _rules_file(self, opts: argparse.Namespace) -> str | None:
+        assert self.settings is not None
+        return opts.file or str(self.settings.get("DEDUP_OVERRIDES_FILE") or "") or None
+
+    def _log_moves(self, records: list[dict[str, Any]]) -> None:
+        """The moves an override made, appended to ``DROPPED_LOG`` when that log exists (so
+        it still replays to the table); a crawl's log elsewhere is not created here."""
+        from crawler.droplog import DropLog, row_record
+
+        assert self.settings is not None
+        path = str(self.settings.get("DROPPED_LOG") or "")
+        if not records or not path or not os.path.isfile(path):
+            return
+        log = DropLog(path)
+        try:
+            for row in records:
+                log.write(row_record(row))
+        finally:
+            log.close()
 
     def _db_url(self, opts: argparse.Namespace) -> str:
         assert self.settings is not None
@@ -224,6 +305,68 @@ class Command(ScrapyCommand):
             print(json.dumps(explanation_dict(result, opts.diff), ensure_ascii=False))
         else:
             sys.stdout.write(format_explanation(result, diff=opts.diff))
+
+
+ACTIONS = ("keep", "drop", "distinct", "unset", "overrides", "review", "reviews")
+
+
+def _action(opts: argparse.Namespace) -> str:
+    """The one override or review action asked (``""``: none); UsageError for two, or for one
+    mixed with the listing's or the explanation's options."""
+    asked = [name for name in ACTIONS if getattr(opts, name) not in (None, False)]
+    if len(asked) > 1:
+        raise UsageError(f"--{asked[0]} and --{asked[1]} exclude each other", print_help=False)
+    if not asked:
+        if opts.other or opts.note or opts.file:
+            raise UsageError("--other, --note and --file go with --keep, --drop, --distinct, "
+                             "--unset or --review", print_help=False)
+        return ""
+    if opts.explain is not None or opts.pair or opts.log:
+        raise UsageError(f"--{asked[0]} excludes --explain, --pair and --log", print_help=False)
+    if opts.other and asked[0] != "review":
+        raise UsageError("--other goes with --review", print_help=False)
+    return asked[0]
+
+
+def write_rules(rules: list[Any], fmt: str) -> None:
+    """The rules, one per line: action, target(s), where or when written, note."""
+    if fmt == "json":
+        for rule in rules:
+            print(json.dumps({"action": rule.action, "target": rule.target,
+                              "other": rule.other or None, "note": rule.note or None,
+                              "created_at": rule.created_at.isoformat()
+                              if rule.created_at else None,
+                              "source": rule.source or "database"}, ensure_ascii=False))
+        return
+    if not rules:
+        print("no overrides: the dedup rule decides every page")
+        return
+    for rule in rules:
+        print(f"{rule.describe()}{'  # ' + rule.note if rule.note else ''}")
+    print(f"{len(rules)} override(s)")
+
+
+def write_reviews(reviews: list[Any], fmt: str) -> None:
+    """The review history, oldest first."""
+    if fmt == "json":
+        for r in reviews:
+            print(json.dumps({"url": r.url, "other": r.other, "decision": r.decision,
+                              "verdict": r.verdict, "label": r.label, "reason": r.reason,
+                              "distance": r.distance, "note": r.note or None,
+                              "reviewed_at": r.reviewed_at.isoformat() if r.reviewed_at
+                              else None, "crawl_id": r.crawl_id}, ensure_ascii=False))
+        return
+    if not reviews:
+        print("no decision reviewed yet: scrapy dropped --review URL correct|wrong")
+        return
+    for r in reviews:
+        when = r.reviewed_at.strftime("%Y-%m-%d %H:%M") if r.reviewed_at else "-"
+        dist = "-" if r.distance is None else str(r.distance)
+        print(f"{when} {r.verdict:<7} {r.decision:<7} {dist:>4} {r.url} "
+              f"{'vs' if r.decision == 'kept' else 'of'} {r.other}"
+              f"{'  # ' + r.note if r.note else ''}")
+    wrong = sum(r.verdict == "wrong" for r in reviews)
+    print(f"{len(reviews)} review(s): {len(reviews) - wrong} correct, {wrong} wrong")
 
 
 def build_filter(opts: argparse.Namespace) -> review.DropFilter:

@@ -158,7 +158,8 @@ class DropWriter:
 
     def _count(self, drop: Drop) -> None:
         self.counts.inc(f"dedup/{drop.reason}")
-        self.counts.inc(f"dedup/distance/{drop.distance}")
+        if drop.distance is not None:  # a person's drop rule measures no distance
+            self.counts.inc(f"dedup/distance/{drop.distance}")
 
     def _log(self, drop: Drop) -> None:
         self.submit([drop_record(drop, self._crawl_id())])

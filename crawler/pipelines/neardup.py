@@ -50,6 +50,7 @@ from crawler.backends import backend_name, make_content_index
 from crawler.backends.joincheck import off_when_refused
 from crawler.droplog import DropLog
 from crawler.exceptions import DuplicatePage
+from crawler.overrides import DROP, Override, Overrides, overrides_file
 from crawler.pipelines.counts import Counts
 from crawler.pipelines.drops import DropWriter, storage_enabled
 from crawler.pipelines.hosts import HostTemplates
@@ -62,10 +63,11 @@ from crawler.pipelines.stored import StoredPages
 from crawler.preference import seed_hosts
 from crawler.simindex import settings_params
 from crawler.storage.engine import StorageError
+from crawler.storage.overrides import load_overrides
 
 # block_hashes and template_key live in crawler.template; bench.pipeline_eval reads them here
 from crawler.template import KeptPage, TemplateFilter, block_hashes, template_key
-from crawler.vocab import PENDING, Drop, Match, PageSignature
+from crawler.vocab import OVERRIDE, PENDING, Drop, Match, PageSignature
 
 T = TypeVar("T")
 
@@ -86,6 +88,10 @@ logger = logging.getLogger(__name__)
 #: Seconds between two questions to a shared index while a match is pending (kept by another
 #: worker whose storage batch has not committed it yet).
 PENDING_POLL_SECONDS = 0.1
+#: The rules a crawl read at open; matched pages kept by a keep rule, by a distinct rule.
+OVERRIDES_STAT = "dedup/override/rules"
+OVERRIDE_KEPT_STAT = "dedup/override/kept"
+OVERRIDE_DISTINCT_STAT = "dedup/override/distinct"
 
 
 def validate(settings: config.SettingsLike) -> tuple[int, int, bool, bool]:
@@ -94,6 +100,7 @@ def validate(settings: config.SettingsLike) -> tuple[int, int, bool, bool]:
     shingle = config.get_int(settings, "SIMHASH_SHINGLE", defaults.SIMHASH_SHINGLE, 1, 8)
     persist = config.get_bool(settings, "SIMHASH_PERSIST", defaults.SIMHASH_PERSIST)
     prefer_canonical = config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL)
+    overrides_file(settings)  # DEDUP_OVERRIDES_FILE: its rules read and checked
     return min_tokens, shingle, persist, prefer_canonical
 
 
@@ -158,6 +165,8 @@ class NearDuplicatePipeline:
                                         prefer_canonical)  # fmt: skip
         self.soft404s = Soft404Pages(self.fingerprinter, k, self.counts)
         self.crawler = crawler
+        self.overrides = Overrides()  # a person's rules (crawler.overrides), read at open
+        self.overrides_from: tuple[str | None, str] = (None, "")  # (STORAGE_URL, file)
         # id(item) -> its decision (the item kept, or the DuplicatePage), made by decide()
         self._decided: dict[int, Any] = {}
 
@@ -176,6 +185,9 @@ class NearDuplicatePipeline:
             defer_droplog=storage_enabled(settings), crawler=crawler,
             prefer_canonical=prefer_canonical, k=settings_params(settings)[0],
         )  # fmt: skip
+        pipe.overrides_from = (
+            settings.get("STORAGE_URL", defaults.STORAGE_URL) if storage_enabled(settings)
+            else None, overrides_file(settings))
         if owner and stored.enabled:  # a new host owner learns the host's template first
             from crawler.backends.cluster import member
 
@@ -188,6 +200,12 @@ class NearDuplicatePipeline:
     async def open_spider(self) -> None:
         if self.crawler is not None:
             self.preference.seeds = seed_hosts(seed_urls(self.crawler.spider))
+        if any(self.overrides_from):
+            self.overrides = await run_in_thread(load_overrides, *self.overrides_from)
+            self.counts.inc(OVERRIDES_STAT, len(self.overrides))
+            if self.overrides:
+                logger.info("dedup overrides: %d rules obeyed before the SimHash decision",
+                            len(self.overrides))
         if self.stored.enabled:
             loaded = await run_in_thread(self.load_stored)
             logger.info("content index: %d stored fingerprints loaded", loaded)
@@ -255,10 +273,13 @@ class NearDuplicatePipeline:
         if self.hosts.warm_since is not None:
             await self.hosts.warm(item)
         page = self.fingerprinter.candidate(item)
+        rule = self._rule(item)
+        if rule is not None and rule.action == DROP:
+            raise self._overridden(item, page)
         if page is None:
             return item
         soft404 = self.soft404s.match(page)
-        if soft404 is not None:  # not recorded in the index: each is measured against the probe
+        if soft404 is not None and rule is None:  # measured against the probe, not recorded
             raise self._duplicate(page.signature, soft404)
         await self._decide(page)
         stored_text = None
@@ -307,8 +328,36 @@ class NearDuplicatePipeline:
             return True
         if page.match.reason == PENDING:
             return False
-        self._keep_anyway(page, self.hosts.young_verdict(page))
+        self._keep_anyway(page, self._overruled(page) or self.hosts.young_verdict(page))
         return True
+
+    def _rule(self, item: Any) -> Override | None:
+        """The keep or drop rule of a person that names the page, or None."""
+        if not self.overrides:
+            return None
+        adapter = ItemAdapter(item)
+        return self.overrides.page(str(adapter.get("canonical_url") or adapter.get("url")))
+
+    def _overruled(self, page: Candidate) -> str | None:
+        """The stat of a person's rule that keeps a matched page (a keep rule names it, or a
+        distinct rule parts it from its match), else None: the match stands."""
+        if not self.overrides or page.match is None:
+            return None
+        s, match = page.signature, page.match
+        if self.overrides.kept(s.canonical_url):
+            return OVERRIDE_KEPT_STAT
+        if self.overrides.distinct(s.canonical_url, match.canonical_url or match.url):
+            return OVERRIDE_DISTINCT_STAT
+        return None
+
+    def _overridden(self, item: Any, page: Candidate | None) -> DuplicatePage:
+        """The drop of a page a person's drop rule names: reason ``override``, no kept page,
+        its fingerprints kept (stored again if the rule goes: :mod:`crawler.settle`)."""
+        url = str(ItemAdapter(item).get("url") or "")
+        if page is None:
+            return self.drops.dropped(Drop(url, OVERRIDE, "", None))
+        s = page.signature
+        return self.drops.dropped(Drop(url, OVERRIDE, "", None, s.simhash, None, s.content_hash))
 
     def _finish(self, page: Candidate) -> Any:
         """Act on the decision (run again after a storage error: a page kept anyway is no
@@ -318,9 +367,12 @@ class NearDuplicatePipeline:
         if page.match is not None:
             if not self.preference.wins(page):
                 raise self._duplicate(page.signature, page.match)
-            demoted = self.preference.swap(page)
-            if demoted is not None:
-                self.hosts.forget(demoted)
+            if self.overrides.kept(page.match.canonical_url or page.match.url):
+                self._keep_anyway(page, OVERRIDE_KEPT_STAT)  # the kept match stays kept
+            else:
+                demoted = self.preference.swap(page)
+                if demoted is not None:
+                    self.hosts.forget(demoted)
         return self._keep(page)
 
     def _keep(self, page: Candidate) -> Any:
@@ -333,7 +385,8 @@ class NearDuplicatePipeline:
         kept = KeptPage(signature.url, signature.canonical_url, signature.content_hash,
                         page.content, signature.simhash)  # fmt: skip
         late = self.hosts.learn(page.host, page.hashes, kept)
-        if late is not None:  # its host's template became known with it: a duplicate after all
+        if late is not None and not self.overrides.kept(signature.canonical_url):
+            # its host's template became known with it: a duplicate after all
             self.counts.inc("dedup/kept", -1)
             raise self._duplicate(replace(signature, simhash=kept.simhash), late)
         if kept.simhash != signature.simhash:  # fingerprinted again with the template it taught

@@ -156,7 +156,7 @@ def dropped_row(item: Any, drop: Drop, crawl_id: int | None, max_chars: int) -> 
         "url": drop.url or page["url"],
         "canonical_url": page.get("canonical_url") or None,
         "reason": drop.reason,
-        "duplicate_of": drop.duplicate_of,
+        "duplicate_of": drop.duplicate_of or None,
         "distance": drop.distance,
         "simhash": simhash,
         "duplicate_simhash": drop.duplicate_simhash,

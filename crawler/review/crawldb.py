@@ -6,17 +6,19 @@ from typing import TYPE_CHECKING
 
 from crawler.review.records import DropFilter, DropRecord, apply_filter
 from crawler.storage import PageReader
+from crawler.storage.overrides import OverrideReader
 
 if TYPE_CHECKING:
     from crawler.review.selection import Selection
 
 
-class CrawlDB(PageReader):
+class CrawlDB(OverrideReader, PageReader):
     """Read access to a crawl database (tables reflected, nothing created).
 
     Use :meth:`open`, which checks the URL, the file and the tables and raises
     :class:`crawler.storage.ReviewError` with a one-line message naming the database (password
-    masked). The queries are :class:`crawler.storage.PageReader`'s.
+    masked). The queries are :class:`crawler.storage.PageReader`'s, the overrides and reviews
+    :class:`crawler.storage.overrides.OverrideReader`'s.
     """
 
     def dropped(self, flt: DropFilter | None = None) -> list[DropRecord]:

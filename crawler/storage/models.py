@@ -1,9 +1,10 @@
-"""The five tables as SQLAlchemy models, and the column lists the Store writes.
+"""The tables as SQLAlchemy models, and the column lists the Store writes.
 
 ``documents`` (one row per kept page), ``dropped`` (one row per page dropped as a duplicate),
 ``crawls`` (one row per crawl, with the order-free fingerprints of what it stored),
 ``crawl_documents`` (the pages each crawl stored: what those fingerprints are sums of) and
-``redis_generations`` (how far a distributed crawl's Redis had got, revision 0009); a
+``redis_generations`` (how far a distributed crawl's Redis had got, revision 0009), ``overrides``
+(a person's rules over the dedup rule) and ``reviews`` (verdicts on decisions, 0011); a
 distributed crawl's ``crawls`` rows are tied by ``job``, ``worker`` and ``parent_id`` (0010). The
 schema itself is versioned by the alembic revisions of :mod:`crawler.storage.migrations`.
 """
@@ -211,3 +212,42 @@ class RedisGeneration(Base):
     crawl: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
     generation: Mapped[int] = mapped_column(sa.BigInteger)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OverrideRow(Base):
+    """A person's override of the dedup rule (revision 0011; :mod:`crawler.overrides`):
+    ``keep`` or ``drop`` of ``target`` (a canonical URL, a URL pattern with ``*`` or
+    ``host:NAME``), or ``distinct`` of ``target`` and ``other``. One row per target (per pair):
+    a new rule replaces the row in the same transaction."""
+
+    __tablename__ = "overrides"
+
+    id: Mapped[int] = mapped_column(_Id, primary_key=True)
+    action: Mapped[str] = mapped_column(sa.String(16))
+    target: Mapped[str] = mapped_column(sa.Text)
+    other: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
+    note: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    __table_args__ = (sa.Index("ix_overrides_target", "target"),)
+
+
+class ReviewRow(Base):
+    """A person's verdict on one decision (revision 0011; :class:`crawler.overrides.Review`):
+    ``url`` was ``decision`` (``dropped`` as a duplicate of ``other``, or ``kept`` beside it)
+    and the person says ``verdict`` (``correct`` | ``wrong``). Every review is kept: the
+    newest of a pair is its state, the others its history."""
+
+    __tablename__ = "reviews"
+
+    id: Mapped[int] = mapped_column(_Id, primary_key=True)
+    url: Mapped[str] = mapped_column(sa.Text, index=True)
+    other: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
+    decision: Mapped[str] = mapped_column(sa.String(16))
+    verdict: Mapped[str] = mapped_column(sa.String(16))
+    reason: Mapped[str] = mapped_column(sa.String(32), default="", server_default="")
+    distance: Mapped[int | None] = mapped_column(sa.Integer)
+    note: Mapped[str] = mapped_column(sa.Text, default="", server_default="")
+    reviewed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    crawl_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("crawls.id", ondelete="SET NULL"), index=True)

@@ -147,6 +147,7 @@ class ReaderBase:
     def __init__(self, engine: sa.Engine, tables: dict[str, sa.Table], url: str) -> None:
         self.engine = engine
         self.url = url
+        self.tables = tables
         self.documents = tables["documents"]
         self.dropped_table = tables["dropped"]
         self.crawls = tables.get("crawls")

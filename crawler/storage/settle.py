@@ -2,8 +2,9 @@
 changed, re-decide them by :mod:`crawler.settle`'s rule and apply the moves, in ONE transaction.
 
 Which pages: every stored document with a content hash, and for each canonical URL not stored,
-its latest drop row of reason ``exact_duplicate`` or ``near_duplicate`` (a soft 404 duplicates
-a probe that is never stored; it stays as it is). With ``scope`` (crawl ids; ``SIMHASH_PERSIST``
+its latest drop row of reason ``exact_duplicate``, ``near_duplicate`` or ``override`` (a person's
+drop rule: stored again once no rule names it); a soft 404 duplicates a probe that is never
+stored: it stays as it is. With ``scope`` (crawl ids; ``SIMHASH_PERSIST``
 off) only the pages of those crawls take part, so one crawl's decisions never reach another's.
 
 Which groups: those holding a page of a crawl not settled yet (``crawls.settled_at`` NULL: the
@@ -27,11 +28,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlalchemy as sa
 
+from crawler.overrides import Overrides
 from crawler.preference import seed_hosts
 from crawler.settle import Plan, SettlePage, Verdict, plan
 from crawler.storage.base import StoreBase
@@ -42,6 +44,7 @@ from crawler.vocab import (
     EXACT_DUPLICATE,
     KEPT_REASON,
     NEAR_DUPLICATE,
+    OVERRIDE,
     REPOINTED_RULE,
     SETTLED_RULE,
 )
@@ -85,12 +88,17 @@ class SettleSide(WriteSide, StoreBase):
     def settle(self, k: int, seeds: frozenset[str] | None = None, *,
                crawl_id: int | None = None,
                scope: Sequence[int] | None = None, everything: bool = False,
-               prefer_canonical: bool = True, max_chars: int = 0) -> Settled:
+               prefer_canonical: bool = True, max_chars: int = 0,
+               overrides: Overrides | None = None,
+               touched: Overrides | None = None) -> Settled:
         """Settle the groups that changed (module docstring). ``crawl_id``: the crawl settling
         now (marked settled with the others). ``everything``: re-decide every group, not only
         changed ones. ``max_chars``: text kept in a drop row made from a stored page.
         ``seeds``: the seeds' hosts (:func:`crawler.preference.seed_hosts`); None: those of
-        every crawl recorded (in ``scope``), so the crawl and ``scrapy settle`` agree."""
+        every crawl recorded (in ``scope``), so the crawl and ``scrapy settle`` agree.
+        ``overrides``: a person's rules (:mod:`crawler.overrides`), obeyed first; the groups
+        of every page they name are re-decided too, and so are those of the pages ``touched``
+        names (rules just replaced or removed)."""
         self.check()
         with self._errors("settling duplicate groups"), self.engine.begin() as conn:
             if self.backend == "postgresql":
@@ -101,10 +109,13 @@ class SettleSide(WriteSide, StoreBase):
                 pending &= set(scope)
             if seeds is None:
                 seeds = self._seed_hosts(conn, scope)
-            pages, sources = self._settle_pages(conn, scope)
+            pages, sources = self._settle_pages(conn, scope, overrides)
             start = None if everything else [
-                i for i, src in enumerate(sources) if src.crawl_id in pending]
-            moves = plan(pages, k, seeds, start, prefer_canonical) if start != [] else Plan()
+                i for i, src in enumerate(sources) if src.crawl_id in pending
+                or (touched and _named(pages[i], touched))]
+            distinct = overrides.distinct if overrides else None
+            moves = (plan(pages, k, seeds, start, prefer_canonical, distinct)
+                     if start != [] or overrides else Plan())
             done = self._apply(conn, pages, sources, moves, max_chars)
             if pending:
                 c = self.crawls_table
@@ -133,9 +144,10 @@ class SettleSide(WriteSide, StoreBase):
         return seed_hosts(str(url) for seeds in conn.execute(stmt).scalars() for url in seeds or ())
 
     def _settle_pages(self, conn: sa.Connection, scope: Sequence[int] | None,
+                      overrides: Overrides | None = None,
                       ) -> tuple[list[SettlePage], list[_Source]]:
         """The pages the rule decides: stored documents, then the latest drop of each canonical
-        URL not stored."""
+        URL not stored; each with the action of the rule that names it."""
         t, d = self.documents, self.dropped_table
         pages: list[SettlePage] = []
         sources: list[_Source] = []
@@ -152,7 +164,7 @@ class SettleSide(WriteSide, StoreBase):
                                     young=bool(young)))
             sources.append(_Source(doc_id=row_id, crawl_id=crawl))
         latest: dict[str, dict[str, Any]] = {}
-        stmt = (sa.select(d).where(d.c.reason.in_((EXACT_DUPLICATE, NEAR_DUPLICATE)),
+        stmt = (sa.select(d).where(d.c.reason.in_((EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE)),
                                    d.c.content_hash.is_not(None)).order_by(d.c.id))
         if scope is not None:
             stmt = stmt.where(d.c.crawl_id.in_(list(scope)))
@@ -168,6 +180,8 @@ class SettleSide(WriteSide, StoreBase):
                 duplicate_of=drop["duplicate_of"] or "", reason=drop["reason"],
                 distance=drop["distance"], young=bool(drop["young"])))
             sources.append(_Source(drop=drop, crawl_id=drop["crawl_id"]))
+        if overrides:
+            pages = [_ruled(page, overrides) for page in pages]
         return pages, sources
 
     # --- moving -------------------------------------------------------------------------------
@@ -191,6 +205,7 @@ class SettleSide(WriteSide, StoreBase):
                            "crawl_id": row["crawl_id"], "dropped_at": now} for row in stored]
         demotions = [self._demotion(pages, i, verdict, sources[i], max_chars)
                      for i, verdict in moves.demote]
+        demotions += [_exclusion(pages[i], sources[i], max_chars) for i in moves.exclude]
         removed = self._demote(conn, demotions)
         # the sets last, in one call: a distributed crawl's row is locked only from here on
         self._track_sets(conn, written, removed)
@@ -252,3 +267,20 @@ class SettleSide(WriteSide, StoreBase):
             if not same:
                 rows.append(repointed_row(page.url, page.simhash, latest.crawl_id, update, now))
         return rows
+
+
+def _ruled(page: SettlePage, overrides: Overrides) -> SettlePage:
+    """``page`` with the action of the keep or drop rule that names it."""
+    rule = overrides.page(page.canonical)
+    return replace(page, override=rule.action) if rule is not None else page
+
+
+def _named(page: SettlePage, rules: Overrides) -> bool:
+    return rules.page(page.canonical) is not None or page.canonical in rules.pair_urls
+
+
+def _exclusion(page: SettlePage, source: _Source, max_chars: int) -> dict[str, Any]:
+    """The demotion of a stored page a drop rule names: reason ``override``, no kept page."""
+    return {"url": page.url, "duplicate_of": None, "reason": OVERRIDE, "distance": None,
+            "duplicate_simhash": None, "duplicate_content_hash": None,
+            "crawl_id": source.crawl_id, "rule": SETTLED_RULE, "max_chars": max_chars}

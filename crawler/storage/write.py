@@ -303,7 +303,9 @@ class WriteSide(SetsSide):
             row = demoted_row(found, demotion, now)
             self._insert_dropped(conn, [row])
             demotion["row"] = row
-            demotion["repointed"] = self._repoint(conn, found["url"], demotion, now)
+            # a page a drop rule removed names no kept page: its drops are decided again
+            demotion["repointed"] = (self._repoint(conn, found["url"], demotion, now)
+                                     if demotion["duplicate_of"] else [])
             if demotion.get("crawl_id") is not None:
                 removed.append((int(demotion["crawl_id"]),
                                 found["canonical_url"] or found["url"]))

@@ -1,0 +1,272 @@
+"""What a person does about a decision: record an override or a review, and see it applied.
+
+The library behind ``scrapy dropped --keep/--drop/--distinct/--unset/--review`` and the review
+server's buttons (:mod:`crawler.review.serve`). Each action opens the crawl database, writes
+one row (and the rules file when one is given) and answers an :class:`Outcome` with one line
+for a person.
+
+An override is applied **at once**: the settle step (:mod:`crawler.settle`) re-decides the
+groups of the pages the rules name, with the settings the crawl recorded (``k``,
+``SIMHASH_PERSIST``, ``DEDUP_CANONICAL``): a page a keep rule names is stored again from its
+drop row (its text as the drop row kept it, ``DROPPED_TEXT_MAX_CHARS``), a stored page a drop
+rule names moves to ``dropped``, and every later crawl into the database, or with the file,
+obeys the rule before its SimHash decision. The moves are returned as drop-log records so the
+caller can append them to ``DROPPED_LOG`` (read start to end, the log still replays to the
+table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from crawler import defaults
+from crawler.overrides import (
+    CORRECT,
+    DISTINCT,
+    DROPPED_DECISION,
+    HOST_PREFIX,
+    KEPT_DECISION,
+    VERDICTS,
+    Override,
+    OverrideError,
+    Overrides,
+    Review,
+    make_override,
+    read_file,
+    write_rule,
+)
+from crawler.review.crawldb import CrawlDB
+from crawler.review.explanation import crawl_thresholds, int_setting
+from crawler.review.urls import resolve_url
+from crawler.simhash import hamming
+from crawler.storage import ReviewError, StorageError, Store
+from crawler.storage.overrides import load_overrides
+from crawler.storage.settle import Settled
+from crawler.vocab import KEPT_REASON
+
+Known = Iterable[str | None] | None
+
+
+@dataclass
+class Outcome:
+    """What an action did: the rule or review recorded, the URLs moved at once, one line for a
+    person, and the drop-log records of the moves (``records``)."""
+
+    override: Override | None = None
+    review: Review | None = None
+    stored: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    message: str = ""
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def add_override(db_url: str, action: str, target: str, other: str = "", note: str = "",
+                 file: str | None = None, known: Known = None) -> Outcome:
+    """Record ``action target [other]`` (:func:`crawler.overrides.make_override`; a page URL may
+    be any spelling ``scrapy dropped`` prints), write it to ``file`` too, and apply it."""
+    with CrawlDB.open(db_url, known or ()) as db:
+        rule = _checked(make_override, action, _page_key(db, target, action),
+                        _page_key(db, other, action) if other else "", note)
+        url = db.url
+    with _store(url) as store:
+        stored, replaced = store.add_override(rule)
+        if file:
+            _write_file(file, stored)
+        outcome = _apply(store, url, file, touched=replaced)
+    outcome.override = stored
+    outcome.message = _rule_message(stored, outcome, replaced)
+    return outcome
+
+
+def remove_override(db_url: str, target: str, other: str = "", file: str | None = None,
+                    known: Known = None) -> Outcome:
+    """Delete the rule of ``target`` (of the pair ``target``, ``other``) from the database and
+    ``file``, and settle the pages it named again by the plain rule."""
+    with CrawlDB.open(db_url, known or ()) as db:
+        key = _checked(make_override, DISTINCT if other else "keep",
+                       _page_key(db, target), _page_key(db, other) if other else "")
+        url = db.url
+    with _store(url) as store:
+        removed = store.remove_override(key.target, key.other)
+        if file:
+            _write_file(file, None, remove=key)
+        if not removed and not file:
+            raise ReviewError(f"no override names {key.target}"
+                              + (f" and {key.other}" if key.other else ""))
+        outcome = _apply(store, url, file, touched=removed or [key])
+    outcome.message = (f"removed {len(removed)} override(s) of {key.target}"
+                       + _moves(outcome, "; the plain rule now decides"))
+    return outcome
+
+
+def add_review(db_url: str, url: str, verdict: str, other: str | None = None, note: str = "",
+               known: Known = None) -> Outcome:
+    """Record a person's ``verdict`` (correct | wrong) on the decision about ``url``: its drop
+    (against its kept page, or ``other``) or, for a stored page, its being kept beside
+    ``other``."""
+    if verdict not in VERDICTS:
+        raise ReviewError(f"verdict {verdict!r}: use correct or wrong")
+    with CrawlDB.open(db_url, known or ()) as db:
+        review = _decision(db, resolve_url(db, url, dropped=True), other, note)
+        review = replace(review, verdict=verdict)
+        where = db.url
+    with _store(where) as store:
+        stored = store.add_review(review)
+    what = (f"the drop of {stored.url} as a duplicate of {stored.other}"
+            if stored.decision == DROPPED_DECISION else
+            f"keeping {stored.url} beside {stored.other}")
+    hint = ""
+    if stored.verdict != CORRECT and stored.decision == DROPPED_DECISION:
+        hint = f"; to store it: scrapy dropped --keep {stored.url}"
+    return Outcome(review=stored, message=f"reviewed {what}: {stored.verdict}{hint}")
+
+
+def listed_overrides(db_url: str, file: str | None = None, known: Known = None,
+                     ) -> list[Override]:
+    """The database's rules, oldest first, then the file's in file order (a file line
+    replaces a database rule of its target when a crawl reads both)."""
+    with CrawlDB.open(db_url, known or ()) as db:
+        rules = db.overrides()
+    return rules + (_checked(read_file, file) if file else [])
+
+
+def listed_reviews(db_url: str, known: Known = None) -> list[Review]:
+    with CrawlDB.open(db_url, known or ()) as db:
+        return db.reviews()
+
+
+def standing(db: CrawlDB, url: str, file: str | None = None) -> tuple[Override | None,
+                                                                       list[Review]]:
+    """The keep or drop rule that names the page ``url`` (the database's and the file's, as a
+    crawl reads them), and its reviews: what ``--explain`` adds to an explanation."""
+    row = db.dropped_row(url) or db.document(url)
+    canonical = str((row or {}).get("canonical_url") or url)
+    rules = Overrides(db.overrides() + (_checked(read_file, file) if file else []))
+    return rules.page(canonical), db.reviews(url)
+
+
+# --- pieces -------------------------------------------------------------------------------
+
+
+def _checked(build: Any, *args: Any) -> Any:
+    try:
+        return build(*args)
+    except OverrideError as exc:
+        raise ReviewError(str(exc)) from None
+
+
+def _page_key(db: CrawlDB, spelling: str, action: str = "keep") -> str:
+    """A page target as the rules compare it: the canonical URL of the stored or dropped page
+    ``spelling`` names (any printed spelling), else ``spelling`` itself (a pattern, a host, a
+    page not crawled yet)."""
+    text = spelling.strip()
+    if not text or "*" in text or text.lower().startswith(HOST_PREFIX):
+        return text
+    url = resolve_url(db, text, dropped=True)
+    row = db.dropped_row(url) or db.document(url)
+    return str(row.get("canonical_url") or row["url"]) if row else text
+
+
+def _decision(db: CrawlDB, url: str, other: str | None, note: str) -> Review:
+    """The decision about ``url`` a review judges (its verdict left to the caller)."""
+    drop = db.dropped_row(url)
+    document = db.document(url)
+    if drop is not None and (document is None or other is None):
+        kept = other if other is not None else str(drop.get("duplicate_of") or "")
+        return Review(drop["url"], resolve_url(db, kept) if kept else "", DROPPED_DECISION,
+                      CORRECT, str(drop.get("reason") or ""), drop.get("distance"), note,
+                      crawl_id=drop.get("crawl_id"))  # fmt: skip
+    if document is None:
+        raise ReviewError(f"{url} is neither stored nor dropped in {db.masked_url}")
+    if not other:
+        raise ReviewError(f"{url} is stored: name the page it was kept beside (--other URL)")
+    pair = db.document(resolve_url(db, other))
+    if pair is None:
+        raise ReviewError(f"{other} is not a stored page in {db.masked_url}")
+    a, b = document.get("simhash"), pair.get("simhash")
+    distance = hamming(a, b) if a is not None and b is not None else None
+    return Review(document["url"], pair["url"], KEPT_DECISION, CORRECT, "", distance, note,
+                  crawl_id=document.get("crawl_id"))  # fmt: skip
+
+
+def _store(url: str) -> Store:
+    try:
+        return Store(url, create=False)
+    except StorageError as exc:
+        raise ReviewError(str(exc)) from None
+
+
+def _write_file(path: str, rule: Override | None, remove: Override | None = None) -> None:
+    try:
+        write_rule(path, rule, remove)
+    except (OverrideError, OSError) as exc:
+        raise ReviewError(f"overrides file {path}: {exc}") from None
+
+
+def _apply(store: Store, url: str, file: str | None, touched: Iterable[Override] = ()
+           ) -> Outcome:
+    """Settle the groups of every page a rule (or a replaced or removed one) names, with the
+    settings of the latest crawl; the moves as an :class:`Outcome`."""
+    try:
+        rules = load_overrides(url, file or "")
+        k, persist, prefer = _crawl_settings(url)
+        crawls = [None] if persist else [c.id for c in store.crawls()]
+        done = [store.settle(k, scope=None if crawl is None else [crawl],
+                             prefer_canonical=prefer, overrides=rules,
+                             touched=Overrides(touched),
+                             max_chars=defaults.DROPPED_TEXT_MAX_CHARS) for crawl in crawls]
+    except (StorageError, OverrideError) as exc:
+        raise ReviewError(str(exc)) from None
+    return _outcome(done)
+
+
+def _crawl_settings(url: str) -> tuple[int, bool, bool]:
+    """``(k, SIMHASH_PERSIST, DEDUP_CANONICAL)`` as the latest crawl recorded them."""
+    with CrawlDB.open(url) as db:
+        settings = db.crawl()["settings"] if db.crawl_ids() else {}
+    k, _ = crawl_thresholds(settings)
+    persist = bool(int_setting(_flag(settings.get("SIMHASH_PERSIST")),
+                               int(defaults.SIMHASH_PERSIST)))  # fmt: skip
+    prefer = bool(int_setting(_flag(settings.get("DEDUP_CANONICAL")),
+                              int(defaults.DEDUP_CANONICAL)))  # fmt: skip
+    return k, persist, prefer
+
+
+def _flag(value: object) -> object:
+    """A recorded boolean setting as 1/0 (``True``, ``"false"``...); None when absent."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return int(value.lower() == "true")
+    return int(value) if isinstance(value, bool) else value
+
+
+def _outcome(done: Iterable[Settled]) -> Outcome:
+    outcome = Outcome()
+    for settled in done:
+        outcome.records += settled.rows
+        for row in settled.rows:
+            if row["reason"] == KEPT_REASON:
+                outcome.stored.append(row["url"])
+            elif row.get("rule") != "repointed":
+                outcome.dropped.append(row["url"])
+    return outcome
+
+
+def _moves(outcome: Outcome, none: str = "") -> str:
+    parts = []
+    if outcome.stored:
+        parts.append(f"stored again: {', '.join(outcome.stored[:5])}"
+                     + (f" (+{len(outcome.stored) - 5})" if len(outcome.stored) > 5 else ""))
+    if outcome.dropped:
+        parts.append(f"moved to dropped: {', '.join(outcome.dropped[:5])}"
+                     + (f" (+{len(outcome.dropped) - 5})" if len(outcome.dropped) > 5 else ""))
+    return "; " + "; ".join(parts) if parts else none
+
+
+def _rule_message(rule: Override, outcome: Outcome, replaced: list[Override]) -> str:
+    was = f" (replacing {replaced[0].action})" if replaced and \
+        replaced[0].action != rule.action else ""
+    return (f"recorded: {rule.action} {rule.target}{' ' + rule.other if rule.other else ''}"
+            f"{was}" + _moves(outcome, "; nothing stored changes now") +
+            "; every later crawl into this database obeys it")
