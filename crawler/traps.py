@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from crawler import config, defaults
 from crawler.urlnorm import url_host
-from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, Drop
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE, Drop, reason_words
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -204,16 +204,17 @@ class TrapRules:
         """The duplicate hops of the page at ``url``, decided ``drop`` (None: kept), reached
         through ``hops`` duplicates in a row; None when its links are not followed.
 
-        A kept page (or a duplicate ``TRAP_FOLLOW_LINKS_OF`` always follows) is 0 hops; any
+        A kept page (or a duplicate ``TRAP_FOLLOW_LINKS_OF`` always follows, or a page a
+        person's drop rule names: not a trap, only not stored) is 0 hops; any
         other duplicate one more than the page that linked it, followed up to
         ``TRAP_DUPLICATE_HOPS``: a mirror or a session-ID loop costs that many pages deep,
         a distinct page linked only from a duplicate is still fetched. A soft 404's links
         are never followed (but with ``"all"``). Counted ``dedup/links_not_followed/<reason>``
         and, for a duplicate followed, ``dedup/links_followed_from/<reason>``."""
         follow = self.settings.follow_links_of
-        if drop is None or follow == "all" or (follow == "near_duplicates"
-                                               and drop.reason == NEAR_DUPLICATE):
-            return 0
+        if drop is None or drop.reason == OVERRIDE or follow == "all" or (
+                follow == "near_duplicates" and drop.reason == NEAR_DUPLICATE):
+            return 0  # a page a person's drop rule names is not stored, its links are followed
         if drop.reason in (EXACT_DUPLICATE, NEAR_DUPLICATE) and (
                 hops < self.settings.duplicate_hops):
             self._count(f"dedup/links_followed_from/{drop.reason}")
@@ -222,9 +223,9 @@ class TrapRules:
         self._count(key)
         if key not in self._logged:
             self._logged.add(key)
-            logger.info("Links not followed: %s is a %s of %s, %d duplicates in a row from a "
+            logger.info("Links not followed: %s is %s of %s, %d duplicates in a row from a "
                         "kept page (trap guard, TRAP_DUPLICATE_HOPS=%d; further pages counted "
-                        "in %s)", url, drop.reason, drop.duplicate_of, hops + 1,
+                        "in %s)", url, reason_words(drop.reason), drop.duplicate_of, hops + 1,
                         self.settings.duplicate_hops, key)  # fmt: skip
         return None
 

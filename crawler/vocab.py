@@ -42,6 +42,16 @@ KEPT_REASON = "kept"
 #: fingerprint (template left out) is within k of another kept page.
 REFRESHED_RULE = "refreshed"
 
+#: Each reason in words, with its article ("is an exact duplicate of ...").
+REASON_WORDS = {EXACT_DUPLICATE: "an exact duplicate", NEAR_DUPLICATE: "a near duplicate",
+                SOFT_404: "a soft 404", OVERRIDE: "dropped by a person's rule"}
+
+
+def reason_words(reason: str) -> str:
+    """``reason`` as words with its article: ``an exact duplicate``, ``a near duplicate``."""
+    return REASON_WORDS.get(reason, f"a {reason.replace('_', ' ')}")
+
+
 #: A kept page as the index records it: (url, canonical_url, content_hash, simhash or None).
 Record = tuple[str, str, str, "int | None"]
 

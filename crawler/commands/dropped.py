@@ -289,22 +289,52 @@ class Command(ScrapyCommand):
 
     def _explain(self, opts: argparse.Namespace) -> None:
         from crawler import review
-        from crawler.review.render import explanation_dict, format_explanation
+        from crawler.review.actions import standing
+        from crawler.review.render import explanation_dict, format_explanation, standing_lines
 
         if opts.log:
             raise UsageError("--explain and --pair need the database (--db), not --log",
                              print_help=False)
         with review.CrawlDB.open(self._db_url(opts), self._known()) as db:
             db.require_content()
+            result: review.Explanation | None
             if opts.pair:
-                result = review.explain_pair(db, review.resolve_url(db, opts.pair[0]),
-                                             review.resolve_url(db, opts.pair[1]))
+                url = review.resolve_url(db, opts.pair[0])
+                result = review.explain_pair(db, url, review.resolve_url(db, opts.pair[1]))
+                rule, reviews = standing(db, url, self._rules_file(opts))
             else:
-                result = review.explain(db, review.resolve_url(db, opts.explain, dropped=True))
+                url = review.resolve_url(db, opts.explain, dropped=True)
+                rule, reviews = standing(db, url, self._rules_file(opts))
+                result = None if _overruled(db, url, rule) else review.explain(db, url)
         if opts.format == "json":
-            print(json.dumps(explanation_dict(result, opts.diff), ensure_ascii=False))
+            data = explanation_dict(result, opts.diff) if result is not None else {"url": url}
+            data.update(standing_dict(rule, reviews))
+            print(json.dumps(data, ensure_ascii=False))
         else:
-            sys.stdout.write(format_explanation(result, diff=opts.diff))
+            text = format_explanation(result, diff=opts.diff) if result is not None else url + "\n"
+            sys.stdout.write(text + "".join(line + "\n" for line in standing_lines(rule, reviews)))
+
+
+def _overruled(db: review.CrawlDB, url: str, rule: Any) -> bool:
+    """The page's fate is a person's rule, not a comparison: kept by a keep rule (stored), or
+    dropped by a drop rule (its drop names no kept page)."""
+    if rule is None:
+        return False
+    row = db.dropped_row(url)
+    return (row is None and db.document(url) is not None) or (
+        row is not None and not row.get("duplicate_of"))
+
+
+def standing_dict(rule: Any, reviews: list[Any]) -> dict[str, Any]:
+    """The rule and reviews of a page as JSON data (``--explain --format json``)."""
+    return {"override": None if rule is None else {
+                "action": rule.action, "target": rule.target, "note": rule.note or None,
+                "created_at": rule.created_at.isoformat() if rule.created_at else None,
+                "source": rule.source or "database"},
+            "reviews": [{"verdict": r.verdict, "decision": r.decision, "other": r.other,
+                         "distance": r.distance, "note": r.note or None,
+                         "reviewed_at": r.reviewed_at.isoformat() if r.reviewed_at else None}
+                        for r in reviews]}  # fmt: skip
 
 
 ACTIONS = ("keep", "drop", "distinct", "unset", "overrides", "review", "reviews")

@@ -60,7 +60,9 @@ class Command(ScrapyCommand):
         if args:
             raise UsageError("scrapy settle takes no arguments", print_help=False)
         from crawler.droplog import DropLog, row_record
+        from crawler.overrides import OverrideError
         from crawler.storage import StorageError, Store, settle_options
+        from crawler.storage.overrides import rules_of
         from crawler.storage.reader import ReviewError, resolve_db_url
 
         assert self.settings is not None
@@ -73,16 +75,18 @@ class Command(ScrapyCommand):
                                                 or defaults.STORAGE_URL),
                                  [self.settings.get("STORAGE_URL")])
             with Store(url, create=False) as store:
+                rules = rules_of(store, options.rules_file)  # a person's word first
                 if not options.persist:  # each crawl among itself: one settle per crawl
                     done = [store.settle(options.k, crawl_id=crawl.id, scope=[crawl.id],
                                          everything=opts.everything,
                                          prefer_canonical=options.prefer_canonical,
-                                         max_chars=max_chars) for crawl in store.crawls()]
+                                         max_chars=max_chars, overrides=rules)
+                            for crawl in store.crawls()]
                 else:
                     done = [store.settle(options.k, everything=opts.everything,
                                          prefer_canonical=options.prefer_canonical,
-                                         max_chars=max_chars)]
-        except (config.SettingError, ReviewError, StorageError) as exc:
+                                         max_chars=max_chars, overrides=rules)]
+        except (config.SettingError, ReviewError, StorageError, OverrideError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             self.exitcode = 2
             return

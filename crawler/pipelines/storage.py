@@ -63,6 +63,7 @@ from crawler.backends.generation import (
 from crawler.backends.joincheck import off_when_refused
 from crawler.closing import close_crawl, stop_on_redis_error
 from crawler.exceptions import DuplicatePage, Undecided
+from crawler.overrides import OverrideError
 from crawler.storage import (
     SettleOptions,
     StorageError,
@@ -72,11 +73,13 @@ from crawler.storage import (
     utcnow,
     write_options,
 )
+from crawler.storage.overrides import rules_of
 from crawler.storage.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
+    from crawler.storage.settle import Settled
     from crawler.vocab import Drop
 
 logger = logging.getLogger(__name__)
@@ -356,19 +359,23 @@ class StoragePipeline:
         elif self.settle is not None and self.crawl_id is not None and not self._failed:
             await self._settle(self.settle)
 
+    def _settle_now(self, options: SettleOptions) -> Settled:
+        """The settle step (blocking), obeying a person's rules as they are now: the
+        database's (recorded during the crawl too) and ``DEDUP_OVERRIDES_FILE``'s."""
+        assert self.crawl_id is not None
+        return self.store.settle(
+            options.k, crawl_id=self.crawl_id, scope=None if options.persist else [self.crawl_id],
+            prefer_canonical=options.prefer_canonical, max_chars=self.dropped_text_max_chars,
+            overrides=rules_of(self.store, options.rules_file))
+
     async def _settle(self, options: SettleOptions) -> None:
         """Re-decide the duplicate groups that changed (:mod:`crawler.settle`) once every
         batch is committed; the moves' drop log lines go out as a last ``batch_committed``.
         A failure leaves the crawl unsettled (``crawls.settled_at`` NULL: the next crawl or
         ``scrapy settle`` takes it in) and is logged, never lost."""
-        assert self.crawl_id is not None
-        scope = None if options.persist else [self.crawl_id]
         try:
-            done = await run_in_thread(
-                self.store.settle, options.k, crawl_id=self.crawl_id, scope=scope,
-                prefer_canonical=options.prefer_canonical,
-                max_chars=self.dropped_text_max_chars)
-        except StorageError as exc:
+            done = await run_in_thread(self._settle_now, options)
+        except (StorageError, OverrideError) as exc:
             logger.warning("The settle step failed (%s); the stored pages are as decided "
                            "while crawling. Run `scrapy settle` once the database is back.",
                            exc)

@@ -173,3 +173,22 @@ def _rule_lines(e: Explanation) -> list[str]:
 def _n(counts: Any, noun: str) -> str:
     total = sum(counts.values())
     return f"{total} {noun}{'' if total == 1 else 's'}"
+
+
+def standing_lines(rule: Any, reviews: list[Any]) -> list[str]:
+    """What a person said of a page: the rule that decides it ("kept by override,
+    2026-12-04") and its reviews, newest last (:func:`crawler.review.actions.standing`)."""
+    lines = []
+    if rule is not None:
+        verb = {"keep": "kept", "drop": "dropped"}.get(rule.action, rule.action)
+        when = rule.created_at.date().isoformat() if rule.created_at else rule.source
+        lines.append(f"{verb} by override, {when}: {rule.action} {rule.target}"
+                     + (f"  # {rule.note}" if rule.note else ""))
+    for r in reviews:
+        when = r.reviewed_at.strftime("%Y-%m-%d %H:%M") if r.reviewed_at else "-"
+        what = (f"dropped as a duplicate of {r.other}" if r.decision == "dropped"
+                else f"kept beside {r.other}")
+        dist = "" if r.distance is None else f" at {r.distance} bits"
+        lines.append(f"reviewed {when}: {r.verdict} ({what}{dist})"
+                     + (f"  # {r.note}" if r.note else ""))
+    return lines

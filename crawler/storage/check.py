@@ -48,6 +48,7 @@ class SettleOptions(NamedTuple):
     k: int  # SIMHASH_MAX_DISTANCE
     persist: bool  # SIMHASH_PERSIST: the groups span every crawl of the database
     prefer_canonical: bool  # DEDUP_CANONICAL
+    rules_file: str = ""  # DEDUP_OVERRIDES_FILE: a person's rules, with the database's
 
 
 def settle_options(settings: SettingsLike) -> SettleOptions | None:
@@ -61,6 +62,7 @@ def settle_options(settings: SettingsLike) -> SettleOptions | None:
         settings_params(settings)[0],
         config.get_bool(settings, "SIMHASH_PERSIST", defaults.SIMHASH_PERSIST),
         config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL),
+        str(settings.get("DEDUP_OVERRIDES_FILE") or defaults.DEDUP_OVERRIDES_FILE).strip(),
     )
 
 

@@ -123,15 +123,17 @@ class OverrideReader(ReaderBase):
 
 
 def load_overrides(url: str | None, path: str = "") -> Overrides:
-    """The rules a crawl obeys: the database's at ``url`` (None: no storage), then the file's
-    at ``path`` (``DEDUP_OVERRIDES_FILE``): a file line replaces a database rule of its
-    target, the file being the word a person keeps in version control."""
+    """The rules a crawl obeys: the database's at ``url`` (None: no storage) and the file's
+    at ``path`` (``DEDUP_OVERRIDES_FILE``; :func:`rules_of`)."""
     from crawler.storage.store import Store
 
-    rules: list[Override] = []
-    if url:
-        with Store(url) as store:
-            rules += store.overrides()
-    if path:
-        rules += read_file(path)
-    return Overrides(rules)
+    if not url:
+        return Overrides(read_file(path) if path else [])
+    with Store(url) as store:
+        return rules_of(store, path)
+
+
+def rules_of(store: OverrideSide, path: str = "") -> Overrides:
+    """The database's rules, then the file's: a file line replaces a database rule of its
+    target, the file being the word a person keeps in version control."""
+    return Overrides(store.overrides() + (read_file(path) if path else []))
