@@ -108,6 +108,7 @@ DROPPED_LOG = _d.DROPPED_LOG  # JSON Lines log of every dropped page
 DROPPED_LOG_RETRY_TIMES = _d.DROPPED_LOG_RETRY_TIMES  # write retries before droplog_error
 DROPPED_LOG_RETRY_BACKOFF = _d.DROPPED_LOG_RETRY_BACKOFF  # first retry delay, s (doubles, max 30)
 DROPPED_TEXT_MAX_CHARS = _d.DROPPED_TEXT_MAX_CHARS  # characters of text stored per dropped page
+DEDUP_OVERRIDES_FILE = _d.DEDUP_OVERRIDES_FILE  # keep/drop/distinct rules beside the database's
 DEDUP_PROGRESS_INTERVAL = _d.DEDUP_PROGRESS_INTERVAL  # seconds between progress lines (0 = off)
 
 # --- Backends -----------------------------------------------------------------------------------
