@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.cluster import cluster_on, stored_canonical
 from crawler.overrides import (
     CORRECT,
     DUPLICATE,
@@ -34,9 +35,10 @@ from crawler.overrides import (
 from crawler.settle import Neighbours, SettlePage, components, decide_group, plan
 from crawler.sitegen.orderweb import OrderWeb, order_web
 from crawler.siteserver import SiteServer, serve_web
+from crawler.storage import Store
 from crawler.vocab import NEAR_DUPLICATE
 from tests.conftest import ROOT, CrawlRun, run_crawl
-from tests.test_order_free import ORDERS, check_replay, members
+from tests.test_order_free import ORDERS, agents_seen, check_replay, members
 
 A = "http://a.test"
 BASE = 0xF0F0_1234_5678_9ABC
@@ -363,3 +365,29 @@ def test_override_is_a_rule_value() -> None:
     rule = make_override("keep", "https://A.test/x/../y", note="  two   words ")
     assert rule == Override("keep", "https://a.test/y", "", "two words")
     assert rule.line() == "keep https://a.test/y # two words"
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.postgres
+def test_the_workers_of_a_distributed_crawl_obey_the_rules_of_their_database(
+        web, servers, tmp_path, redis_url, pg_url) -> None:
+    keep, apart, gone = slugs(web)
+    a = servers["a"]
+    for server in servers.values():
+        server.reset_hits()  # the user agents seen are this crawl's workers'
+    with cluster_on(list(servers.values()), tmp_path / "cluster", redis_url, pg_url) as cluster:
+        with Store(cluster.storage_url) as store:  # recorded before the workers start
+            for rule in (make_override("keep", a.url("/mirror/" + keep)),
+                         make_override("distinct", a.url("/a/" + apart),
+                                       a.url("/mirror/" + apart)),
+                         make_override("drop", a.url("/a/" + gone))):
+                store.add_override(rule)
+        for _ in range(2):
+            cluster.start(TRAP_FOLLOW_LINKS_OF="kept", ROBOTSTXT_OBEY=False, DOWNLOAD_DELAY=0.1)
+        cluster.wait()
+        for worker in cluster.workers:
+            assert worker.proc.returncode == 0, worker.log[-3000:]
+        assert {"worker-0", "worker-1"} <= agents_seen(servers)  # every worker worked
+        stored = members(stored_canonical(cluster.storage_url), servers)
+    expected(web, keep, apart, gone, stored)
