@@ -564,10 +564,10 @@ def test_a_jobs_crawls_are_reported_as_one(tmp_path: Path) -> None:
 
 def test_settings_and_stats_read_as_people_write_them() -> None:
     assert human(1.9188420200000564, "elapsed_time_seconds") == "1.92 s"
-    assert human(0.1865, "dedup/summary/duplicate_rate") == "18.6 %"
-    assert human(1.4e-05, "dedup/bloom/fill_ratio") == "0.0014 %"
+    assert human(0.1865, "dedup/summary/duplicate_rate") == "18.6%"
+    assert human(1.4e-05, "dedup/bloom/fill_ratio") == "0.0014%"
     assert human(145968817, "dedup/bloom/bits") == "145,968,817 (17.4 MiB)"
-    assert human(10_000_000, "BLOOM_CAPACITY", "URLs") == "10,000,000 URLs"
+    assert human(10_000_000, "BLOOM_CAPACITY", "URL") == "10,000,000 URLs"
     assert human(["utm_*", "gclid"]) == "utm_*, gclid"
     assert human({"b": 2, "a": True}) == "a: on, b: 2"
     assert human(None) == "not set" and human(False) == "off"

@@ -30,6 +30,13 @@ seeded as kept (never counted, never dropped).
 * **Decisions to check** (:func:`decisions`): the near drops closest to k first, then every
   exact-duplicate group with its size, each with both titles, the lines only in each page and
   the ``scrapy dropped --explain`` command; at most :data:`DECISIONS_LISTED`, the rest counted.
+  A drop with a review (``CrawlDB.latest_reviews()``, keyed ``(url, duplicate_of)``) is left
+  out and counted as reviewed.
+* **Reviews** (:mod:`~crawler.report.reviews`): the review history newest first (at most
+  :data:`REVIEWS_LISTED`) with its verdict counts; the newest review of each pair is a label
+  (duplicate or not) at the pair's distance, and every what-if row carries the precision and
+  recall of its threshold on them (``reviewed``, with the counts behind each ratio), the advice
+  a sentence on k and on the table's threshold with the best F1.
 
 Exact up to :data:`EXACT_LIMIT` pages; above that the distances and the what-if use a uniform
 random sample (fixed seed) of that many pages in decision order, stated in ``sample`` (pairs are
@@ -41,9 +48,11 @@ Modules: :mod:`~crawler.report.population` (the pages, in decision order; the sa
 :mod:`~crawler.report.distances` (nearest distances, corrected edges, the replay),
 :mod:`~crawler.report.whatif` (histogram, what-if, near misses),
 :mod:`~crawler.report.decisions` (decisions to check, largest groups),
+:mod:`~crawler.report.reviews` (the review history, labels, scores),
+:mod:`~crawler.report.wording` (every percentage and every count with its noun),
 :mod:`~crawler.report.build` (:func:`build_report`, totals, per host, URL dedup); the page:
-:mod:`~crawler.report.html` with its pieces in :mod:`~crawler.report.markup` (they import the
-numbers; the numbers never import them).
+:mod:`~crawler.report.html` with its pieces in :mod:`~crawler.report.markup` and
+:mod:`~crawler.report.reviewing` (they import the numbers; the numbers never import them).
 """
 
 from __future__ import annotations
@@ -73,6 +82,7 @@ from crawler.report.population import (
     load_population,
     sample_population,
 )
+from crawler.report.reviews import REVIEWS_LISTED, Labels
 from crawler.report.whatif import (
     CHANGES_LISTED,
     NEAR_MISS_EXTRA,
@@ -95,8 +105,10 @@ __all__ = [
     "LARGEST_GROUPS",
     "NEAR_MISS_EXTRA",
     "NEAR_MISS_LISTED",
+    "REVIEWS_LISTED",
     "WHATIF_EXTRA",
     "Edges",
+    "Labels",
     "Neighbours",
     "Population",
     "advice",

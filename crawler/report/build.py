@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler import review
 from crawler.formats import mask_settings
+from crawler.report import reviews
 from crawler.report.decisions import decisions, largest_groups
 from crawler.report.distances import effective_edges, neighbours
 from crawler.report.population import (
@@ -22,6 +23,7 @@ from crawler.report.whatif import NEAR_MISS_EXTRA, WHATIF_EXTRA, histogram, near
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from crawler.report.reviews import Labels
     from crawler.review import CrawlDB
 
 EXACT_LIMIT = 100_000
@@ -56,6 +58,9 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
         named = f"crawl {ids[0]}" if len(ids) == 1 else "crawls " + ", ".join(map(str, ids))
         raise review.ReviewError(f"{named} has no pages (nothing kept or dropped): "
                                  "nothing to report")
+    latest = db.latest_reviews()
+    labels = reviews.labels(latest.values())
+    distances = _distances(pop, k, exact_limit, seed, db_arg, labels)
     return {
         "crawl": _crawl_info(crawl, ids),
         "database": db.masked_url,
@@ -66,8 +71,10 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
         "totals": _totals(len(pop) - counts["prior"], counts, drops),
         "by_reason": {r: counts[r] for r in review.REASONS},
         "by_host": _by_host(pop),
-        **_distances(pop, k, exact_limit, seed, db_arg),
-        "decisions": decisions(db, drops, k, db_arg),
+        **distances,
+        "decisions": decisions(db, drops, k, db_arg, latest.keys()),
+        "reviews": reviews.summary(db.reviews(), latest, labels, distances["what_if"]["rows"],
+                                   k),
         "largest_groups": largest_groups(pop),
         "url_dedup": url_dedup([c["stats"] for c in crawls], settings),
         "stats": {key: value for key, value in sorted(crawl["stats"].items())
@@ -75,9 +82,10 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
     }
 
 
-def _distances(pop: Population, k: int, exact_limit: int, seed: int,
-               db_arg: str | None) -> dict[str, Any]:
-    """The sample, histogram, what-if and near misses (computed on a sample when large)."""
+def _distances(pop: Population, k: int, exact_limit: int, seed: int, db_arg: str | None,
+               labels: Labels) -> dict[str, Any]:
+    """The sample, histogram, what-if (scored on the reviews' ``labels``) and near misses
+    (computed on a sample when large)."""
     sample = sample_population(pop, exact_limit, seed)
     radius = min(64, k + WHATIF_EXTRA)
     nb = neighbours(sample.simhashes, radius, sample.status)
@@ -88,7 +96,7 @@ def _distances(pop: Population, k: int, exact_limit: int, seed: int,
         radius = min(64, first_change)  # extend the what-if to the first change: one more pass
         nb = neighbours(sample.simhashes, radius)
     edges = effective_edges(sample, nb, k)
-    table = what_if(sample, edges, k, radius)
+    table = what_if(sample, edges, k, radius, labels)
     table["first_change_above"] = first_change
     return {
         "sample": {"exact": len(sample) == len(pop), "pages": len(pop),

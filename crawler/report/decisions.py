@@ -1,6 +1,7 @@
 """The drops a person should check (:func:`decisions`): near drops closest to k first, then
 every exact-duplicate group with its size, each with both titles, the lines only in each page
-and the ``scrapy dropped --explain`` command; and the largest duplicate groups."""
+and the ``scrapy dropped --explain`` command, leaving out the drops a person has reviewed; and
+the largest duplicate groups."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from crawler import review
 from crawler.formats import mask_url
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from crawler.report.population import Population
     from crawler.review import CrawlDB
 
@@ -20,6 +23,7 @@ GROUPS_LISTED = 50  # exact-duplicate groups listed, each with up to COPIES_LIST
 COPIES_LISTED = 5
 LARGEST_GROUPS = 10
 DIFF_CHARS = 120  # one line of a difference, cut to this many characters
+_CHECKED = ("near_duplicate", "exact_duplicate")  # the reasons of the decisions to check
 
 
 def dropped_command(db_arg: str | None, option: str, *urls: str) -> str:
@@ -30,9 +34,13 @@ def dropped_command(db_arg: str | None, option: str, *urls: str) -> str:
     return f"scrapy dropped{db_part} {option} " + " ".join(shlex.quote(u) for u in urls)
 
 
-def decisions(db: CrawlDB, rows: list[dict[str, Any]], k: int,
-              db_arg: str | None = None) -> dict[str, Any]:
+def decisions(db: CrawlDB, rows: list[dict[str, Any]], k: int, db_arg: str | None = None,
+              reviewed: Collection[tuple[str, str]] = ()) -> dict[str, Any]:
     """The drops a person should check: near drops closest to ``k`` first, exact groups.
+
+    A drop whose ``(url, duplicate_of)`` is in ``reviewed`` (the pairs with a review,
+    ``CrawlDB.latest_reviews()``) is left out, and counted in ``reviewed``; the counts and
+    the groups' sizes are of the drops left to check.
 
     Near drops are sorted by distance (largest first), then URL; at most
     :data:`DECISIONS_LISTED` are listed with both titles, a one-line difference (the first line
@@ -40,9 +48,11 @@ def decisions(db: CrawlDB, rows: list[dict[str, Any]], k: int,
     Exact copies are grouped by the kept page, largest group first, at most
     :data:`GROUPS_LISTED` groups of which :data:`COPIES_LISTED` copies each.
     """
-    near = sorted((r for r in rows if r["reason"] == "near_duplicate"),
+    checkable = [r for r in rows if r["reason"] in _CHECKED]
+    to_check = [r for r in checkable if (r["url"], r["duplicate_of"] or "") not in reviewed]
+    near = sorted((r for r in to_check if r["reason"] == "near_duplicate"),
                   key=lambda r: (-(r["distance"] or 0), r["url"]))
-    groups = _exact_groups(rows)
+    groups = _exact_groups(to_check)
     ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), g[0]))[:GROUPS_LISTED]
     listed_near = near[:DECISIONS_LISTED]
     wanted = listed_near + [c for _, copies in ordered for c in copies[:COPIES_LISTED]]
@@ -59,6 +69,7 @@ def decisions(db: CrawlDB, rows: list[dict[str, Any]], k: int,
         "exact_group_count": len(groups),
         "exact_count": sum(len(c) for c in groups.values()),
         "listed_limit": DECISIONS_LISTED,
+        "reviewed": len(checkable) - len(to_check),
         # the commands' --db hides a secret: they need the real URL where they run
         "db_masked": bool(db_arg) and mask_url(db_arg or "") != db_arg,
     }

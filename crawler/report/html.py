@@ -1,6 +1,6 @@
 """The HTML of ``scrapy dedupreport``: one self-contained page of the data of
 :func:`crawler.report.build_report` (the numbers never import the page; its pieces are
-:mod:`crawler.report.markup`).
+:mod:`crawler.report.markup` and :mod:`crawler.report.reviewing`).
 
 One file, opens offline: inline CSS and SVG, no script, no font, no image, no external asset.
 Everything that comes from a crawled page (titles, text, URLs) is escaped; a URL becomes a link
@@ -12,9 +12,13 @@ when one bar is over three times the next so small bars stay readable, a zoom pa
 k-3..k+8 with its own scale, counts written on every bar, and the what-if table with the pages
 each extra bit would drop); **decisions to check** (near drops closest to k, exact-duplicate
 groups, each with both titles, links, the lines only in each page and the ``scrapy dropped
---explain`` command); near misses; the largest duplicate groups; per-host
+--explain`` command, the reviewed ones left out); the **reviews** (the history newest first,
+verdict counts; with reviews the what-if table gains each threshold's precision and recall on
+them, and the advice a sentence on k); near misses; the largest duplicate groups; per-host
 duplicate rates; the URL-dedup counters; settings and stats formatted for people (rounded, with
-units, lists joined). ``--format json`` keeps the raw values.
+units, lists joined; every percentage by :func:`crawler.report.wording.percent`, every count
+with its noun by :func:`~crawler.report.wording.plural`). ``--format json`` keeps the raw
+values.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from crawler.report.markup import (
     link,
     page_ref,
 )
+from crawler.report.reviewing import decisions_section, reviews_section
 from crawler.report.whatif import WHATIF_EXTRA
+from crawler.report.wording import bits, percent, plural
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -68,9 +74,10 @@ def render_html(data: dict[str, Any]) -> str:
         f"{esc(_sample_note(data['sample']))}</p>",
         "<h2>Crawl and totals</h2>", _totals_table(crawl, data["totals"]),
         "<h2>Threshold: distance to the nearest other page</h2>",
-        _histogram_section(data["histogram"]),
+        _histogram_section(data["histogram"], data.get("reviews")),
         "<h3>What if the threshold were different?</h3>", _what_if_section(data, k),
         f"<h2>Decisions to check (k = {k})</h2>", decisions_section(data.get("decisions")),
+        "<h2>Reviews</h2>", reviews_section(data.get("reviews")),
         "<h2>Near misses (kept pairs just above the threshold)</h2>",
         _near_miss_section(data["near_misses"]),
         "<h2>Largest duplicate groups</h2>", _groups_section(data.get("largest_groups")),
@@ -92,10 +99,10 @@ def render_html(data: dict[str, Any]) -> str:
 
 def _sample_note(sample: dict[str, Any]) -> str:
     if sample["exact"]:
-        return f"Exact: all {sample['pages']:,} pages compared."
+        return f"Exact: all {plural(sample['pages'], 'page')} compared."
     return (f"Sampled: distances and what-if use a uniform random sample of "
-            f"{sample['sample_size']:,} of {sample['pages']:,} pages (seed {sample['seed']}); "
-            "totals cover every page.")
+            f"{sample['sample_size']:,} of {plural(sample['pages'], 'page')} "
+            f"(seed {sample['seed']}); totals cover every page.")
 
 
 def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
@@ -107,7 +114,7 @@ def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
             ("kept", totals["kept"], "total-kept"), ("dropped", totals["dropped"], "total-dropped"),
             ("exact duplicates", totals["exact_duplicate"], "total-exact_duplicate"),
             ("near duplicates", totals["near_duplicate"], "total-near_duplicate"),
-            ("duplicate rate", f"{totals['duplicate_rate']:.1%}", "duplicate-rate"),
+            ("duplicate rate", percent(totals["dropped"], totals["pages"]), "duplicate-rate"),
             ("originals kept over copies stored first", totals["canonical_swaps"],
              "canonical-swaps"),
             ("documents of earlier crawls", totals["prior_documents"], "prior-documents")]
@@ -116,70 +123,17 @@ def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
     return f'<table id="totals"><tbody>{body}</tbody></table>'
 
 
-def decisions_section(dec: dict[str, Any] | None) -> str:
-    """The near drops closest to k first, then the exact-duplicate groups, each actionable."""
-    if not dec:
-        return '<p class="note">No decision list in this report.</p>'
-    counts = ", ".join(f"{n} at {d} bits" for d, n in dec["near_by_distance"].items())
-    out = [f'<p id="decision-summary">{dec["near_count"]} near duplicate(s)'
-           f"{': ' + esc(counts) if counts else ''}; {dec['exact_count']} exact cop(ies) in "
-           f"{dec['exact_group_count']} group(s). Closest to the threshold first: open a few "
-           "with the command under each.</p>"]
-    if dec.get("db_masked"):
-        out.append('<p class="note" id="masked-db">The commands name the database with its '
-                   "secrets hidden (***): they run where STORAGE_URL or the DEDUP_STORAGE_URL "
-                   "environment variable holds the real URL.</p>")
-    if dec["near"]:
-        items = "".join(_decision_item(d) for d in dec["near"])
-        out.append(f'<h3>Near duplicates</h3><ol class="decisions" id="decisions">{items}</ol>')
-    rest = dec["near_count"] - len(dec["near"])
-    if rest > 0:
-        out.append(f'<p class="note" id="decisions-rest">… and {rest} more near duplicate(s) '
-                   "not listed (scrapy dropped --reason near lists them all).</p>")
-    if dec["exact_groups"]:
-        groups = "".join(_exact_item(g) for g in dec["exact_groups"])
-        out.append(f'<h3>Exact copies, by group</h3><ol class="decisions" id="exact-groups">'
-                   f"{groups}</ol>")
-    rest = dec["exact_group_count"] - len(dec["exact_groups"])
-    if rest > 0:
-        out.append(f'<p class="note">… and {rest} more group(s) not listed.</p>')
-    return "".join(out)
-
-
-def _decision_item(d: dict[str, Any]) -> str:
-    rule = f" (rule: {esc(d['rule'])})" if d.get("rule") else ""
-    return (f'<li class="decision" data-distance="{esc(d["distance"])}" data-url="{esc(d["url"])}">'
-            f'<span class="bits">{esc(d["distance"])} bits</span> dropped '
-            f"{link(d['url'], d['title'] or '(no title)')} as a duplicate of kept "
-            f"{link(d['duplicate_of'], d['duplicate_title'] or '(no title)')}{rule}"
-            f'<div class="url">{esc(d["url"])} → {esc(d["duplicate_of"])}</div>'
-            f'<div class="diff">{esc(d["difference"]["summary"])}</div>'
-            f"<code>{esc(d['command'])}</code></li>")
-
-
-def _exact_item(g: dict[str, Any]) -> str:
-    copies = "".join(f"<li>{link(c['url'], c['url'])} <code>{esc(c['command'])}</code></li>"
-                     for c in g["copies"])
-    more = g["size"] - 1 - len(g["copies"])
-    extra = f"<li>… and {more} more</li>" if more > 0 else ""
-    return (f'<li class="exact-group" data-size="{g["size"]}">'
-            f'<span class="bits">{g["size"]} pages</span> kept '
-            f"{link(g['duplicate_of'], g['duplicate_title'] or '(no title)')}"
-            f'<div class="url">{esc(g["duplicate_of"])}</div>'
-            f"<ul>{copies}{extra}</ul></li>")
-
-
-def _histogram_section(hist: dict[str, Any]) -> str:
+def _histogram_section(hist: dict[str, Any], reviews: dict[str, Any] | None) -> str:
     legend = (f'<p class="legend"><span style="background:{KEPT_COLOUR}"></span>kept'
               f'<span style="background:{DROPPED_COLOUR}"></span>dropped; dashed line: '
               f"threshold k = {hist['threshold']} (a page at or left of it has a near duplicate)."
               "</p>")
     notes = []
     if hist["isolated"]:
-        notes.append(f"{hist['isolated']} page(s) had no other page to compare with.")
+        notes.append(f"{plural(hist['isolated'], 'page')} had no other page to compare with.")
     if hist["without_fingerprint"]:
-        notes.append(f"{hist['without_fingerprint']} page(s) have no SimHash (too few tokens: "
-                     "checked for exact copies only) and are not drawn.")
+        notes.append(f"{plural(hist['without_fingerprint'], 'page')} without a SimHash (too few "
+                     "tokens: checked for exact copies only) not drawn.")
     lo, hi = hist["zoom"]
     zoom = (f'<h3>Around the threshold: {lo}..{hi} bits, its own scale</h3>'
             + histogram_svg(hist, 900, 200, svg_id="histogram-zoom", bar_class="zoom-bin",
@@ -188,46 +142,82 @@ def _histogram_section(hist: dict[str, Any]) -> str:
                  "right means the threshold is safe anywhere inside it; kept bars close to the "
                  "line are near misses, dropped bars at the line are the decisions to check.")
     return (legend + histogram_svg(hist) + zoom + f'<p class="note">{esc(" ".join(notes))}</p>'
-            f'<p id="advice">{esc(hist.get("advice", ""))}</p><p>{esc(help_text)}</p>')
+            f'<p id="advice">{esc(hist.get("advice", ""))}</p>{_review_advice(reviews)}'
+            f"<p>{esc(help_text)}</p>")
+
+
+def _review_advice(reviews: dict[str, Any] | None) -> str:
+    if not reviews or not reviews.get("advice"):
+        return ""
+    return f'<p id="review-advice">{esc(reviews["advice"])}</p>'
 
 
 def _what_if_section(data: dict[str, Any], k: int) -> str:
     w = data["what_if"]
     first = w.get("first_change_above")
-    shown = [r for r in w["rows"] if r["threshold"] <= k + WHATIF_EXTRA or r["change"]
-             or r["threshold"] == first]
+    scored = bool((data.get("reviews") or {}).get("labelled"))
     rows, attrs, last = [], [], None
-    for r in shown:
-        if last is not None and r["threshold"] > last + 1:
-            rows.append([f"{last + 1}..{r['threshold'] - 1}", "", "", "", "", "+0",
-                         "same decisions as k"])
+    for r in _shown_rows(w["rows"], k, first):
+        if last is not None and r["threshold"] > last["threshold"] + 1:
+            rows.append([f"{last['threshold'] + 1}..{r['threshold'] - 1}", "", "", "", "",
+                         "+0", "same decisions as k", *_score_cells(last, scored)])
             attrs.append(' class="gap"')
         rows.append([r["threshold"], r["dropped"], r["exact_duplicate"], r["near_duplicate"],
-                     r["kept"], f"{r['change']:+d}", _changes_cell(r, k)])
+                     r["kept"], f"{r['change']:+d}", _changes_cell(r, k),
+                     *_score_cells(r, scored)])
         changed = r.get("changes", {}).get("dropped_count") or r.get("changes", {}).get(
             "kept_count")
         cls = "actual" if r["actual"] else "changed" if changed else ""
         attrs.append(f' data-threshold="{r["threshold"]}"' + (f' class="{cls}"' if cls else ""))
-        last = r["threshold"]
-    table = html_table(["k", "dropped", "exact", "near", "kept", "vs actual",
-                    "what changes one bit away from the crawl's k"], rows,
-                   {1, 2, 3, 4, 5}, "what-if", attrs)
-    return table + f'<p class="note">{esc(_what_if_note(w, k, first))}</p>'
+        last = r
+    headers = ["k", "dropped", "exact", "near", "kept", "vs actual",
+               "what changes one bit away from the crawl's k"]
+    if scored:
+        headers += ["precision on reviews", "recall on reviews"]
+    table = html_table(headers, rows, {1, 2, 3, 4, 5, 7, 8}, "what-if", attrs)
+    return table + f'<p class="note">{esc(_what_if_note(w, k, first, scored))}</p>'
 
 
-def _what_if_note(w: dict[str, Any], k: int, first: int | None) -> str:
+def _shown_rows(rows: list[dict[str, Any]], k: int, first: int | None) -> list[dict[str, Any]]:
+    """Rows up to k + 8, and beyond it those that change a decision or a review's score (the
+    rows left out between two shown ones decide as the one before them)."""
+    shown = []
+    for i, r in enumerate(rows):
+        rescored = i > 0 and r.get("reviewed") != rows[i - 1].get("reviewed")
+        if r["threshold"] <= k + WHATIF_EXTRA or r["change"] or r["threshold"] == first \
+                or rescored:
+            shown.append(r)
+    return shown
+
+
+def _score_cells(row: dict[str, Any], scored: bool) -> list[str]:
+    """Precision and recall of a what-if row on the reviews, "75.0% (3/4)" (none unscored)."""
+    s = row.get("reviewed")
+    if not scored or not s:
+        return []
+    return [f"{percent(*s[name])} ({s[name][0]}/{s[name][1]})"
+            for name in ("precision_of", "recall_of")]
+
+
+def _what_if_note(w: dict[str, Any], k: int, first: int | None, scored: bool) -> str:
     note = (f"Replayed greedily in fetch order, as the pipeline decides; the highlighted row "
-            f"is this crawl's k = {k} ({w['actual_dropped']} pages actually dropped). ")
-    note += (f"The first threshold above k that changes a decision is {first} bits."
+            f"is this crawl's k = {k} ({plural(w['actual_dropped'], 'page')} actually "
+            "dropped). ")
+    note += (f"The first threshold above k that changes a decision is {bits(first)}."
              if first is not None else "No threshold above k changes a decision.")
     if w["adjusted_pairs"]:
-        note += (f" {w['adjusted_pairs']} kept pair(s) are within k by their stored fingerprints "
-                 "but were judged distinct by the crawl (fingerprints refreshed after template "
-                 "learning, or a host's first pages): they count as k + 1 bits.")
+        note += (f" {plural(w['adjusted_pairs'], 'kept pair')} within k by the stored "
+                 "fingerprints but judged distinct by the crawl (fingerprints refreshed after "
+                 "template learning, or a host's first pages): they count as k + 1 bits.")
     if w["mismatches"]:
-        note += (f" {w['mismatches']} page(s) decided differently in the replay than in the "
-                 f"crawl ({w['unmatched_drops']} drop(s) whose kept page is not in this crawl's "
-                 "rows: deleted, re-crawled later, or outside the sample).")
+        note += (f" {plural(w['mismatches'], 'page')} decided differently in the replay than "
+                 f"in the crawl ({plural(w['unmatched_drops'], 'drop')} whose kept page is not "
+                 "in this crawl's rows: deleted, re-crawled later, or outside the sample).")
+    if scored:
+        note += (" Precision: of the reviewed pairs the rule at k calls duplicates (distance "
+                 "at most k, exact copies at 0), the share labelled duplicates by their review; "
+                 "recall: of the pairs labelled duplicates, the share the rule at k calls "
+                 "duplicates.")
     return note
 
 
@@ -236,7 +226,7 @@ def _changes_cell(row: dict[str, Any], k: int) -> Raw:
     items = [f"<li>would drop {link(c['url'], c['title'] or c['url'])} "
              f"(<span class=\"url\">{esc(c['url'])}</span>) as a duplicate of "
              f"{link(c['duplicate_of'], c['duplicate_title'] or c['duplicate_of'])} at "
-             f"{esc(c['distance'])} bits</li>" for c in ch.get("dropped", [])]
+             f"{esc(bits(c['distance']))}</li>" for c in ch.get("dropped", [])]
     items += [f"<li>would keep {link(c['url'], c['title'] or c['url'])} "
               f"(<span class=\"url\">{esc(c['url'])}</span>)</li>" for c in ch.get("kept", [])]
     more = (ch.get("dropped_count", 0) + ch.get("kept_count", 0)
@@ -249,7 +239,7 @@ def _changes_cell(row: dict[str, Any], k: int) -> Raw:
 def _near_miss_section(near: dict[str, Any]) -> str:
     counts = ", ".join(f"{n} at distance {d}" for d, n in near["by_distance"].items())
     span = ", ".join(near["by_distance"]) or "none"
-    head = f"<p>{near['count']} kept pair(s) at {esc(span)} bits: {esc(counts)}.</p>"
+    head = f"<p>{plural(near['count'], 'kept pair')} at {esc(span)} bits: {esc(counts)}.</p>"
     if not near["listed"]:
         return head
     rows = [[m["distance"], page_ref(m["a"], m.get("a_title")),
@@ -275,7 +265,7 @@ def _groups_section(groups: dict[str, Any] | None) -> str:
 def _host_table(rows: list[dict[str, Any]]) -> str:
     return html_table(["host", "pages", "kept", "exact", "near", "duplicate rate"],
                   [[r["host"], r["pages"], r["kept"], r["exact_duplicate"], r["near_duplicate"],
-                    f"{(r['exact_duplicate'] + r['near_duplicate']) / max(r['pages'], 1):.1%}"]
+                    percent(r["exact_duplicate"] + r["near_duplicate"], r["pages"])]
                    for r in rows], {1, 2, 3, 4, 5},
                   "by-host", [f' data-host="{esc(r["host"])}"' for r in rows])
 
@@ -308,8 +298,8 @@ def _url_section(url: dict[str, Any] | None) -> str:
                           [[host, ", ".join(names)] for host, names in learned.items()],
                           table_id="ignored-params") if learned else
                '<p class="note" id="ignored-params">No query parameter was learned.</p>')
-    return (f'<p id="url-summary">{url["filtered_total"]:,} duplicate URL(s) filtered, '
-            f"{url['traps']:,} spider-trap link(s) refused.</p>"
+    return (f'<p id="url-summary">{plural(url["filtered_total"], "duplicate URL")} filtered, '
+            f"{plural(url['traps'], 'spider-trap link')} refused.</p>"
             + html_table(["what", "stat", "count"], rows, {2}, "url-dedup")
             + f'<p class="note">Tracking parameters stripped from every URL before the seen '
             f"check (URLNORM_STRIP_PARAMS; the crawl does not count them): {esc(strip)}.</p>"

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crawler.formats import mask_url, terminal_safe
+from crawler.report.wording import noun_for, percent, plural
 
 KEPT_COLOUR, DROPPED_COLOUR = "#4c78a8", "#e45756"
 BREAK_RATIO = 3  # a bar over 3x the next tallest is cut (broken axis)
@@ -66,18 +67,22 @@ def html_table(headers: list[str], rows: list[list[object]], numeric: set[int] |
 
 # --- numbers for people ----------------------------------------------------------------------
 
+#: The unit of a setting's value, singular (a count of nouns reads "1 word", "2 words").
 SETTING_UNITS = {
-    "SIMHASH_MAX_DISTANCE": "bits", "SIMHASH_MIN_TOKENS": "tokens", "BLOOM_CAPACITY": "URLs",
+    "SIMHASH_MAX_DISTANCE": "bit", "SIMHASH_MIN_TOKENS": "token", "BLOOM_CAPACITY": "URL",
     "DOWNLOAD_DELAY": "s", "STORAGE_BATCH_SECONDS": "s", "DEDUP_PROGRESS_INTERVAL": "s",
-    "DROPPED_TEXT_MAX_CHARS": "characters", "URLLENGTH_LIMIT": "characters",
-    "STORAGE_BATCH_SIZE": "rows", "TRAP_MAX_PATH_DEPTH": "segments",
-    "TRAP_MAX_QUERY_PARAMS": "query pairs", "TRAP_MAX_SEGMENT_REPEAT": "repeats",
-    "SIMHASH_SHINGLE": "words", "SIMHASH_BLOCKS": "blocks",
+    "DROPPED_TEXT_MAX_CHARS": "character", "URLLENGTH_LIMIT": "character",
+    "STORAGE_BATCH_SIZE": "row", "TRAP_MAX_PATH_DEPTH": "segment",
+    "TRAP_MAX_QUERY_PARAMS": "query pair", "TRAP_MAX_SEGMENT_REPEAT": "repeat",
+    "SIMHASH_SHINGLE": "word", "SIMHASH_BLOCKS": "block",
 }
+#: Units written the same for one and many (symbols, not nouns).
+SYMBOLS = frozenset({"s", "pages/s", "per minute"})
 
 
 def human(value: object, name: str = "", unit: str = "") -> str:
-    """A value for people: on/off, 12,345, 1.57 s, 18.6 %, 17.4 MiB, lists joined, dicts sorted."""
+    """A value for people: on/off, 12,345, 1.57 s, 18.6% (:func:`percent`), 17.4 MiB, 1 word,
+    3 words (``unit`` singular), lists joined, dicts sorted."""
     if value is None or value == "":
         return "not set"
     if isinstance(value, bool):
@@ -95,7 +100,7 @@ def human(value: object, name: str = "", unit: str = "") -> str:
 
 def _number(value: float, name: str, unit: str) -> str:
     if name.endswith(("ratio", "rate")):
-        return f"{value * 100:.3g} %"
+        return percent(value)
     if name.endswith("bytes") or name.startswith("memusage/"):
         return _bytes(value)
     if name.endswith(("_seconds", "seconds")):
@@ -107,6 +112,8 @@ def _number(value: float, name: str, unit: str) -> str:
     text = f"{value:,}" if isinstance(value, int) else _float(value)
     if name == "dedup/bloom/bits":
         text += f" ({_bytes(value / 8)})"
+    if unit and unit not in SYMBOLS:
+        unit = noun_for(value, unit)
     return f"{text} {unit}".strip()
 
 
@@ -121,7 +128,7 @@ def _float(value: float) -> str:
 def _bytes(value: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if abs(value) < 1024 or unit == "GiB":
-            return f"{value:,.0f} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+            return plural(round(value), "byte") if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"
 

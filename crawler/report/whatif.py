@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.report.decisions import dropped_command
 from crawler.report.distances import NO_NEIGHBOUR, replay_matches
+from crawler.report.reviews import score
+from crawler.report.wording import plural
 from crawler.review import REASONS
 
 if TYPE_CHECKING:
     from crawler.report.distances import Edges
     from crawler.report.population import Population
+    from crawler.report.reviews import Labels
 
 WHATIF_EXTRA = 8  # what-if rows at least up to k + 8 (and to the first change above k)
 NEAR_MISS_EXTRA = 3  # near misses at k+1..k+3
@@ -62,19 +65,22 @@ def advice(hist: dict[str, Any]) -> str:
     below = [d for d in used if d <= k]
     above = [d for d in used if d > k]
     if not above:
-        return (f"No page is farther than {k} bits from its nearest neighbour: the crawl is "
-                "mostly duplicates, or too small to judge.")
+        return (f"No page is farther than {plural(k, 'bit')} from its nearest neighbour: the "
+                "crawl is mostly duplicates, or too small to judge.")
     low, high = (max(below) if below else 0), min(above)
     if high - low > 1:
-        return (f"No page has its nearest neighbour at {low + 1}..{high - 1} bits: any "
+        gap = f"{low + 1}..{high - 1} bits" if high - low > 2 else plural(low + 1, "bit")
+        return (f"No page has its nearest neighbour at {gap}: any "
                 f"threshold from {low} to {high - 1} makes the same decisions on this crawl; "
-                f"the closest distinct pages are {high} bits apart.")
-    return (f"Pages sit on both sides of k = {k} ({low} and {high} bits) with no gap: check "
-            "the near misses and the drops at the line before changing it.")
+                f"the closest distinct pages are {plural(high, 'bit')} apart.")
+    return (f"Pages sit on both sides of k = {k} ({low} and {high} bits) with no "
+            "gap: check the near misses and the drops at the line before changing it.")
 
 
-def what_if(pop: Population, edges: Edges, k: int, radius: int) -> dict[str, Any]:
-    """The decisions at every threshold 0..``radius``, and the pages each bit changes."""
+def what_if(pop: Population, edges: Edges, k: int, radius: int,
+            labels: Labels | None = None) -> dict[str, Any]:
+    """The decisions at every threshold 0..``radius``, the pages each bit changes, and each
+    threshold's precision and recall on the reviewed pairs (``reviewed``: None without)."""
     actual = sum(s in REASONS for s in pop.status)
     replays = [replay_matches(pop, edges.earlier, t) for t in range(radius + 1)]
     rows, mismatches = [], 0
@@ -84,7 +90,8 @@ def what_if(pop: Population, edges: Edges, k: int, radius: int) -> dict[str, Any
         rows.append({"threshold": t, "dropped": drops, "exact_duplicate": c["exact_duplicate"],
                      "near_duplicate": c["near_duplicate"], "kept": c["kept"],
                      "change": drops - actual, "actual": t == k,
-                     "changes": _changes(pop, replays, t, k)})
+                     "changes": _changes(pop, replays, t, k),
+                     "reviewed": score(labels, t) if labels else None})
         if t == k:
             mismatches = sum(a != b for a, b in zip(decisions_t, pop.status, strict=True))
     return {"actual_dropped": actual, "rows": rows, "mismatches": mismatches,
