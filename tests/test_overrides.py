@@ -391,3 +391,14 @@ def test_the_workers_of_a_distributed_crawl_obey_the_rules_of_their_database(
         assert {"worker-0", "worker-1"} <= agents_seen(servers)  # every worker worked
         stored = members(stored_canonical(cluster.storage_url), servers)
     expected(web, keep, apart, gone, stored)
+
+
+@pytest.mark.slow
+def test_a_page_stored_again_without_its_text_says_so(web, servers, tmp_path) -> None:
+    keep, _, _ = slugs(web)
+    mirror = servers["a"].url("/mirror/" + keep)
+    run, _ = crawl("seeds-a-b-c", tmp_path / "bare", servers, DROPPED_TEXT_MAX_CHARS=0)
+    kept = dropped_cli(run.db_path, "--keep", mirror)
+    assert kept.returncode == 0, kept.stderr
+    assert f"stored again: {mirror}" in kept.stdout
+    assert "1 of them without a text" in kept.stdout

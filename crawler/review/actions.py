@@ -76,8 +76,18 @@ def add_override(db_url: str, action: str, target: str, other: str = "", note: s
             _write_file(file, stored)
         outcome = _apply(store, url, file, touched=replaced)
     outcome.override = stored
-    outcome.message = _rule_message(stored, outcome, replaced)
+    outcome.message = _rule_message(stored, outcome, replaced) + _textless(url, outcome.stored)
     return outcome
+
+
+def _textless(url: str, stored: list[str]) -> str:
+    """A note on the pages stored again without a text (their drop rows kept none)."""
+    with CrawlDB.open(url) as db:
+        bare = [u for u in stored if not (db.document(u) or {}).get("text")]
+    if not bare:
+        return ""
+    return (f"; {len(bare)} of them without a text (their drop rows kept none: "
+            "DROPPED_TEXT_MAX_CHARS=0): the next crawl fetches and stores them whole")
 
 
 def remove_override(db_url: str, target: str, other: str = "", file: str | None = None,

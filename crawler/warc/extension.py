@@ -428,7 +428,7 @@ def revisitable(capture: Capture) -> bool:
 def duplicate_fields(row: Mapping[str, Any]) -> list[tuple[str, object]]:
     """The warc-fields of a drop row: kept page, reason, distance, rule, fingerprints."""
     return [
-        ("duplicate-of", row.get("duplicate_of")),
+        ("duplicate-of", row.get("duplicate_of") or None),  # none for a drop rule's page
         ("reason", row.get("reason")),
         ("distance", row.get("distance")),
         ("rule", row.get("rule")),
