@@ -284,9 +284,12 @@ def test_a_wrong_drop_overruled_at_once_and_kept_by_the_next_crawl(web, servers,
     reviewed = dropped_cli(run.db_path, "--review", mirror, "wrong", "--note", "another edition")
     assert reviewed.returncode == 0, reviewed.stderr
     assert "wrong; to store it: scrapy dropped --keep" in reviewed.stdout
+    with sqlite3.connect(run.db_path) as conn:  # as if the crawl were still running
+        conn.execute("UPDATE crawls SET settled_at = NULL")
     kept = dropped_cli(run.db_path, "--keep", mirror,
                        extra=("-s", f"DROPPED_LOG={run.dropped_log}"))
     assert kept.returncode == 0, kept.stderr
+    assert run.rows("SELECT count(*) FROM crawls WHERE settled_at IS NOT NULL") == [(0,)]
     assert f"stored again: {mirror}" in kept.stdout
     assert run.rows("SELECT text IS NOT NULL FROM documents WHERE url = ?", (mirror,)) == [(1,)]
     assert not run.rows("SELECT 1 FROM dropped WHERE url = ?", (mirror,))

@@ -225,7 +225,7 @@ def _apply(store: Store, url: str, file: str | None, touched: Iterable[Override]
         crawls = [None] if persist else [c.id for c in store.crawls()]
         done = [store.settle(k, scope=None if crawl is None else [crawl],
                              prefer_canonical=prefer, overrides=rules,
-                             touched=Overrides(touched),
+                             touched=Overrides(touched), named_only=True,
                              max_chars=defaults.DROPPED_TEXT_MAX_CHARS) for crawl in crawls]
     except (StorageError, OverrideError) as exc:
         raise ReviewError(str(exc)) from None

@@ -90,7 +90,7 @@ class SettleSide(WriteSide, StoreBase):
                scope: Sequence[int] | None = None, everything: bool = False,
                prefer_canonical: bool = True, max_chars: int = 0,
                overrides: Overrides | None = None,
-               touched: Overrides | None = None) -> Settled:
+               touched: Overrides | None = None, named_only: bool = False) -> Settled:
         """Settle the groups that changed (module docstring). ``crawl_id``: the crawl settling
         now (marked settled with the others). ``everything``: re-decide every group, not only
         changed ones. ``max_chars``: text kept in a drop row made from a stored page.
@@ -98,13 +98,15 @@ class SettleSide(WriteSide, StoreBase):
         every crawl recorded (in ``scope``), so the crawl and ``scrapy settle`` agree.
         ``overrides``: a person's rules (:mod:`crawler.overrides`), obeyed first; the groups
         of every page they name are re-decided too, and so are those of the pages ``touched``
-        names (rules just replaced or removed)."""
+        names (rules just replaced or removed). ``named_only``: only those groups, and no
+        crawl marked settled (a rule recorded while crawls may still run: they settle their
+        own pages when they end)."""
         self.check()
         with self._errors("settling duplicate groups"), self.engine.begin() as conn:
             if self.backend == "postgresql":
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                              {"key": SETTLE_LOCK_KEY})
-            pending = self._unsettled(conn, crawl_id)
+            pending = set() if named_only else self._unsettled(conn, crawl_id)
             if scope is not None:  # only these crawls' pages are read: only they settle
                 pending &= set(scope)
             if seeds is None:
