@@ -3,6 +3,7 @@
 ::
 
     scrapy dedupreport -o report.html [--db URL] [--crawl ID | --job [JOB]] [--format html|json]
+    scrapy dedupreport --serve [--port N] [--db URL] [--crawl ID | --job [JOB]]
 
 The report (see :mod:`crawler.report` for how each number is computed) shows the crawl's dedup
 settings and totals, counts by reason and by host, a histogram of the distance from each page to
@@ -21,6 +22,10 @@ run of a job with several, that ``--job`` reports them all); a chosen crawl with
 ``--format json`` writes the same numbers; ``-o -`` (the default for json) writes to stdout.
 The output file is written atomically (temp file, then rename). ``--db`` takes a SQLAlchemy URL
 or a SQLite file path (default ``STORAGE_URL``); a missing file is reported, never created.
+``--serve`` writes no file: it serves the review of the crawls picked on 127.0.0.1 (``--port``,
+default 8765; 0 for any free port) until Ctrl-C or SIGTERM, printing one line with its URL: a
+sortable, filterable list of every drop, each decision's two stored texts side by side, and
+buttons that mark a decision correct or wrong or overrule it (:mod:`crawler.review.serve`).
 Exit status 1 when the database is missing or empty, the crawl or job is unknown or has no
 pages; 2 for ``--crawl`` with ``--job``.
 """
@@ -39,6 +44,10 @@ from crawler.console import quiet_stdout, with_safe_output
 if TYPE_CHECKING:
     import argparse
 
+    from crawler.review import CrawlDB, Selection
+
+SERVE_PORT = 8765  # --serve without --port
+
 
 class Command(ScrapyCommand):
     requires_project = True
@@ -46,7 +55,8 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "-o report.html [--db URL] [--crawl ID | --job [JOB]] [--format html|json]"
+        return ("-o report.html [--db URL] [--crawl ID | --job [JOB]] [--format html|json]\n"
+                "       scrapy dedupreport --serve [--port N] [--db URL] [--crawl ID | --job]")
 
     def short_desc(self) -> str:
         return "Write an HTML (or JSON) report of a crawl's duplicate detection"
@@ -63,6 +73,10 @@ class Command(ScrapyCommand):
         group.add_argument("--worker", metavar="ID", help="one worker of a distributed crawl "
                            "(its membership id, a unique part of it, or its crawl id)")
         group.add_argument("--format", default="html", choices=("html", "json"))
+        group.add_argument("--serve", action="store_true",
+                           help="serve the review in a browser on 127.0.0.1 (no file written)")
+        group.add_argument("--port", type=int, default=SERVE_PORT, metavar="N",
+                           help=f"port of --serve (default {SERVE_PORT}; 0: any free port)")
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -71,10 +85,18 @@ class Command(ScrapyCommand):
         if opts.crawl is not None and opts.job is not None:
             raise UsageError("--crawl and --job each pick the crawls to report; give one",
                              print_help=False)
+        if opts.serve and (opts.output or opts.format != "html"):
+            raise UsageError("--serve shows the review in a browser; -o and --format are for a "
+                             "report file", print_help=False)
+        if not 0 <= opts.port <= 65535:
+            raise UsageError(f"--port {opts.port}: use 0 to 65535", print_help=False)
         # Imported here: Scrapy imports every project command for every `scrapy` invocation.
         from crawler.review import ReviewError
 
         try:
+            if opts.serve:
+                self._serve(opts)
+                return
             data, label = self._report(opts)
         except ReviewError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -94,11 +116,33 @@ class Command(ScrapyCommand):
         assert self.settings is not None
         db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
         with review.CrawlDB.open(db_url, [self.settings.get("STORAGE_URL")]) as db:
-            db.require_content()
-            job = review.LATEST_JOB if opts.job == "" else opts.job  # bare --job
-            picked = db.select(opts.crawl, job, opts.worker)
-            print(picked.note, file=sys.stderr)
+            picked = self._pick(db, opts)
             return report.build_report(db, picked.report_arg, db_arg=opts.db), picked.label
+
+    def _pick(self, db: CrawlDB, opts: argparse.Namespace) -> Selection:
+        """The crawls ``--crawl``/``--job``/``--worker`` pick (the note printed on stderr)."""
+        from crawler.review import LATEST_JOB
+
+        db.require_content()
+        job = LATEST_JOB if opts.job == "" else opts.job  # bare --job
+        picked = db.select(opts.crawl, job, opts.worker)
+        print(picked.note, file=sys.stderr)
+        return picked
+
+    def _serve(self, opts: argparse.Namespace) -> None:
+        """Serve the review of the crawls picked until Ctrl-C or SIGTERM."""
+        from crawler import review
+        from crawler.review.serve import ReviewServer, serve_until_stopped
+
+        assert self.settings is not None
+        known = [self.settings.get("STORAGE_URL")]
+        db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
+        with review.CrawlDB.open(db_url, known) as db:
+            picked = self._pick(db, opts)
+        server = ReviewServer(db_url, picked, opts.port, known,
+                              str(self.settings.get("DEDUP_OVERRIDES_FILE") or "") or None,
+                              str(self.settings.get("DROPPED_LOG") or "") or None)
+        serve_until_stopped(server, sys.stdout)
 
     def _write(self, output: str, text: str) -> bool:
         """Write the report; False (and the exit status set) when it could not be written."""

@@ -61,7 +61,6 @@ explanations are :mod:`crawler.review`'s (text and JSON of an explanation:
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any, TextIO
@@ -190,20 +189,14 @@ class Command(ScrapyCommand):
         return opts.file or str(self.settings.get("DEDUP_OVERRIDES_FILE") or "") or None
 
     def _log_moves(self, records: list[dict[str, Any]]) -> None:
-        """The moves an override made, appended to ``DROPPED_LOG`` when that log exists (so
-        it still replays to the table); a crawl's log elsewhere is not created here."""
-        from crawler.droplog import DropLog, row_record
+        """The moves of a rule, appended to ``DROPPED_LOG`` when that log exists (so it still
+        replays to the table); a crawl's log elsewhere is not created here."""
+        from crawler.review.actions import log_moves
 
         assert self.settings is not None
-        path = str(self.settings.get("DROPPED_LOG") or "")
-        if not records or not path or not os.path.isfile(path):
-            return
-        log = DropLog(path)
-        try:
-            for row in records:
-                log.write(row_record(row))
-        finally:
-            log.close()
+        problem = log_moves(str(self.settings.get("DROPPED_LOG") or ""), records)
+        if problem:
+            print(f"warning: {problem}", file=sys.stderr)
 
     def _db_url(self, opts: argparse.Namespace) -> str:
         assert self.settings is not None

@@ -13,6 +13,8 @@ reported, never created), every failure a one-line :class:`ReviewError`.
 ``explanation``   :func:`explain`, :func:`explain_pair`: one decision side by side
 ``render``        an explanation as text or JSON
 ``urls``          :func:`resolve_url`: any printed spelling of a URL back to the stored one
+``actions``       what a person does: an override or a review recorded, and applied at once
+``serve``         the review server of ``dedupreport --serve`` (:class:`ReviewServer`)
 ================  ============================================================================
 """
 

@@ -17,11 +17,13 @@ table).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crawler import defaults
+from crawler.droplog import DropLog, row_record
 from crawler.overrides import (
     CORRECT,
     DISTINCT,
@@ -155,6 +157,22 @@ def standing(db: CrawlDB, url: str, file: str | None = None) -> tuple[Override |
     canonical = str((row or {}).get("canonical_url") or url)
     rules = Overrides(db.overrides() + (_checked(read_file, file) if file else []))
     return rules.page(canonical), db.reviews(url)
+
+
+def log_moves(path: str | None, records: list[dict[str, Any]]) -> str:
+    """Append the moves of an override to the drop log at ``path`` when that file exists (so
+    it still replays to the table); "" when done, else what went wrong (one line)."""
+    if not records or not path or not os.path.isfile(path):
+        return ""
+    log = DropLog(path)
+    try:
+        for row in records:
+            log.write(row_record(row))
+    except OSError as exc:
+        return f"the drop log {path} could not be appended: {exc.strerror or exc}"
+    finally:
+        log.close()
+    return ""
 
 
 # --- pieces -------------------------------------------------------------------------------
