@@ -338,6 +338,8 @@ def test_unset_gives_the_decision_back_to_the_rule(web, servers, tmp_path) -> No
     (("--keep", "https://a.test/x", "--drop", "https://a.test/y"), "exclude each other"),
     (("--note", "x"), "go with --keep"),
     (("--unset", "https://a.test/never-ruled"), "no override names"),
+    (("--unset", "https://a.test/never-ruled", "--file", "/nonexistent/rules.txt"),
+     "no override names"),
 ])  # fmt: skip
 def test_a_bad_action_is_one_line_and_changes_nothing(demo_crawl, tmp_path, args, words) -> None:
     db = tmp_path / "crawl.db"

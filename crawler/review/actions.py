@@ -100,13 +100,17 @@ def remove_override(db_url: str, target: str, other: str = "", file: str | None 
         key = _checked(make_override, DISTINCT if other else "keep",
                        _page_key(db, target), _page_key(db, other) if other else "")
         url = db.url
+    in_file = [r for r in (_checked(read_file, file) if file else [])
+               if (r.target, r.other) == (key.target, key.other)]
     with _store(url) as store:
         removed = store.remove_override(key.target, key.other)
-        if file:
-            _write_file(file, None, remove=key)
-        if not removed and not file:
+        if not removed and not in_file:
             raise ReviewError(f"no override names {key.target}"
-                              + (f" and {key.other}" if key.other else ""))
+                              + (f" and {key.other}" if key.other else "")
+                              + (f" (in the database or {file})" if file else ""))
+        if in_file:
+            _write_file(file or "", None, remove=key)
+        removed += in_file
         outcome = _apply(store, url, file, touched=removed or [key])
     outcome.message = (f"removed {len(removed)} override(s) of {key.target}"
                        + _moves(outcome, "; the plain rule now decides"))
