@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.logformatter import LogFormatter
 
 from crawler.exceptions import DuplicatePage
-from crawler.vocab import NEAR_DUPLICATE, Drop
+from crawler.vocab import NEAR_DUPLICATE, OVERRIDE, Drop
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -31,7 +31,9 @@ __all__ = ["DedupLogFormatter", "duplicate_message"]
 
 
 def duplicate_message(drop: Drop) -> str:
-    """The one-line description of a duplicate drop."""
+    """The one-line description of a duplicate drop (or of a page a person's rule drops)."""
+    if drop.reason == OVERRIDE:
+        return f"Dropped by a person's rule (scrapy dropped --overrides): {drop.url}"
     if drop.reason == NEAR_DUPLICATE:
         unit = "bit" if drop.distance == 1 else "bits"
         return f"Dropped {drop.reason} ({drop.distance} {unit}) of {drop.duplicate_of}: {drop.url}"

@@ -4,13 +4,22 @@ Every ``DEDUP_PROGRESS_INTERVAL`` seconds (default 30; 0 turns the line off, not
 one INFO line::
 
     Dedup progress: 1200 fetched, 1010 stored, dropped 61 exact + 93 near, 4120 duplicate URLs
-    filtered, Bloom 0.04% full, 38.5 pages/s
+    filtered, Bloom 0.04% full, 38.5 pages/s, 412 requests queued, ~11 s left at this rate
+    (estimate)
 
-and in the distributed profile the whole crawl's figures after it, as this worker's last
-membership renewal read them (:func:`crawler.backends.clusterstats.totals`: no Redis call of
-its own)::
+The queue is the scheduler's size (``len()`` of Scrapy's scheduler: its memory and disk
+queues); what is left is an estimate, the queue over the pages/s since the previous line: no
+estimate while that rate is 0 or the queue unknown (a scheduler without ``len()``), and none
+of the requests the pages still to come will add. In the distributed profile the whole
+crawl's figures come after it instead, as this worker's last membership renewal read them
+(:func:`crawler.backends.clusterstats.totals`: no Redis call of its own), the estimate taking
+every live worker to fetch at this one's rate::
 
-    ...; whole crawl: 412 queued, 24 leased, 3 live workers, 3650 pages fetched
+    ...; whole crawl: 412 queued, 24 leased, 3 live workers, 3650 pages fetched, ~4 s left at
+    this rate (estimate)
+
+Scrapy's ``LogStats`` ("Crawled N pages (at N pages/min)") says less than this line and is
+turned off in ``EXTENSIONS`` (settings/base.py).
 
 When the spider closes, a summary block goes to the log and its numbers to the stats as
 ``dedup/summary/<name>`` (``pages_fetched``, ``pages_kept``, ``pages_stored``,
@@ -40,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sized
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -79,12 +89,14 @@ class DedupProgress:
     def __init__(self, stats: StatsCollector, interval: float = defaults.DEDUP_PROGRESS_INTERVAL,
                  clock: Callable[[], float] = time.monotonic,
                  cluster: Callable[[], CrawlTotals | None] | None = None,
-                 shared_bloom: Callable[[], dict[str, Any] | None] | None = None) -> None:
+                 shared_bloom: Callable[[], dict[str, Any] | None] | None = None,
+                 queue: Callable[[], int | None] | None = None) -> None:
         self.stats = stats
         self.interval = interval
         self.clock = clock
         self.cluster = cluster  # the whole crawl's figures (distributed profile), or None
         self.shared_bloom = shared_bloom  # the Redis seen set's figures, read now, or None
+        self.queue = queue  # the requests this crawl's scheduler holds, or None
         self.started = self.clock()
         self._last = (self.started, 0)
         self.task: Any = None
@@ -97,8 +109,10 @@ class DedupProgress:
             from crawler.backends.clusterstats import shared_bloom
 
             shared = partial(shared_bloom, crawler)
-        ext = cls(crawler.stats, interval_setting(crawler.settings), cluster=_cluster(crawler),
-                  shared_bloom=shared)
+        cluster = _cluster(crawler)
+        queue = None if cluster is not None else partial(scheduler_size, crawler)
+        ext = cls(crawler.stats, interval_setting(crawler.settings), cluster=cluster,
+                  shared_bloom=shared, queue=queue)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
@@ -185,12 +199,21 @@ class DedupProgress:
                 "+ %(near)d near, %(filtered)d duplicate URLs filtered, Bloom %(fill).2f%% full, "
                 "%(rate).1f pages/s")
         values = self.progress()
+        queued, rate = self.queue() if self.queue is not None else None, values["rate"]
+        if queued is not None:
+            line += ", %(pending)d requests queued"
+            values["pending"] = queued
         totals = self.cluster() if self.cluster is not None else None
         if totals is not None:  # as this worker's last membership renewal read them
             line += ("; whole crawl: %(queued)d queued, %(leased)d leased, %(live)d live "
                      "workers, %(pages)d pages fetched")
             values.update(queued=totals.queued, leased=totals.leased, live=totals.live,
                           pages=totals.pages)
+            queued, rate = totals.queued, rate * max(totals.live, 1)
+        left = time_left(queued, rate)
+        if left is not None:
+            line += ", ~%(left)s left at this rate (estimate)"
+            values["left"] = approx_duration(left)
         logger.info(line, values, extra={"spider": spider})
 
     def summary(self) -> dict[str, Any]:
@@ -233,6 +256,39 @@ class DedupProgress:
             ("elapsed", f"{s['elapsed_seconds']:.1f} s ({s['pages_per_second']:.1f} pages/s)"),
         ]
         return "\n".join(f"  {label:<24}{value}" for label, value in rows)
+
+
+def scheduler_size(crawler: Crawler) -> int | None:
+    """The requests waiting in the crawl's scheduler (Scrapy's: memory and disk queues), None
+    before it opens or for a scheduler without ``len()``."""
+    scheduler = crawler.engine.scheduler if crawler.engine is not None else None
+    return len(scheduler) if isinstance(scheduler, Sized) else None
+
+
+def time_left(queued: int | None, rate: float) -> float | None:
+    """Seconds to empty a queue of ``queued`` requests at ``rate`` pages/s; None when either
+    is unknown or the rate is 0."""
+    if queued is None or rate <= 0:
+        return None
+    return queued / rate
+
+
+def approx_duration(seconds: float) -> str:
+    """A duration rounded for a human: seconds, minutes, hours and minutes, days and hours.
+
+    >>> [approx_duration(s) for s in (0.4, 59.6, 125, 3 * 3600 + 1500, 2 * 86400 + 7300)]
+    ['0 s', '1 min', '2 min', '3 h 25 min', '2 d 2 h']
+    """
+    if round(seconds) < 60:
+        return f"{round(seconds)} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
 
 
 def _cluster(crawler: Crawler) -> Callable[[], CrawlTotals | None] | None:

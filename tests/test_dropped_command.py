@@ -411,3 +411,24 @@ def test_a_latest_crawl_without_drops_names_the_crawls_with_some(cli: Any,
     assert out.splitlines() == [",".join(DropRecord.field_names())]
     code, out, err = cli("dropped", "--db", str(info["path"]), "--all-crawls")
     assert code == 0 and out.splitlines()[-1].startswith("3 dropped page(s)")
+
+
+# --- a listing of the drop log has no empty columns (issue 26) --------------------------------
+
+
+def test_log_csv_has_the_columns_of_the_log_each_filled(cli: Any, demo_crawl: CrawlRun) -> None:
+    """The drop log carries no title or canonical URL (the database does): a listing of it
+    leaves them out instead of printing them empty; a listing of the database keeps them."""
+    code, out, err = cli("dropped", "--log", str(demo_crawl.dropped_log), "--format", "csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rows and list(rows[0]) == [name for name in DropRecord.field_names()
+                                      if name not in ("canonical_url", "title")]
+    for name in ("url", "reason", "duplicate_of", "distance", "simhash", "time", "crawl_id"):
+        assert all(row[name] for row in rows), name
+    code, out, _ = cli("dropped", "--log", str(demo_crawl.dropped_log), "--format", "json")
+    assert {tuple(json.loads(line)) for line in out.splitlines()} == {tuple(rows[0])}
+    code, out, _ = cli("dropped", "--db", str(demo_crawl.db_path), "--format", "csv")
+    from_db = list(csv.DictReader(io.StringIO(out)))
+    assert from_db and all(row["canonical_url"] for row in from_db)
+    assert list(from_db[0]) == DropRecord.field_names()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -22,7 +23,13 @@ from crawler.config import SettingError
 from crawler.pipelines.counts import Counts
 from crawler.pipelines.drops import DropWriter
 from crawler.preflight import check_settings as validate_settings
-from crawler.progress import SUMMARY_PREFIX, DedupProgress, interval_setting
+from crawler.progress import (
+    SUMMARY_PREFIX,
+    DedupProgress,
+    approx_duration,
+    interval_setting,
+    time_left,
+)
 from crawler.vocab import Drop
 from tests.conftest import run_crawl
 
@@ -161,3 +168,80 @@ def test_a_real_crawl_stores_the_summary(demo_server: Any, tmp_path: Any) -> Non
     assert stats[SUMMARY_PREFIX + "dropped"] == dropped
     assert stats[SUMMARY_PREFIX + "pages_fetched"] == stats["response_received_count"]
     assert run.stats[SUMMARY_PREFIX + "dropped"] == dropped  # STATS_FILE has it too
+
+
+# --- the queue and what is left (issue 26) ----------------------------------------------------
+
+
+def _line(ext: DedupProgress, caplog: pytest.LogCaptureFixture) -> str:
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+        ext.log_progress()
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    return line
+
+
+def test_progress_line_shows_the_queue_and_an_estimate(caplog: pytest.LogCaptureFixture) -> None:
+    crawler = get_crawler(settings_dict={"DEDUP_PROGRESS_INTERVAL": 0})
+    clock, queued = Clock(), [412]
+    ext = DedupProgress(crawler.stats, interval=0, clock=clock, queue=lambda: queued[0])
+    ext.spider_opened(None)
+    crawler.stats.set_value("response_received_count", 80)
+    clock.now += 20  # 4 pages/s: 412 requests take 103 s
+    assert _line(ext, caplog).endswith(
+        "4.0 pages/s, 412 requests queued, ~2 min left at this rate (estimate)")
+    clock.now += 30  # nothing fetched since: no rate, no estimate
+    assert _line(ext, caplog).endswith("0.0 pages/s, 412 requests queued")
+    queued[0] = 0
+    crawler.stats.set_value("response_received_count", 83)
+    clock.now += 1
+    assert _line(ext, caplog).endswith("3.0 pages/s, 0 requests queued, ~0 s left at this rate "
+                                       "(estimate)")
+
+
+def test_distributed_estimate_is_the_whole_queue_at_every_live_workers_rate(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from crawler.backends.clusterstats import CrawlTotals
+
+    crawler = get_crawler(settings_dict={"DEDUP_PROGRESS_INTERVAL": 0})
+    clock = Clock()
+    totals = CrawlTotals(queued=3600, leased=24, live=3, pages=900, workers=3)
+    ext = DedupProgress(crawler.stats, interval=0, clock=clock, cluster=lambda: totals)
+    ext.spider_opened(None)
+    crawler.stats.set_value("response_received_count", 100)
+    clock.now += 10  # 10 pages/s here, 30 for three workers: 120 s
+    assert _line(ext, caplog).endswith(
+        "10.0 pages/s; whole crawl: 3600 queued, 24 leased, 3 live workers, 900 pages fetched, "
+        "~2 min left at this rate (estimate)")
+
+
+@pytest.mark.parametrize(("queued", "rate", "left"), [(100, 4.0, 25.0), (0, 2.0, 0.0),
+                                                      (None, 5.0, None), (10, 0.0, None)])
+def test_time_left(queued: int | None, rate: float, left: float | None) -> None:
+    assert time_left(queued, rate) == left
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0, "0 s"), (44.6, "45 s"), (59.5, "1 min"),
+                                               (150, "2 min"), (3600, "1 h 0 min"),
+                                               (90061, "1 d 1 h")])
+def test_approx_duration(seconds: float, text: str) -> None:
+    assert approx_duration(seconds) == text
+
+
+#: Scrapy's periodic stats line, which the project's progress line replaces.
+LOGSTATS = "scrapy.extensions.logstats.LogStats"
+
+
+def test_a_real_crawl_logs_the_queue_and_no_logstats_line(demo_server: Any, tmp_path: Any) -> None:
+    from crawler.settings import base
+
+    assert base.EXTENSIONS[LOGSTATS] is None  # the project's settings turn it off
+    run = run_crawl(tmp_path / "run", urls=[demo_server.base_url + "/"],
+                    settings={"DEDUP_PROGRESS_INTERVAL": 0.05})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Crawled 0 pages (at 0 pages/min)" not in run.stderr
+    assert "[scrapy.extensions.logstats]" not in run.stderr and LOGSTATS not in run.stderr
+    lines = [line for line in run.stderr.splitlines() if "Dedup progress: " in line]
+    assert lines and all(re.search(r" pages/s, \d+ requests queued", line) for line in lines)
+    assert any(re.search(r"[1-9]\d* requests queued, ~\d+ s left at this rate \(estimate\)$",
+                         line) for line in lines)

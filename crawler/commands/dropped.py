@@ -435,7 +435,7 @@ def write_records(records: list[DropRecord], fmt: str, out: TextIO, width: int |
         for record in records:
             out.write(json.dumps(record.as_dict(), ensure_ascii=False) + "\n")
     elif fmt == "csv":  # control characters kept, in quoted cells (csv_line)
-        names = review.DropRecord.field_names()
+        names = review.DropRecord.field_names(records)
         data = _data_stream(out)
         data.write(csv_line(names))
         for record in records:  # text cells neutralized (OWASP), numbers stay numbers

@@ -3,12 +3,16 @@
 
 Records come out as :class:`DropRecord`: the JSON Lines fields of the drop log (``url``,
 ``reason``, ``duplicate_of``, ``distance``, ``simhash``/``duplicate_simhash`` as 16 hex digits,
-``time`` ISO 8601 UTC, ``crawl_id``) plus ``canonical_url`` and ``title`` when the source has them.
+``time`` ISO 8601 UTC, ``crawl_id``, ``rule``) plus, from the ``dropped`` table only,
+``canonical_url`` and ``title`` (:data:`DB_ONLY_FIELDS`). A listing of the log leaves those two
+out (:meth:`DropRecord.field_names`) rather than print them empty: the log has no title, and a
+canonical URL computed again could differ from the crawl's (its ``URLNORM_*`` settings, the
+query parameters it learned).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,11 +23,13 @@ from crawler.storage import ReviewError, optional_time
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, SOFT_404
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable, Iterator, Sequence
 
 REASONS = (EXACT_DUPLICATE, NEAR_DUPLICATE)
 #: Every reason a page is dropped for: the content decisions, and soft 404s (crawler.traps).
 ALL_REASONS = (*REASONS, SOFT_404)
+#: Fields only the ``dropped`` table has: the drop log carries neither (module docstring).
+DB_ONLY_FIELDS = ("canonical_url", "title")
 
 
 def iso_utc(value: object) -> str | None:
@@ -47,13 +53,20 @@ class DropRecord:
     canonical_url: str | None = None
     title: str | None = None
     rule: str | None = None  # "canonical": stored first, dropped for the page it names
+    logged: bool = field(default=False, repr=False, compare=False)  # read from the drop log
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as ``--format json`` prints it: its :meth:`field_names`."""
+        return {name: getattr(self, name) for name in self.field_names((self,))}
 
     @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
+    def field_names(cls, records: Sequence[DropRecord] = ()) -> list[str]:
+        """The fields of a listing of ``records`` (a CSV header): every field, but for records
+        all read from the drop log, which carries no :data:`DB_ONLY_FIELDS`."""
+        names = [f.name for f in fields(cls) if f.name != "logged"]
+        if records and all(record.logged for record in records):
+            return [name for name in names if name not in DB_ONLY_FIELDS]
+        return names
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> DropRecord:
@@ -87,6 +100,7 @@ class DropRecord:
             time=iso_utc(obj.get("time")),
             crawl_id=None if crawl_id is None else int(crawl_id),
             rule=obj.get("rule") or None,
+            logged=True,
         )
 
 

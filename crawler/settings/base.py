@@ -151,6 +151,8 @@ EXTENSIONS = {
     # feeds (-o, FEEDS) get the crawl's stored pages once storage is final (Scrapy's replaced)
     "scrapy.extensions.feedexport.FeedExporter": None,
     "crawler.feeds.stored.StoredFeedExporter": 0,
+    # the Dedup progress line replaces Scrapy's "Crawled N pages (at N pages/min)"
+    "scrapy.extensions.logstats.LogStats": None,
     "crawler.progress.DedupProgress": 500,  # progress line + dedup summary (before StatsFile)
     "crawler.warc.WarcWriter": 800,  # WARC records once storage commits a page's fate
     "crawler.statsfile.StatsFile": 900,  # STATS_FILE writer
