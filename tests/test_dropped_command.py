@@ -432,3 +432,24 @@ def test_log_csv_has_the_columns_of_the_log_each_filled(cli: Any, demo_crawl: Cr
     from_db = list(csv.DictReader(io.StringIO(out)))
     assert from_db and all(row["canonical_url"] for row in from_db)
     assert list(from_db[0]) == DropRecord.field_names()
+
+
+def test_reason_canonical_lists_the_pages_demoted_for_the_page_they_name(
+        cli: Any, demo_crawl: CrawlRun) -> None:
+    """``--reason canonical`` (the README's word for it) was refused: it is a rule of a drop,
+    not a reason. A rule given as ``--reason`` lists exactly the drops of that rule, as
+    ``--rule`` does (on the demo: the pages stored first and demoted for a preferred twin)."""
+    db = str(demo_crawl.db_path)
+    want = {u for (u,) in demo_crawl.rows("SELECT url FROM dropped WHERE rule = 'preferred'")}
+    assert want  # the demo has pages stored first and demoted
+    for option in (("--reason", "preferred"), ("--rule", "preferred")):
+        code, out, err = cli("dropped", "--db", db, *option, "--format", "json")
+        assert code == 0, err
+        records = [json.loads(line) for line in out.splitlines()]
+        assert {r["url"] for r in records} == want and {r["rule"] for r in records} == {
+            "preferred"}
+    for reason in ("canonical", "override"):
+        code, _, err = cli("dropped", "--db", db, "--reason", reason)
+        assert code == 0 and "--reason" not in err, err
+    code, _, err = cli("dropped", "--db", db, "--reason", "canonicl")
+    assert code == 2 and "canonical, preferred" in err and "override" in err

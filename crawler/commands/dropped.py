@@ -78,7 +78,8 @@ if TYPE_CHECKING:
     from crawler.review import DropRecord
 
 REASON_ALIASES = {"exact": "exact_duplicate", "near": "near_duplicate", "soft404": "soft_404"}
-SHORT_REASON = {"exact_duplicate": "exact", "near_duplicate": "near", "soft_404": "s404"}
+SHORT_REASON = {"exact_duplicate": "exact", "near_duplicate": "near", "soft_404": "s404",
+                "override": "rule"}
 
 
 class Command(ScrapyCommand):
@@ -97,8 +98,10 @@ class Command(ScrapyCommand):
         group = parser.add_argument_group("Dropped pages")
         group.add_argument("--db", metavar="URL", help="crawl database (default STORAGE_URL)")
         group.add_argument("--log", metavar="FILE", help="read this JSON Lines drop log instead")
-        group.add_argument("--reason", help="exact_duplicate|near_duplicate|soft_404 "
-                           "(or exact|near|soft404)")
+        group.add_argument("--reason", help="exact_duplicate|near_duplicate|soft_404|override "
+                           "(or exact|near|soft404), or a rule as --rule takes it")
+        group.add_argument("--rule", help="pages stored first and dropped later, by why: "
+                           "canonical|preferred|refreshed|repointed|settled")
         group.add_argument("--host", help="only URLs on this host (and its subdomains)")
         group.add_argument("--min-distance", type=int, metavar="N", help="at least N bits apart")
         group.add_argument("--max-distance", type=int, metavar="N", help="at most N bits apart")
@@ -395,13 +398,19 @@ def write_reviews(reviews: list[Any], fmt: str) -> None:
 def build_filter(opts: argparse.Namespace) -> review.DropFilter:
     """The filter from the options; :class:`UsageError` for a bad value."""
     from crawler import review  # lazily: Scrapy imports every command module
+    from crawler.review.records import RULES
 
-    reason = opts.reason
+    reason, rule = opts.reason, (opts.rule or "").lower() or None
     if reason:
         reason = REASON_ALIASES.get(reason.lower(), reason.lower())
-        if reason not in review.ALL_REASONS:
-            raise UsageError(f"--reason {opts.reason!r}: use exact_duplicate, near_duplicate "
-                             "or soft_404", print_help=False)
+        if reason in RULES and rule is None:  # --reason canonical: the drops of that rule
+            reason, rule = None, reason
+        elif reason not in review.ALL_REASONS:
+            raise UsageError(f"--reason {opts.reason!r}: use {', '.join(review.ALL_REASONS)} "
+                             f"(or exact, near, soft404), or a rule: {', '.join(RULES)}",
+                             print_help=False)
+    if rule is not None and rule not in RULES:
+        raise UsageError(f"--rule {opts.rule!r}: use {', '.join(RULES)}", print_help=False)
     for name in ("min_distance", "max_distance", "limit"):
         if getattr(opts, name) is not None and getattr(opts, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0", print_help=False)
@@ -416,7 +425,7 @@ def build_filter(opts: argparse.Namespace) -> review.DropFilter:
                        "(e.g. 2026-01-31 or 2026-01-31T12:00:00Z)")
             raise UsageError(message, print_help=False) from None
     return review.DropFilter(reason, opts.host, opts.min_distance, opts.max_distance,
-                             opts.crawl, since, opts.limit)
+                             opts.crawl, since, opts.limit, rule=rule)
 
 
 # --- listing formats -------------------------------------------------------------------------

@@ -26,7 +26,7 @@ class CrawlDB(OverrideReader, PageReader):
         flt = flt or DropFilter()
         rows = self.drop_rows(reason=flt.reason, crawl_id=flt.crawl_id,
                               min_distance=flt.min_distance, max_distance=flt.max_distance,
-                              limit=flt.sql_limit(), crawl_ids=flt.crawl_ids)
+                              limit=flt.sql_limit(), crawl_ids=flt.crawl_ids, rule=flt.rule)
         return apply_filter((DropRecord.from_row(row) for row in rows), flt)
 
     def select(self, crawl_id: int | None = None, job: str | None = None,

@@ -20,14 +20,27 @@ from typing import TYPE_CHECKING, Any
 from crawler.formats import host_of
 from crawler.simhash import to_hex
 from crawler.storage import ReviewError, optional_time
-from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, SOFT_404
+from crawler.vocab import (
+    CANONICAL_RULE,
+    EXACT_DUPLICATE,
+    NEAR_DUPLICATE,
+    OVERRIDE,
+    PREFERRED_RULE,
+    REFRESHED_RULE,
+    REPOINTED_RULE,
+    SETTLED_RULE,
+    SOFT_404,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 
 REASONS = (EXACT_DUPLICATE, NEAR_DUPLICATE)
-#: Every reason a page is dropped for: the content decisions, and soft 404s (crawler.traps).
-ALL_REASONS = (*REASONS, SOFT_404)
+#: Every reason a page is dropped for: the content decisions, soft 404s (crawler.traps) and a
+#: person's drop rule (crawler.overrides).
+ALL_REASONS = (*REASONS, SOFT_404, OVERRIDE)
+#: Every rule of a drop made after the page was first decided (``dropped.rule``).
+RULES = (CANONICAL_RULE, PREFERRED_RULE, REFRESHED_RULE, REPOINTED_RULE, SETTLED_RULE)
 #: Fields only the ``dropped`` table has: the drop log carries neither (module docstring).
 DB_ONLY_FIELDS = ("canonical_url", "title")
 
@@ -116,10 +129,13 @@ class DropFilter:
     since: datetime | None = None
     limit: int | None = None
     crawl_ids: tuple[int, ...] | None = None  # any of these (a distributed crawl's workers)
+    rule: str | None = None  # RULES: a page stored first and dropped later, and why
 
     def matches(self, record: DropRecord) -> bool:
         """True when ``record`` passes every filter (``limit`` aside)."""
         if self.reason and record.reason != self.reason:
+            return False
+        if self.rule and record.rule != self.rule:
             return False
         if self.crawl_id is not None and record.crawl_id != self.crawl_id:
             return False

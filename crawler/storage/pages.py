@@ -19,14 +19,17 @@ class PageReader(CrawlReader):
 
     def drop_rows(self, *, reason: str | None = None, crawl_id: int | None = None,
                   min_distance: int | None = None, max_distance: int | None = None,
-                  limit: int | None = None,
-                  crawl_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+                  limit: int | None = None, crawl_ids: Sequence[int] | None = None,
+                  rule: str | None = None) -> list[dict[str, Any]]:
         """``dropped`` rows matching every given filter, newest first (at most ``limit``);
-        ``crawl_ids``: of any of these crawls (a distributed crawl's workers)."""
+        ``crawl_ids``: of any of these crawls (a distributed crawl's workers); ``rule``: of
+        this ``dropped.rule`` (none match in a database older than the column)."""
         t = self.dropped_table
         query = sa.select(t)
         if reason:
             query = query.where(t.c.reason == reason)
+        if rule:
+            query = query.where(t.c.rule == rule if "rule" in t.c else sa.false())
         if crawl_id is not None:
             query = query.where(t.c.crawl_id == crawl_id)
         if crawl_ids is not None:
