@@ -223,9 +223,9 @@ class TrapRules:
         self._count(key)
         if key not in self._logged:
             self._logged.add(key)
-            logger.info("Links not followed: %s is %s of %s, %d duplicates in a row from a "
-                        "kept page (trap guard, TRAP_DUPLICATE_HOPS=%d; further pages counted "
-                        "in %s)", url, reason_words(drop.reason), drop.duplicate_of, hops + 1,
+            logger.info("Links not followed: %s is %s of %s, %d in a row from a kept page "
+                        "(trap guard, TRAP_DUPLICATE_HOPS=%d; further pages counted in %s)",
+                        url, reason_words(drop.reason), drop.duplicate_of, hops + 1,
                         self.settings.duplicate_hops, key)  # fmt: skip
         return None
 

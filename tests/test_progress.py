@@ -117,6 +117,21 @@ def test_summary_goes_to_stats_and_log(wired: tuple, caplog: pytest.LogCaptureFi
     assert "(25 URLs, capacity 1000)" in block
 
 
+def test_the_summary_rate_is_rounded_once_as_the_report_rounds_it(wired: tuple,
+                                                                  caplog: pytest.LogCaptureFixture,
+                                                                  ) -> None:
+    """4 drops of 21 decided pages: 19.0% (the stat's round(x, 4) = 0.1905 printed with one
+    decimal read 19.1%, where the report, from the counts, says 19.0%)."""
+    crawler, _, _ = wired
+    for _ in range(4):
+        _dup(crawler, "near_duplicate", 1)
+    crawler.stats.set_value("item_scraped_count", 17)
+    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+        crawler.signals.send_catch_log(signals.spider_closed, spider=None, reason="finished")
+    (block,) = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    assert "duplicate rate          19.0% of decided pages" in block
+
+
 def test_summary_counts_every_reason_and_demoted_pages(wired: tuple) -> None:
     """``dropped`` is every drop whatever its reason; a kept page dropped later leaves the kept
     count, with or without a storage pipeline (no ``page_demoted`` signal without one)."""
