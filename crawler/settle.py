@@ -48,7 +48,7 @@ from crawler.preference import PreferenceKey, preference_key
 from crawler.simhash import hamming
 from crawler.simindex import SimIndex
 from crawler.template import template_key
-from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,11 @@ class Neighbours:
                                                     self.pages[j].canonical))
 
 
-def components(near: Neighbours, start: Iterable[int] | None = None) -> list[list[int]]:
+def components(near: Neighbours, start: Iterable[int] | None = None,
+               orphans: frozenset[int] = frozenset()) -> list[list[int]]:
     """The groups (connected components) holding the pages ``start`` (all pages: None), each
-    sorted, in the order of their smallest member. A stored page alone is left out."""
+    sorted, in the order of their smallest member. A page alone is left out, but for the
+    ``orphans``: dropped pages whose reason to be dropped is gone (:func:`orphans_of`)."""
     pages = near.pages
     todo = range(len(pages)) if start is None else sorted(set(start))
     seen: set[int] = set()
@@ -165,7 +167,7 @@ def components(near: Neighbours, start: Iterable[int] | None = None) -> list[lis
                     seen.add(j)
                     group.append(j)
                     stack.append(j)
-        if len(group) > 1 or not pages[first].kept:  # a drop left alone is kept again
+        if len(group) > 1 or first in orphans:  # an orphan alone is kept again
             groups.append(sorted(group))
     return sorted(groups, key=lambda g: g[0])
 
@@ -223,10 +225,11 @@ def plan(pages: Sequence[SettlePage], k: int, seeds: frozenset[str],
     rule names; ``distinct``: :meth:`crawler.overrides.Overrides.distinct`."""
     moves = Plan()
     near = Neighbours(pages, k, distinct)
+    orphans = orphans_of(pages, near.excluded)
     if start is not None:
-        start = set(start) | _ruled(pages, near.excluded)
+        start = set(start) | orphans | {i for i, page in enumerate(pages) if page.override}
     moves.exclude = sorted(i for i in near.excluded if pages[i].kept)
-    for group in components(near, start):
+    for group in components(near, start, orphans):
         moves.groups += 1
         moves.pages += len(group)
         for i, verdict in decide_group(near, group, seeds, prefer_canonical).items():
@@ -245,8 +248,11 @@ def plan(pages: Sequence[SettlePage], k: int, seeds: frozenset[str],
     return moves
 
 
-def _ruled(pages: Sequence[SettlePage], excluded: set[int]) -> set[int]:
-    """Pages a rule names, and the pages dropped against an excluded one (decided again)."""
+def orphans_of(pages: Sequence[SettlePage], excluded: set[int]) -> frozenset[int]:
+    """Dropped pages whose reason to be dropped is gone: dropped against a page a drop rule now
+    excludes, or dropped by a drop rule (reason ``override``) that no longer names them. They
+    are decided again even alone (then kept). Any other drop with no neighbour within k keeps
+    its recorded decision (a refreshed fingerprint is not the one stored)."""
     gone = {pages[i].url for i in excluded}
-    return {i for i, page in enumerate(pages)
-            if page.override or (not page.kept and page.duplicate_of in gone)}
+    return frozenset(i for i, page in enumerate(pages) if not page.kept and i not in excluded
+                     and (page.duplicate_of in gone or page.reason == OVERRIDE))
