@@ -47,7 +47,7 @@ from crawler import defaults
 from crawler.atomicfile import write_atomic
 from crawler.config import SettingError, SettingsLike
 from crawler.preference import host_of
-from crawler.urlnorm import InvalidUrl, normalize_url
+from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url
 
 KEEP, DROP, DISTINCT = "keep", "drop", "distinct"
 ACTIONS = (KEEP, DROP, DISTINCT)
@@ -118,22 +118,23 @@ class Review:
         return DUPLICATE if dropped == (self.verdict == CORRECT) else NOT_DUPLICATE
 
 
-def canonical_target(target: str, action: str = KEEP) -> str:
-    """``target`` in the form rules are compared in (a URL by its canonical key, a pattern
-    with its host lower-cased, ``host:name`` lower-cased); :class:`OverrideError` when it is
-    none of the three."""
+def canonical_target(target: str, action: str = KEEP, policy: UrlPolicy | None = None) -> str:
+    """``target`` in the form rules are compared in (a URL by its canonical key under the
+    crawl's ``policy``, a pattern with its host lower-cased, ``host:name[:port]``
+    lower-cased); :class:`OverrideError` when it is none of the three."""
     target = target.strip()
     if not target:
         raise OverrideError(f"{action} needs a URL, a URL pattern with * or host:NAME")
     if target.lower().startswith(HOST_PREFIX):
         name = target[len(HOST_PREFIX):].strip().lower().rstrip(".")
-        if not name or any(c in name for c in "/ *?#"):
-            raise OverrideError(f"{target!r} is not host:NAME (e.g. host:example.com)")
+        if not name or any(c in name for c in "/ *?#@") or name.endswith(":"):
+            raise OverrideError(f"{target!r} is not host:NAME (e.g. host:example.com, "
+                                "host:localhost:8080)")
         return HOST_PREFIX + name
     if "*" in target:
         return _pattern(target)
     try:
-        return normalize_url(target)
+        return normalize_url(target, policy=policy)
     except InvalidUrl as exc:
         raise OverrideError(f"{target!r} is not a URL ({exc})") from None
 
@@ -147,16 +148,18 @@ def _pattern(target: str) -> str:
 
 
 def make_override(action: str, target: str, other: str = "", note: str = "",
-                  created_at: datetime | None = None) -> Override:
-    """A checked :class:`Override` with its targets in canonical form."""
+                  created_at: datetime | None = None, policy: UrlPolicy | None = None,
+                  ) -> Override:
+    """A checked :class:`Override` with its targets in canonical form (URLs under the crawl's
+    ``policy``: ``URLNORM_*``)."""
     action = action.strip().lower()
     if action not in ACTIONS:
         raise OverrideError(f"{action!r} is not an override: use keep, drop or distinct")
-    target = canonical_target(target, action)
+    target = canonical_target(target, action, policy)
     if action == DISTINCT:
         if not other.strip():
             raise OverrideError("distinct needs two URLs: distinct URL OTHER")
-        other = canonical_target(other, action)
+        other = canonical_target(other, action, policy)
         if target.startswith(HOST_PREFIX) or "*" in target + other or \
                 other.startswith(HOST_PREFIX):
             raise OverrideError("distinct takes two page URLs, not patterns or hosts")
@@ -206,10 +209,12 @@ class Overrides:
         rule = self._exact.get(canonical_url)
         if rule is not None or not self._general:
             return rule
-        host = host_of(canonical_url).split(":", 1)[0]
+        netloc = host_of(canonical_url)
+        host = netloc.rsplit(":", 1)[0] if not netloc.endswith("]") else netloc
         for rule, match in self._general:
             if isinstance(match, str):
-                if host == match or host.endswith("." + match):
+                name = netloc if ":" in match.lstrip("[").split("]")[-1] else host
+                if name == match or name.endswith("." + match):
                     return rule
             elif match.fullmatch(canonical_url):
                 return rule
@@ -246,17 +251,17 @@ def overrides_file(settings: SettingsLike) -> str:
     path = str(settings.get("DEDUP_OVERRIDES_FILE") or defaults.DEDUP_OVERRIDES_FILE).strip()
     if path:
         try:
-            read_file(path)
+            read_file(path, UrlPolicy.from_settings(settings))
         except OverrideError as exc:
             raise SettingError("DEDUP_OVERRIDES_FILE", path, f"a readable rules file ({exc})"
                                ) from None
     return path
 
 
-def parse_line(line: str, where: str) -> Override | None:
+def parse_line(line: str, where: str, policy: UrlPolicy | None = None) -> Override | None:
     """The rule of one file line (None: blank or a comment); :class:`OverrideError` naming
     ``where`` (``FILE:LINE``) for a bad one."""
-    rule, _, note = line.partition(NOTE_MARK)
+    rule, _, note = line.lstrip("\ufeff").partition(NOTE_MARK)
     words = rule.split()
     if not words or words[0].startswith("#"):
         return None
@@ -264,14 +269,15 @@ def parse_line(line: str, where: str) -> Override | None:
         if len(words) > 3 or len(words) < 2:
             raise OverrideError("a rule is: keep|drop TARGET, or distinct URL OTHER")
         override = make_override(words[0], words[1], words[2] if len(words) == 3 else "",
-                                 note.strip())  # fmt: skip
+                                 note.strip(), None, policy)  # fmt: skip
     except OverrideError as exc:
         raise OverrideError(f"{where}: {exc}") from None
     return replace(override, source=where)
 
 
-def read_file(path: str | Path) -> list[Override]:
-    """The rules of an overrides file, in file order; a missing file has none."""
+def read_file(path: str | Path, policy: UrlPolicy | None = None) -> list[Override]:
+    """The rules of an overrides file, in file order (URLs made canonical under the crawl's
+    ``policy``); a missing file has none."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -279,18 +285,20 @@ def read_file(path: str | Path) -> list[Override]:
         return []
     except (OSError, UnicodeDecodeError) as exc:
         raise OverrideError(f"overrides file {path}: cannot read it ({exc})") from None
-    rules = (parse_line(line, f"{path}:{n}") for n, line in enumerate(text.splitlines(), 1))
+    rules = (parse_line(line, f"{path}:{n}", policy)
+             for n, line in enumerate(text.splitlines(), 1))
     return [rule for rule in rules if rule is not None]
 
 
-def write_rule(path: str | Path, rule: Override | None, remove: Override | None = None) -> None:
+def write_rule(path: str | Path, rule: Override | None, remove: Override | None = None,
+               policy: UrlPolicy | None = None) -> None:
     """Add ``rule`` to the file (after removing the lines for its target, and those of
     ``remove``), keeping every other line, comments included. Written whole, then renamed."""
     path = Path(path)
     gone = {_key(r) for r in (rule, remove) if r is not None}
     kept: list[str] = []
     for n, line in enumerate(_lines(path), 1):
-        old = parse_line(line, f"{path}:{n}")
+        old = parse_line(line, f"{path}:{n}", policy)
         if old is None or _key(old) not in gone:
             kept.append(line)
     if rule is not None:

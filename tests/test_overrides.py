@@ -79,6 +79,26 @@ def test_the_most_specific_rule_names_a_page_and_a_newer_rule_replaces_its_targe
     assert not rules.distinct("https://x.test/1", "https://x.test/3")
 
 
+def test_a_host_rule_with_a_port_names_that_port_only() -> None:
+    rules = Overrides([make_override("keep", "host:localhost:8080"),
+                       make_override("drop", "host:example.com")])
+    assert rules.kept("http://localhost:8080/x")
+    assert rules.page("http://localhost:9090/x") is None
+    assert rules.dropped("http://www.example.com:8443/a")  # without a port: any port
+
+
+def test_a_rule_url_is_made_canonical_as_the_crawl_makes_its_urls() -> None:
+    """With URLNORM_SORT_QUERY off the crawl keys ?b=1&a=2 as written: a rule made with the
+    default policy (query sorted) never matched it."""
+    from crawler.urlnorm import UrlPolicy, normalize_url
+
+    policy = UrlPolicy.from_settings({"URLNORM_SORT_QUERY": False})
+    key = normalize_url("https://x.test/a?b=1&a=2", policy=policy)
+    rule = make_override("keep", "https://x.test/a?b=1&a=2", policy=policy)
+    assert Overrides([rule]).kept(key)
+    assert not Overrides([make_override("keep", "https://x.test/a?b=1&a=2")]).kept(key)
+
+
 @pytest.mark.parametrize(("args", "words"), [
     (("keep", ""), "needs a URL"),
     (("keep", "host:"), "host:NAME"),
@@ -311,12 +331,38 @@ def test_a_wrong_drop_overruled_at_once_and_kept_by_the_next_crawl(web, servers,
 
 
 @pytest.mark.slow
+def test_a_distinct_rule_is_applied_at_once_and_a_review_names_its_other_page(
+        web, servers, tmp_path) -> None:
+    _, apart, _ = slugs(web)
+    a = servers["a"]
+    original, mirror = a.url("/a/" + apart), a.url("/mirror/" + apart)
+    run, _ = crawl("seeds-a-b-c", tmp_path / "one", servers)
+    assert run.rows("SELECT duplicate_of FROM dropped WHERE url = ?", (mirror,)) == [
+        (original,)]
+    (distance,) = run.rows("SELECT distance FROM dropped WHERE url = ?", (mirror,))[0]
+    parted = dropped_cli(run.db_path, "--distinct", "/mirror/" + apart, "/a/" + apart)
+    assert parted.returncode == 0, parted.stderr
+    assert f"stored again: {mirror}" in parted.stdout
+    stored = {u for (u,) in run.rows("SELECT url FROM documents")}
+    assert {original, mirror} <= stored
+    reviewed = dropped_cli(run.db_path, "--review", mirror, "correct", "--other", original)
+    assert reviewed.returncode == 0, reviewed.stderr
+    assert run.rows("SELECT decision, other, distance FROM reviews") == [
+        ("kept", original, distance)]
+
+
+@pytest.mark.slow
 def test_unset_gives_the_decision_back_to_the_rule(web, servers, tmp_path) -> None:
     _, _, gone = slugs(web)
     a, b = servers["a"], servers["b"]
     original, copy = a.url("/a/" + gone), b.url("/c/" + gone)
     run, _ = crawl("seeds-a-b-c", tmp_path / "one", servers)
-    stored = {u for (u,) in run.rows("SELECT url FROM documents")}
+    with sqlite3.connect(run.db_path) as conn:  # a long page: longer than any text limit
+        conn.execute("UPDATE documents SET text = text || replace(hex(zeroblob(15000)), '00', "
+                     "'ab') WHERE url = ?", (original,))
+    documents = "SELECT url, text, content_hash, simhash FROM documents ORDER BY url"
+    before = run.rows(documents)
+    stored = {u for u, *_ in before}
     assert original in stored and copy not in stored
     rules = tmp_path / "rules.txt"
     dropped = dropped_cli(run.db_path, "--drop", original, "--file", str(rules))
@@ -324,10 +370,18 @@ def test_unset_gives_the_decision_back_to_the_rule(web, servers, tmp_path) -> No
     assert f"stored again: {copy}" in dropped.stdout and original in dropped.stdout
     assert run.rows("SELECT reason FROM dropped WHERE url = ?", (original,)) == [("override",)]
     assert f"drop {original}" in rules.read_text()
+    for fmt in ("table", "csv", "json"):  # a drop with no kept page lists like any other
+        listed = dropped_cli(run.db_path, "--format", fmt)
+        assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+        assert original in listed.stdout
+    assert "(none: a person's drop rule)" in dropped_cli(run.db_path).stdout
+    review = dropped_cli(run.db_path, "--review", original, "wrong")
+    assert review.returncode == 1 and f"--unset {original}" in review.stderr
     unset = dropped_cli(run.db_path, "--unset", original, "--file", str(rules))
     assert unset.returncode == 0, unset.stderr
-    assert {u for (u,) in run.rows("SELECT url FROM documents")} == stored
+    assert run.rows(documents) == before  # every page back, its text whole
     assert "drop" not in rules.read_text().split("\n", 1)[1]
+    check_replay(run)
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -340,20 +394,29 @@ def test_unset_gives_the_decision_back_to_the_rule(web, servers, tmp_path) -> No
     (("--unset", "https://a.test/never-ruled"), "no override names"),
     (("--unset", "https://a.test/never-ruled", "--file", "/nonexistent/rules.txt"),
      "no override names"),
+    (("--keep", "https://a.test/x", "--file", "/proc/no-such-dir/rules.txt"), "overrides file"),
+    (("--review", "/nowhere", "wrong", "--other", "https://a.test/nowhere"), "neither stored"),
 ])  # fmt: skip
 def test_a_bad_action_is_one_line_and_changes_nothing(demo_crawl, tmp_path, args, words) -> None:
     db = tmp_path / "crawl.db"
     db.write_bytes(demo_crawl.db_path.read_bytes())
-    before = db.read_bytes()
+
+    def state() -> tuple[list[tuple], ...]:
+        with sqlite3.connect(db) as conn:
+            return tuple(conn.execute(f"SELECT * FROM {t} ORDER BY id").fetchall()
+                         for t in ("documents", "dropped"))
+
+    before = state()
     result = dropped_cli(db, *args)
     assert result.returncode in (1, 2)  # 2: a usage error, after Scrapy's usage line
     assert words in result.stderr.strip().splitlines()[-1] and "Traceback" not in result.stderr
     assert result.returncode == 2 or len(result.stderr.strip().splitlines()) == 1
     with sqlite3.connect(db) as conn:
         tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
-        assert "overrides" not in tables or not conn.execute(
-            "SELECT count(*) FROM overrides").fetchone()[0]
-    assert before == db.read_bytes() or "overrides" in tables  # a migration at most
+        for table in ("overrides", "reviews"):
+            assert table not in tables or not conn.execute(
+                f"SELECT count(*) FROM {table}").fetchone()[0]
+    assert state() == before  # no page moved
 
 
 def test_a_bad_rules_file_stops_the_crawl_before_it_starts(tmp_path) -> None:

@@ -77,6 +77,8 @@ if TYPE_CHECKING:
     from crawler import review
     from crawler.review import DropRecord
 
+#: What the table shows for the kept page of a page a person's drop rule names (it has none).
+NO_KEPT_PAGE = "(none: a person's drop rule)"
 REASON_ALIASES = {"exact": "exact_duplicate", "near": "near_duplicate", "soft404": "soft_404"}
 SHORT_REASON = {"exact_duplicate": "exact", "near_duplicate": "near", "soft_404": "s404",
                 "override": "rule"}
@@ -466,12 +468,13 @@ def _main_origin(records: list[DropRecord]) -> tuple[str, bool]:
     """The most common origin of the listed URLs, and whether every URL is on it."""
     from crawler.review.urls import origin_of
 
-    counts = Counter(origin_of(u) for r in records for u in (r.url, r.duplicate_of))
+    urls = [u for r in records for u in (r.url, r.duplicate_of) if u]
+    counts = Counter(origin_of(u) for u in urls)
     counts.pop("", None)
     if not counts:
         return "", False
     origin = counts.most_common(1)[0][0]
-    return origin, len(counts) == 1 and counts[origin] == 2 * len(records)
+    return origin, len(counts) == 1 and counts[origin] == len(urls)
 
 
 def format_table(records: list[DropRecord], width: int | None = None) -> str:
@@ -506,7 +509,8 @@ def _table_rows(records: list[DropRecord], origin: str) -> list[tuple[str, str, 
         return path_of(url) if origin and origin_of(url) == origin else url
 
     return [("-" if r.distance is None else str(r.distance),
-             SHORT_REASON.get(r.reason, r.reason[:5]), shown(r.url), shown(r.duplicate_of))
+             SHORT_REASON.get(r.reason, r.reason[:5]), shown(r.url),
+             shown(r.duplicate_of) if r.duplicate_of else NO_KEPT_PAGE)
             for r in records]
 
 

@@ -64,6 +64,7 @@ class Command(ScrapyCommand):
         from crawler.storage import StorageError, Store, settle_options
         from crawler.storage.overrides import rules_of
         from crawler.storage.reader import ReviewError, resolve_db_url
+        from crawler.urlnorm import UrlPolicy
 
         assert self.settings is not None
         try:
@@ -75,7 +76,8 @@ class Command(ScrapyCommand):
                                                 or defaults.STORAGE_URL),
                                  [self.settings.get("STORAGE_URL")])
             with Store(url, create=False) as store:
-                rules = rules_of(store, options.rules_file)  # a person's word first
+                rules = rules_of(store, options.rules_file,  # a person's word first
+                                 UrlPolicy.from_settings(self.settings))
                 if not options.persist:  # each crawl among itself: one settle per crawl
                     done = [store.settle(options.k, crawl_id=crawl.id, scope=[crawl.id],
                                          everything=opts.everything,

@@ -35,6 +35,8 @@ from crawler.template import KeptPage, block_hashes, line_blocks, template_key, 
 from crawler.vocab import NEAR_DUPLICATE, REFRESHED_RULE, Drop, Match
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from crawler.pipelines.drops import DropWriter
     from crawler.pipelines.outage import GuardedIndex
     from crawler.pipelines.pages import Candidate, Fingerprinter
@@ -63,6 +65,8 @@ class HostTemplates:
         self.counts = counts or Counts()
         self.warm_since: float | None = None
         self._warmed: set[str] = set()
+        # a person's rule keeps the page (canonical URL) beside its match: never a late drop
+        self.protected: Callable[[str, Match], bool] = lambda canonical, match: False
 
     # --- young hosts ----------------------------------------------------------------------------
     def young_verdict(self, page: Candidate) -> str | None:
@@ -112,6 +116,10 @@ class HostTemplates:
             match = self._refresh(page)
             if match is None:
                 continue
+            if match is not STAYS and self.protected(page.canonical_url, match):
+                self.index.load([(page.url, page.canonical_url, page.content_hash,
+                                  page.simhash)])  # back in the index: a rule keeps it
+                match = STAYS
             if match is STAYS:  # a new fingerprint, still kept: storage hears of it
                 self.drops.refingerprinted(page.url, page.simhash)
                 continue

@@ -67,6 +67,7 @@ from crawler.storage.overrides import load_overrides
 
 # block_hashes and template_key live in crawler.template; bench.pipeline_eval reads them here
 from crawler.template import KeptPage, TemplateFilter, block_hashes, template_key
+from crawler.urlnorm import UrlPolicy
 from crawler.vocab import OVERRIDE, PENDING, Drop, Match, PageSignature
 
 T = TypeVar("T")
@@ -92,6 +93,8 @@ PENDING_POLL_SECONDS = 0.1
 OVERRIDES_STAT = "dedup/override/rules"
 OVERRIDE_KEPT_STAT = "dedup/override/kept"
 OVERRIDE_DISTINCT_STAT = "dedup/override/distinct"
+#: Pages preferred to a kept page a keep rule names: kept beside it, not instead of it.
+OVERRIDE_PROTECTED_STAT = "dedup/override/protected"
 
 
 def validate(settings: config.SettingsLike) -> tuple[int, int, bool, bool]:
@@ -166,7 +169,9 @@ class NearDuplicatePipeline:
         self.soft404s = Soft404Pages(self.fingerprinter, k, self.counts)
         self.crawler = crawler
         self.overrides = Overrides()  # a person's rules (crawler.overrides), read at open
-        self.overrides_from: tuple[str | None, str] = (None, "")  # (STORAGE_URL, file)
+        self.hosts.protected = self._protected
+        # (STORAGE_URL, file, the URL policy the file's URLs are made canonical with)
+        self.overrides_from: tuple[str | None, str, UrlPolicy | None] = (None, "", None)
         # id(item) -> its decision (the item kept, or the DuplicatePage), made by decide()
         self._decided: dict[int, Any] = {}
 
@@ -187,7 +192,7 @@ class NearDuplicatePipeline:
         )  # fmt: skip
         pipe.overrides_from = (
             settings.get("STORAGE_URL", defaults.STORAGE_URL) if storage_enabled(settings)
-            else None, overrides_file(settings))
+            else None, overrides_file(settings), UrlPolicy.from_settings(settings))
         if owner and stored.enabled:  # a new host owner learns the host's template first
             from crawler.backends.cluster import member
 
@@ -200,7 +205,7 @@ class NearDuplicatePipeline:
     async def open_spider(self) -> None:
         if self.crawler is not None:
             self.preference.seeds = seed_hosts(seed_urls(self.crawler.spider))
-        if any(self.overrides_from):
+        if any(self.overrides_from[:2]):
             self.overrides = await run_in_thread(load_overrides, *self.overrides_from)
             self.counts.inc(OVERRIDES_STAT, len(self.overrides))
             if self.overrides:
@@ -350,6 +355,13 @@ class NearDuplicatePipeline:
             return OVERRIDE_DISTINCT_STAT
         return None
 
+    def _protected(self, canonical_url: str, match: Match) -> bool:
+        """A person's rule keeps the kept page ``canonical_url`` beside ``match`` (a keep rule
+        names it, or a distinct rule parts the two): its refreshed fingerprint never demotes
+        it (:class:`~crawler.pipelines.hosts.HostTemplates`)."""
+        return bool(self.overrides) and (self.overrides.kept(canonical_url) or bool(
+            self.overrides.distinct(canonical_url, match.canonical_url or match.url)))
+
     def _overridden(self, item: Any, page: Candidate | None) -> DuplicatePage:
         """The drop of a page a person's drop rule names: reason ``override``, no kept page,
         its fingerprints kept (stored again if the rule goes: :mod:`crawler.settle`)."""
@@ -368,7 +380,7 @@ class NearDuplicatePipeline:
             if not self.preference.wins(page):
                 raise self._duplicate(page.signature, page.match)
             if self.overrides.kept(page.match.canonical_url or page.match.url):
-                self._keep_anyway(page, OVERRIDE_KEPT_STAT)  # the kept match stays kept
+                self._keep_anyway(page, OVERRIDE_PROTECTED_STAT)  # the kept match stays kept
             else:
                 demoted = self.preference.swap(page)
                 if demoted is not None:
@@ -385,7 +397,7 @@ class NearDuplicatePipeline:
         kept = KeptPage(signature.url, signature.canonical_url, signature.content_hash,
                         page.content, signature.simhash)  # fmt: skip
         late = self.hosts.learn(page.host, page.hashes, kept)
-        if late is not None and not self.overrides.kept(signature.canonical_url):
+        if late is not None and not self._protected(signature.canonical_url, late):
             # its host's template became known with it: a duplicate after all
             self.counts.inc("dedup/kept", -1)
             raise self._duplicate(replace(signature, simhash=kept.simhash), late)

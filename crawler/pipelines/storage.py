@@ -75,6 +75,7 @@ from crawler.storage import (
 )
 from crawler.storage.overrides import rules_of
 from crawler.storage.retry import RetryPolicy
+from crawler.urlnorm import UrlPolicy
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -366,7 +367,11 @@ class StoragePipeline:
         return self.store.settle(
             options.k, crawl_id=self.crawl_id, scope=None if options.persist else [self.crawl_id],
             prefer_canonical=options.prefer_canonical, max_chars=self.dropped_text_max_chars,
-            overrides=rules_of(self.store, options.rules_file))
+            overrides=rules_of(self.store, options.rules_file, self._url_policy()))
+
+    def _url_policy(self) -> UrlPolicy | None:
+        """How the rules file's URLs are made canonical: the crawl's ``URLNORM_*``."""
+        return UrlPolicy.from_settings(self.crawler.settings) if self.crawler else None
 
     async def _settle(self, options: SettleOptions) -> None:
         """Re-decide the duplicate groups that changed (:mod:`crawler.settle`) once every

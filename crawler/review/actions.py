@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from crawler import defaults
 from crawler.droplog import DropLog, row_record
@@ -46,7 +46,8 @@ from crawler.simhash import hamming
 from crawler.storage import ReviewError, StorageError, Store
 from crawler.storage.overrides import load_overrides
 from crawler.storage.settle import Settled
-from crawler.vocab import KEPT_REASON
+from crawler.urlnorm import UrlPolicy
+from crawler.vocab import KEPT_REASON, OVERRIDE
 
 Known = Iterable[str | None] | None
 
@@ -69,14 +70,16 @@ def add_override(db_url: str, action: str, target: str, other: str = "", note: s
     """Record ``action target [other]`` (:func:`crawler.overrides.make_override`; a page URL may
     be any spelling ``scrapy dropped`` prints), write it to ``file`` too, and apply it."""
     with CrawlDB.open(db_url, known or ()) as db:
-        rule = _checked(make_override, action, _page_key(db, target, action),
-                        _page_key(db, other, action) if other else "", note)
+        crawl = _crawl_settings(db)
+        rule = _checked(make_override, action, _page_key(db, target, crawl.policy, action),
+                        _page_key(db, other, crawl.policy, action) if other else "", note,
+                        None, crawl.policy)  # fmt: skip
         url = db.url
+    if file:  # the file first: a rule the file cannot take is recorded nowhere
+        _write_file(file, rule, policy=crawl.policy)
     with _store(url) as store:
         stored, replaced = store.add_override(rule)
-        if file:
-            _write_file(file, stored)
-        outcome = _apply(store, url, file, touched=replaced)
+        outcome = _apply(store, url, file, crawl, touched=[stored, *replaced])
     outcome.override = stored
     outcome.message = _rule_message(stored, outcome, replaced) + _textless(url, outcome.stored)
     return outcome
@@ -97,10 +100,13 @@ def remove_override(db_url: str, target: str, other: str = "", file: str | None 
     """Delete the rule of ``target`` (of the pair ``target``, ``other``) from the database and
     ``file``, and settle the pages it named again by the plain rule."""
     with CrawlDB.open(db_url, known or ()) as db:
+        crawl = _crawl_settings(db)
         key = _checked(make_override, DISTINCT if other else "keep",
-                       _page_key(db, target), _page_key(db, other) if other else "")
+                       _page_key(db, target, crawl.policy),
+                       _page_key(db, other, crawl.policy) if other else "", "", None,
+                       crawl.policy)  # fmt: skip
         url = db.url
-    in_file = [r for r in (_checked(read_file, file) if file else [])
+    in_file = [r for r in (_checked(read_file, file, crawl.policy) if file else [])
                if (r.target, r.other) == (key.target, key.other)]
     with _store(url) as store:
         removed = store.remove_override(key.target, key.other)
@@ -109,9 +115,9 @@ def remove_override(db_url: str, target: str, other: str = "", file: str | None 
                               + (f" and {key.other}" if key.other else "")
                               + (f" (in the database or {file})" if file else ""))
         if in_file:
-            _write_file(file or "", None, remove=key)
+            _write_file(file or "", None, remove=key, policy=crawl.policy)
         removed += in_file
-        outcome = _apply(store, url, file, touched=removed or [key])
+        outcome = _apply(store, url, file, crawl, touched=removed or [key])
     outcome.message = (f"removed {len(removed)} override(s) of {key.target}"
                        + _moves(outcome, "; the plain rule now decides"))
     return outcome
@@ -189,38 +195,61 @@ def _checked(build: Any, *args: Any) -> Any:
         raise ReviewError(str(exc)) from None
 
 
-def _page_key(db: CrawlDB, spelling: str, action: str = "keep") -> str:
+def _page_key(db: CrawlDB, spelling: str, policy: UrlPolicy, action: str = "keep") -> str:
     """A page target as the rules compare it: the canonical URL of the stored or dropped page
     ``spelling`` names (any printed spelling), else ``spelling`` itself (a pattern, a host, a
     page not crawled yet)."""
     text = spelling.strip()
     if not text or "*" in text or text.lower().startswith(HOST_PREFIX):
         return text
+    del policy  # a page found is keyed by its stored canonical URL; else make_override's
     url = resolve_url(db, text, dropped=True)
     row = db.dropped_row(url) or db.document(url)
     return str(row.get("canonical_url") or row["url"]) if row else text
 
 
 def _decision(db: CrawlDB, url: str, other: str | None, note: str) -> Review:
-    """The decision about ``url`` a review judges (its verdict left to the caller)."""
+    """The decision about ``url`` a review judges (its verdict left to the caller): its drop
+    against its kept page (or against ``other``, the distance then between the two), or a
+    stored page kept beside ``other``."""
     drop = db.dropped_row(url)
     document = db.document(url)
     if drop is not None and (document is None or other is None):
-        kept = other if other is not None else str(drop.get("duplicate_of") or "")
-        return Review(drop["url"], resolve_url(db, kept) if kept else "", DROPPED_DECISION,
-                      CORRECT, str(drop.get("reason") or ""), drop.get("distance"), note,
+        if drop.get("reason") == OVERRIDE:
+            raise ReviewError(f"{url} was dropped by a person's rule, not by a decision to "
+                              f"review: scrapy dropped --unset {url} gives it back to the rule")
+        if other is None:
+            return Review(drop["url"], str(drop.get("duplicate_of") or ""), DROPPED_DECISION,
+                          CORRECT, str(drop.get("reason") or ""), drop.get("distance"), note,
+                          crawl_id=drop.get("crawl_id"))  # fmt: skip
+        pair = _page(db, other)
+        return Review(drop["url"], pair["url"], DROPPED_DECISION, CORRECT,
+                      str(drop.get("reason") or ""), _distance(drop, pair), note,
                       crawl_id=drop.get("crawl_id"))  # fmt: skip
     if document is None:
         raise ReviewError(f"{url} is neither stored nor dropped in {db.masked_url}")
     if not other:
         raise ReviewError(f"{url} is stored: name the page it was kept beside (--other URL)")
-    pair = db.document(resolve_url(db, other))
-    if pair is None:
-        raise ReviewError(f"{other} is not a stored page in {db.masked_url}")
-    a, b = document.get("simhash"), pair.get("simhash")
-    distance = hamming(a, b) if a is not None and b is not None else None
-    return Review(document["url"], pair["url"], KEPT_DECISION, CORRECT, "", distance, note,
-                  crawl_id=document.get("crawl_id"))  # fmt: skip
+    pair = _page(db, other)
+    return Review(document["url"], pair["url"], KEPT_DECISION, CORRECT, "",
+                  _distance(document, pair), note, crawl_id=document.get("crawl_id"))
+
+
+def _page(db: CrawlDB, spelling: str) -> dict[str, Any]:
+    """The stored or dropped page ``spelling`` names; :class:`ReviewError` when none."""
+    url = resolve_url(db, spelling)
+    row = db.document(url) or db.dropped_row(url)
+    if row is None:
+        raise ReviewError(f"{spelling} is neither stored nor dropped in {db.masked_url}")
+    return row
+
+
+def _distance(a: dict[str, Any], b: dict[str, Any]) -> int | None:
+    """The bits between two pages' SimHashes (0 for one content hash; None without)."""
+    if a.get("content_hash") and a.get("content_hash") == b.get("content_hash"):
+        return 0
+    x, y = a.get("simhash"), b.get("simhash")
+    return hamming(x, y) if x is not None and y is not None else None
 
 
 def _store(url: str) -> Store:
@@ -230,40 +259,54 @@ def _store(url: str) -> Store:
         raise ReviewError(str(exc)) from None
 
 
-def _write_file(path: str, rule: Override | None, remove: Override | None = None) -> None:
+def _write_file(path: str, rule: Override | None, remove: Override | None = None,
+                policy: UrlPolicy | None = None) -> None:
     try:
-        write_rule(path, rule, remove)
+        write_rule(path, rule, remove, policy)
     except (OverrideError, OSError) as exc:
         raise ReviewError(f"overrides file {path}: {exc}") from None
 
 
-def _apply(store: Store, url: str, file: str | None, touched: Iterable[Override] = ()
-           ) -> Outcome:
-    """Settle the groups of every page a rule (or a replaced or removed one) names, with the
-    settings of the latest crawl; the moves as an :class:`Outcome`."""
+def _apply(store: Store, url: str, file: str | None, crawl: CrawlSettings,
+           touched: Iterable[Override] = ()) -> Outcome:
+    """Settle the groups of every page a rule (or a new, replaced or removed one) names, with
+    the settings of the latest crawl; the moves as an :class:`Outcome`."""
     try:
-        rules = load_overrides(url, file or "")
-        k, persist, prefer = _crawl_settings(url)
-        crawls = [None] if persist else [c.id for c in store.crawls()]
-        done = [store.settle(k, scope=None if crawl is None else [crawl],
-                             prefer_canonical=prefer, overrides=rules,
-                             touched=Overrides(touched), named_only=True,
-                             max_chars=defaults.DROPPED_TEXT_MAX_CHARS) for crawl in crawls]
+        rules = load_overrides(url, file or "", crawl.policy)
+        scopes = [None] if crawl.persist else [[c.id] for c in store.crawls()]
+        done = [store.settle(crawl.k, scope=scope, prefer_canonical=crawl.prefer_canonical,
+                             overrides=rules, touched=Overrides(touched), named_only=True,
+                             max_chars=crawl.max_chars) for scope in scopes]
     except (StorageError, OverrideError) as exc:
         raise ReviewError(str(exc)) from None
     return _outcome(done)
 
 
-def _crawl_settings(url: str) -> tuple[int, bool, bool]:
-    """``(k, SIMHASH_PERSIST, DEDUP_CANONICAL)`` as the latest crawl recorded them."""
-    with CrawlDB.open(url) as db:
-        settings = db.crawl()["settings"] if db.crawl_ids() else {}
+class CrawlSettings(NamedTuple):
+    """What applying a rule at once reads of the settings the latest crawl recorded."""
+
+    k: int  # SIMHASH_MAX_DISTANCE
+    persist: bool  # SIMHASH_PERSIST
+    prefer_canonical: bool  # DEDUP_CANONICAL
+    max_chars: int  # DROPPED_TEXT_MAX_CHARS: text kept by a page demoted now
+    policy: UrlPolicy  # URLNORM_*: how a URL of a rule is made canonical
+
+
+def _crawl_settings(db: CrawlDB) -> CrawlSettings:
+    """The latest crawl's recorded settings (project defaults for those it lacks)."""
+    settings = db.crawl()["settings"] if db.crawl_ids() else {}
     k, _ = crawl_thresholds(settings)
-    persist = bool(int_setting(_flag(settings.get("SIMHASH_PERSIST")),
-                               int(defaults.SIMHASH_PERSIST)))  # fmt: skip
-    prefer = bool(int_setting(_flag(settings.get("DEDUP_CANONICAL")),
-                              int(defaults.DEDUP_CANONICAL)))  # fmt: skip
-    return k, persist, prefer
+    try:
+        policy = UrlPolicy.from_settings(settings)
+    except ValueError:  # recorded by another version: the canonical form of today's defaults
+        policy = UrlPolicy()
+    return CrawlSettings(
+        k, bool(int_setting(_flag(settings.get("SIMHASH_PERSIST")),
+                            int(defaults.SIMHASH_PERSIST))),
+        bool(int_setting(_flag(settings.get("DEDUP_CANONICAL")),
+                         int(defaults.DEDUP_CANONICAL))),
+        int_setting(settings.get("DROPPED_TEXT_MAX_CHARS"), defaults.DROPPED_TEXT_MAX_CHARS),
+        policy)  # fmt: skip
 
 
 def _flag(value: object) -> object:

@@ -188,7 +188,8 @@ def standing_lines(rule: Any, reviews: list[Any]) -> list[str]:
         when = r.reviewed_at.strftime("%Y-%m-%d %H:%M") if r.reviewed_at else "-"
         what = (f"dropped as a duplicate of {r.other}" if r.decision == "dropped"
                 else f"kept beside {r.other}")
-        dist = "" if r.distance is None else f" at {r.distance} bits"
+        dist = "" if r.distance is None else (
+            f" at {r.distance} bit{'' if r.distance == 1 else 's'}")
         lines.append(f"reviewed {when}: {r.verdict} ({what}{dist})"
                      + (f"  # {r.note}" if r.note else ""))
     return lines

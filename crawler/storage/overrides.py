@@ -19,6 +19,7 @@ from crawler.storage.base import StoreBase
 from crawler.storage.models import OverrideRow, ReviewRow
 from crawler.storage.reader import ReaderBase
 from crawler.storage.types import optional_time, utcnow
+from crawler.urlnorm import UrlPolicy
 
 
 def override_of(row: Mapping[Any, Any]) -> Override:
@@ -122,18 +123,20 @@ class OverrideReader(ReaderBase):
         return {(r.url, r.other): r for r in self.reviews()}
 
 
-def load_overrides(url: str | None, path: str = "") -> Overrides:
+def load_overrides(url: str | None, path: str = "", policy: UrlPolicy | None = None,
+                   ) -> Overrides:
     """The rules a crawl obeys: the database's at ``url`` (None: no storage) and the file's
-    at ``path`` (``DEDUP_OVERRIDES_FILE``; :func:`rules_of`)."""
+    at ``path`` (``DEDUP_OVERRIDES_FILE``, its URLs canonical under ``policy``;
+    :func:`rules_of`)."""
     from crawler.storage.store import Store
 
     if not url:
-        return Overrides(read_file(path) if path else [])
+        return Overrides(read_file(path, policy) if path else [])
     with Store(url) as store:
-        return rules_of(store, path)
+        return rules_of(store, path, policy)
 
 
-def rules_of(store: OverrideSide, path: str = "") -> Overrides:
+def rules_of(store: OverrideSide, path: str = "", policy: UrlPolicy | None = None) -> Overrides:
     """The database's rules, then the file's: a file line replaces a database rule of its
     target, the file being the word a person keeps in version control."""
-    return Overrides(store.overrides() + (read_file(path) if path else []))
+    return Overrides(store.overrides() + (read_file(path, policy) if path else []))

@@ -114,7 +114,8 @@ class SettleSide(WriteSide, StoreBase):
             pages, sources = self._settle_pages(conn, scope, overrides)
             start = None if everything else [
                 i for i, src in enumerate(sources) if src.crawl_id in pending
-                or (touched and _named(pages[i], touched))]
+                or (touched and _named(pages[i], touched))
+                or (overrides and pages[i].canonical in overrides.pair_urls)]
             distinct = overrides.distinct if overrides else None
             moves = (plan(pages, k, seeds, start, prefer_canonical, distinct)
                      if start != [] or overrides else Plan())
@@ -207,7 +208,7 @@ class SettleSide(WriteSide, StoreBase):
                            "crawl_id": row["crawl_id"], "dropped_at": now} for row in stored]
         demotions = [self._demotion(pages, i, verdict, sources[i], max_chars)
                      for i, verdict in moves.demote]
-        demotions += [_exclusion(pages[i], sources[i], max_chars) for i in moves.exclude]
+        demotions += [_exclusion(pages[i], sources[i]) for i in moves.exclude]
         removed = self._demote(conn, demotions)
         # the sets last, in one call: a distributed crawl's row is locked only from here on
         self._track_sets(conn, written, removed)
@@ -281,8 +282,9 @@ def _named(page: SettlePage, rules: Overrides) -> bool:
     return rules.page(page.canonical) is not None or page.canonical in rules.pair_urls
 
 
-def _exclusion(page: SettlePage, source: _Source, max_chars: int) -> dict[str, Any]:
-    """The demotion of a stored page a drop rule names: reason ``override``, no kept page."""
+def _exclusion(page: SettlePage, source: _Source) -> dict[str, Any]:
+    """The demotion of a stored page a drop rule names: reason ``override``, no kept page, its
+    text kept whole (no ``max_chars``: the rule may be removed, the page stored again)."""
     return {"url": page.url, "duplicate_of": None, "reason": OVERRIDE, "distance": None,
             "duplicate_simhash": None, "duplicate_content_hash": None,
-            "crawl_id": source.crawl_id, "rule": SETTLED_RULE, "max_chars": max_chars}
+            "crawl_id": source.crawl_id, "rule": SETTLED_RULE}

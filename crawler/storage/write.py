@@ -348,9 +348,12 @@ def document_values(row: Mapping[str, Any], now: Any) -> dict[str, Any]:
 
 def demoted_row(found: Any, demotion: Mapping[str, Any], now: Any,
                 ) -> dict[str, Any]:
-    """The ``dropped`` row of a demoted page, from its ``documents`` row ``found``."""
+    """The ``dropped`` row of a demoted page, from its ``documents`` row ``found``: its text
+    cut to ``max_chars`` (0: none), or whole when ``max_chars`` is absent (a person's drop
+    rule, which must be reversible: :mod:`crawler.overrides`)."""
     text = found["text"]
-    limit = int(demotion.get("max_chars") or 0)
+    whole = "max_chars" not in demotion
+    limit = len(text or "") if whole else int(demotion.get("max_chars") or 0)
     return {
         "url": found["url"], "canonical_url": found["canonical_url"],
         "reason": demotion["reason"], "duplicate_of": demotion["duplicate_of"],
