@@ -315,6 +315,16 @@ def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
     check_joining(settings)
 
 
+def check_typos(settings: Any) -> None:
+    """A review command's ``-s`` checked as a crawl's are: a typo (``-s DROPPED_LGO=...``) is
+    one line and exit 2, before the command reads or writes anything
+    (:func:`check_unknown_settings`); an unknown name that is no typo is let through."""
+    try:
+        check_unknown_settings(settings)
+    except SettingError as exc:
+        fail(exc, 2)
+
+
 def warn_unread_settings() -> None:
     """One WARNING line for each unknown setting :func:`preflight_input` let through."""
     for name in _unread:

@@ -60,7 +60,7 @@ from crawler import config, defaults
 from crawler.backends import backend_name
 from crawler.closing import CLOSE_REASON_STAT
 from crawler.pipelines.drops import DEMOTED_STAT
-from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
+from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -170,7 +170,7 @@ class DedupProgress:
         elapsed = now - last_time
         return {"fetched": fetched, "stored": self._stored(),
                 "exact": self._drops(EXACT_DUPLICATE), "near": self._drops(NEAR_DUPLICATE),
-                "filtered": self._filtered(),
+                "ruled": self._drops(OVERRIDE), "filtered": self._filtered(),
                 "fill": float(self._stat("dedup/bloom/fill_ratio", 0.0)) * 100,
                 "rate": (fetched - last_fetched) / elapsed if elapsed > 0 else 0.0}
 
@@ -199,6 +199,8 @@ class DedupProgress:
                 "+ %(near)d near, %(filtered)d duplicate URLs filtered, Bloom %(fill).2f%% full, "
                 "%(rate).1f pages/s")
         values = self.progress()
+        if values["ruled"]:  # pages a person's drop rule names (crawler.overrides)
+            line = line.replace(" near, ", " near + %(ruled)d by a person's rule, ")
         queued, rate = self.queue() if self.queue is not None else None, values["rate"]
         if queued is not None:
             line += ", %(pending)d requests queued"
@@ -227,6 +229,7 @@ class DedupProgress:
         return {
             "pages_fetched": fetched, "pages_kept": kept, "pages_stored": self._stored(),
             "exact_duplicate": exact, "near_duplicate": near, "dropped": dropped,
+            "override": self._drops(OVERRIDE),
             "duplicate_rate": round(dropped / decided, 4) if decided else 0.0,
             "urls_filtered": self._filtered(),
             "bloom_fill_ratio": float(self._stat("dedup/bloom/fill_ratio", 0.0)),
@@ -249,6 +252,8 @@ class DedupProgress:
             ("pages kept / stored", f"{s['pages_kept']} / {s['pages_stored']}"),
             ("exact duplicates", s["exact_duplicate"]),
             ("near duplicates", s["near_duplicate"]),
+            *([("dropped by a rule", f"{s['override']} (a person's drop rule: not duplicates)")]
+              if s.get("override") else []),
             ("dropped by distance", dist),
             ("duplicate rate", f"{_rate(s['dropped'], s['pages_kept'])} of decided pages"),
             ("duplicate URLs filtered", s["urls_filtered"]),

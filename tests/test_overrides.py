@@ -287,6 +287,14 @@ def test_rules_in_a_file_are_obeyed_by_crawls_in_two_fetch_orders(web, servers, 
                           (a.url("/a/" + gone),))
         assert reason == [("override", None)]
         outcomes.append(stored)
+    unnamed = dropped_cli(run.db_path, "--explain", "/a/" + gone)
+    assert unnamed.returncode == 0, unnamed.stderr
+    assert "dropped by a person's rule" in unnamed.stdout and "--overrides" in unnamed.stdout
+    named = dropped_cli(run.db_path, "--explain", "/a/" + gone, "--file", str(rules))
+    assert f"dropped by override, {rules}:3: drop " in named.stdout
+    apart_ = dropped_cli(run.db_path, "--explain", "/mirror/" + apart, "--file", str(rules))
+    assert apart_.returncode == 0, apart_.stderr
+    assert "stored (crawl " in apart_.stdout and "kept apart by override" in apart_.stdout
     assert outcomes[0] == outcomes[1]
 
 
@@ -306,9 +314,12 @@ def test_a_wrong_drop_overruled_at_once_and_kept_by_the_next_crawl(web, servers,
     assert "wrong; to store it: scrapy dropped --keep" in reviewed.stdout
     with sqlite3.connect(run.db_path) as conn:  # as if the crawl were still running
         conn.execute("UPDATE crawls SET settled_at = NULL")
-    kept = dropped_cli(run.db_path, "--keep", mirror,
-                       extra=("-s", f"DROPPED_LOG={run.dropped_log}"))
+    here = ROOT / "dropped.jsonl"  # a log of the current directory: another crawl's
+    size = here.stat().st_size if here.exists() else None
+    kept = dropped_cli(run.db_path, "--keep", mirror)
     assert kept.returncode == 0, kept.stderr
+    assert f"appended to the drop log {run.dropped_log}" in kept.stderr  # the crawl's own
+    assert (here.stat().st_size if here.exists() else None) == size
     assert run.rows("SELECT count(*) FROM crawls WHERE settled_at IS NOT NULL") == [(0,)]
     assert f"stored again: {mirror}" in kept.stdout
     assert run.rows("SELECT text IS NOT NULL FROM documents WHERE url = ?", (mirror,)) == [(1,)]
@@ -396,6 +407,7 @@ def test_unset_gives_the_decision_back_to_the_rule(web, servers, tmp_path) -> No
      "no override names"),
     (("--keep", "https://a.test/x", "--file", "/proc/no-such-dir/rules.txt"), "overrides file"),
     (("--review", "/nowhere", "wrong", "--other", "https://a.test/nowhere"), "neither stored"),
+    (("--overrides", "-s", "DROPPED_LGO=/tmp/x"), "did you mean DROPPED_LOG"),
 ])  # fmt: skip
 def test_a_bad_action_is_one_line_and_changes_nothing(demo_crawl, tmp_path, args, words) -> None:
     db = tmp_path / "crawl.db"
@@ -470,3 +482,21 @@ def test_a_page_stored_again_without_its_text_says_so(web, servers, tmp_path) ->
     assert kept.returncode == 0, kept.stderr
     assert f"stored again: {mirror}" in kept.stdout
     assert "1 of them without a text" in kept.stdout
+
+
+def test_a_drop_rule_moves_a_stored_binary_page_out_at_once(demo_crawl, tmp_path) -> None:
+    """A page without a text fingerprint (the demo's PDF-like export) is in no duplicate
+    group: the settle step read only fingerprinted pages, so a drop rule never reached it."""
+    db = tmp_path / "crawl.db"
+    db.write_bytes(demo_crawl.db_path.read_bytes())
+    with sqlite3.connect(db) as conn:
+        binary = [u for (u,) in conn.execute(
+            "SELECT url FROM documents WHERE content_hash IS NULL")]
+    assert binary
+    result = dropped_cli(db, "--drop", binary[0])
+    assert result.returncode == 0, result.stderr
+    assert f"moved to dropped: {binary[0]}" in result.stdout
+    with sqlite3.connect(db) as conn:
+        assert not conn.execute("SELECT 1 FROM documents WHERE url = ?", binary[:1]).fetchall()
+        assert conn.execute("SELECT reason FROM dropped WHERE url = ?", binary[:1]
+                            ).fetchall() == [("override",)]

@@ -72,7 +72,7 @@ def test_progress_counts_drops_by_reason_and_rate(wired: tuple) -> None:
     stats.set_value("dedup/bloom/fill_ratio", 0.0025)
     clock.now += 10
     p = ext.progress()
-    assert p == {"fetched": 40, "stored": 30, "exact": 1, "near": 2, "filtered": 12,
+    assert p == {"fetched": 40, "stored": 30, "exact": 1, "near": 2, "ruled": 0, "filtered": 12,
                  "fill": 0.25, "rate": 4.0}
     stats.set_value("response_received_count", 50)
     stats.set_value("storage/documents", 35)  # committed rows win over items scraped
@@ -107,7 +107,7 @@ def test_summary_goes_to_stats_and_log(wired: tuple, caplog: pytest.LogCaptureFi
     stats = crawler.stats.get_stats()
     assert {k[len(SUMMARY_PREFIX):]: v for k, v in stats.items() if k.startswith(SUMMARY_PREFIX)
             } == {"pages_fetched": 20, "pages_kept": 16, "pages_stored": 16,
-                  "exact_duplicate": 1, "near_duplicate": 3, "dropped": 4,
+                  "exact_duplicate": 1, "near_duplicate": 3, "dropped": 4, "override": 0,
                   "duplicate_rate": 0.2, "urls_filtered": 0, "bloom_fill_ratio": 0.0,
                   "elapsed_seconds": 4.0, "pages_per_second": 5.0}
     (block,) = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
@@ -260,3 +260,23 @@ def test_a_real_crawl_logs_the_queue_and_no_logstats_line(demo_server: Any, tmp_
     assert lines and all(re.search(r" pages/s, \d+ requests queued", line) for line in lines)
     assert any(re.search(r"[1-9]\d* requests queued, ~\d+ s left at this rate \(estimate\)$",
                          line) for line in lines)
+
+
+def test_pages_a_persons_rule_drops_are_said_apart_from_duplicates(
+        wired: tuple, caplog: pytest.LogCaptureFixture) -> None:
+    """A crawl whose rules dropped 192 pages said "dropped 0 exact + 0 near" and a duplicate
+    rate of 0.0%, with nothing of the 192 but a stat."""
+    crawler, ext, clock = wired
+    crawler.stats.set_value("dedup/override", 5)
+    _dup(crawler, "near_duplicate", 1)
+    crawler.stats.set_value("response_received_count", 10)
+    crawler.stats.set_value("item_scraped_count", 4)
+    clock.now += 1
+    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+        ext.log_progress()
+        crawler.signals.send_catch_log(signals.spider_closed, spider=None, reason="finished")
+    line, block = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    assert "dropped 0 exact + 1 near + 5 by a person's rule, " in line
+    assert "dropped by a rule       5 (a person's drop rule: not duplicates)" in block
+    assert "duplicate rate          20.0% of decided pages" in block  # 1 of 5, rules apart
+    assert crawler.stats.get_value(SUMMARY_PREFIX + "override") == 5

@@ -65,6 +65,9 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from crawler.preflight import check_typos
+
+        check_typos(self.settings)
         if len(args) != 1 or not args[0].strip():
             raise UsageError("expected one namespace, e.g. `scrapy crawlclear crawl42`",
                              print_help=False)  # fmt: skip

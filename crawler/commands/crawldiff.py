@@ -139,6 +139,9 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from crawler.preflight import check_typos
+
+        check_typos(self.settings)
         if len(args) != 2:
             raise UsageError("expected two crawls, A and B (e.g. `scrapy crawldiff 1 2`)",
                              print_help=False)

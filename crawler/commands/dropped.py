@@ -69,6 +69,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.console import quiet_stdout, terminal_width, with_safe_output
+from crawler.vocab import OVERRIDE
 
 if TYPE_CHECKING:
     import argparse
@@ -142,7 +143,9 @@ class Command(ScrapyCommand):
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         from crawler import review
+        from crawler.preflight import check_typos
 
+        check_typos(self.settings)
         if args:
             raise UsageError(f"unexpected argument {args[0]!r}", print_help=False)
         if opts.diff and not (opts.explain is not None or opts.pair):
@@ -186,22 +189,25 @@ class Command(ScrapyCommand):
             target, other = (opts.distinct if action == "distinct"
                              else (getattr(opts, action), ""))
             outcome = actions.add_override(db, action, target, other, opts.note, file, known)
-        self._log_moves(outcome.records)
         print(outcome.message)
+        self._log_moves(outcome.records, outcome.drop_log)
 
     def _rules_file(self, opts: argparse.Namespace) -> str | None:
         assert self.settings is not None
         return opts.file or str(self.settings.get("DEDUP_OVERRIDES_FILE") or "") or None
 
-    def _log_moves(self, records: list[dict[str, Any]]) -> None:
-        """The moves of a rule, appended to ``DROPPED_LOG`` when that log exists (so it still
-        replays to the table); a crawl's log elsewhere is not created here."""
+    def _log_moves(self, records: list[dict[str, Any]], recorded: str) -> None:
+        """The moves of a rule, appended to the drop log of the crawl that wrote the database
+        (its ``DROPPED_LOG`` as recorded), or to ``-s DROPPED_LOG=FILE``; never to a log of
+        the current directory that belongs to another crawl. Said on stderr."""
         from crawler.review.actions import log_moves
 
         assert self.settings is not None
-        problem = log_moves(str(self.settings.get("DROPPED_LOG") or ""), records)
-        if problem:
-            print(f"warning: {problem}", file=sys.stderr)
+        asked = self.settings.getpriority("DROPPED_LOG") or 0
+        path = str(self.settings.get("DROPPED_LOG") or "") if asked >= 40 else recorded
+        said = log_moves(path, records)
+        if said:
+            print(said, file=sys.stderr)
 
     def _db_url(self, opts: argparse.Namespace) -> str:
         assert self.settings is not None
@@ -295,40 +301,57 @@ class Command(ScrapyCommand):
                              print_help=False)
         with review.CrawlDB.open(self._db_url(opts), self._known()) as db:
             db.require_content()
-            result: review.Explanation | None
+            result: review.Explanation | None = None
             if opts.pair:
                 url = review.resolve_url(db, opts.pair[0])
                 result = review.explain_pair(db, url, review.resolve_url(db, opts.pair[1]))
-                rule, reviews = standing(db, url, self._rules_file(opts))
+                rules, reviews = standing(db, url, self._rules_file(opts))
+                head = ""
             else:
                 url = review.resolve_url(db, opts.explain, dropped=True)
-                rule, reviews = standing(db, url, self._rules_file(opts))
-                result = None if _overruled(db, url, rule) else review.explain(db, url)
+                rules, reviews = standing(db, url, self._rules_file(opts))
+                head = _fate(db, url, bool(rules or reviews))
+                if not head:
+                    result = review.explain(db, url)
         if opts.format == "json":
-            data = explanation_dict(result, opts.diff) if result is not None else {"url": url}
-            data.update(standing_dict(rule, reviews))
+            data = explanation_dict(result, opts.diff) if result is not None else {
+                "url": url, "fate": head}
+            data.update(standing_dict(rules, reviews))
             print(json.dumps(data, ensure_ascii=False))
         else:
-            text = format_explanation(result, diff=opts.diff) if result is not None else url + "\n"
-            sys.stdout.write(text + "".join(line + "\n" for line in standing_lines(rule, reviews)))
+            text = format_explanation(result, diff=opts.diff) if result is not None else (
+                f"{url}\n{head}\n")
+            sys.stdout.write(text + "".join(line + "\n" for line in standing_lines(rules,
+                                                                                 reviews)))
 
 
-def _overruled(db: review.CrawlDB, url: str, rule: Any) -> bool:
-    """The page's fate is a person's rule, not a comparison: kept by a keep rule (stored), or
-    dropped by a drop rule (its drop names no kept page)."""
-    if rule is None:
-        return False
-    row = db.dropped_row(url)
-    return (row is None and db.document(url) is not None) or (
-        row is not None and not row.get("duplicate_of"))
+def _fate(db: review.CrawlDB, url: str, said: bool) -> str:
+    """The page's fate when it is no comparison to explain: stored (later than any drop of
+    it), or dropped by a person's rule; ``""`` when its drop is a decision to explain.
+    :class:`ReviewError` for a stored page nothing was said of (``--pair`` compares it)."""
+    from crawler import review
+
+    drop, document = db.dropped_row(url), db.document(url)
+    if document is not None and (drop is None or (document.get("crawl_id") or 0) > (
+            drop.get("crawl_id") or 0)):
+        if not said:
+            raise review.ReviewError(f"{url} was kept, not dropped; compare it with another "
+                                     "page with --pair URL OTHER_URL")
+        return f"stored (crawl {document.get('crawl_id')})"
+    if drop is not None and drop.get("reason") == OVERRIDE:
+        return (f"dropped by a person's rule (crawl {drop.get('crawl_id')})" + (
+            "" if said else "; the rule is not in this database: see --overrides, "
+            "DEDUP_OVERRIDES_FILE or --file"))
+    return ""
 
 
-def standing_dict(rule: Any, reviews: list[Any]) -> dict[str, Any]:
-    """The rule and reviews of a page as JSON data (``--explain --format json``)."""
-    return {"override": None if rule is None else {
-                "action": rule.action, "target": rule.target, "note": rule.note or None,
+def standing_dict(rules: list[Any], reviews: list[Any]) -> dict[str, Any]:
+    """The rules and reviews of a page as JSON data (``--explain --format json``)."""
+    return {"overrides": [{
+                "action": rule.action, "target": rule.target, "other": rule.other or None,
+                "note": rule.note or None,
                 "created_at": rule.created_at.isoformat() if rule.created_at else None,
-                "source": rule.source or "database"},
+                "source": rule.source or "database"} for rule in rules],
             "reviews": [{"verdict": r.verdict, "decision": r.decision, "other": r.other,
                          "distance": r.distance, "note": r.note or None,
                          "reviewed_at": r.reviewed_at.isoformat() if r.reviewed_at else None}
@@ -345,9 +368,10 @@ def _action(opts: argparse.Namespace) -> str:
     if len(asked) > 1:
         raise UsageError(f"--{asked[0]} and --{asked[1]} exclude each other", print_help=False)
     if not asked:
-        if opts.other or opts.note or opts.file:
+        if opts.other or opts.note or (opts.file and not (opts.explain or opts.pair)):
             raise UsageError("--other, --note and --file go with --keep, --drop, --distinct, "
-                             "--unset or --review", print_help=False)
+                             "--unset or --review (--file with --explain too)",
+                             print_help=False)
         return ""
     if opts.explain is not None or opts.pair or opts.log:
         raise UsageError(f"--{asked[0]} excludes --explain, --pair and --log", print_help=False)

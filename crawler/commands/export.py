@@ -83,6 +83,9 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from crawler.preflight import check_typos
+
+        check_typos(self.settings)
         if args:
             raise UsageError(f"unexpected argument {args[0]!r}", print_help=False)
         if opts.crawl is not None and opts.job is not None:

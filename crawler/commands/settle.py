@@ -57,6 +57,9 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from crawler.preflight import check_typos
+
+        check_typos(self.settings)
         if args:
             raise UsageError("scrapy settle takes no arguments", print_help=False)
         from crawler.droplog import DropLog, row_record

@@ -18,7 +18,9 @@ table).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import shlex
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -63,6 +65,7 @@ class Outcome:
     dropped: list[str] = field(default_factory=list)
     message: str = ""
     records: list[dict[str, Any]] = field(default_factory=list)
+    drop_log: str = ""  # the drop log the latest crawl wrote (its DROPPED_LOG, absolute)
 
 
 def add_override(db_url: str, action: str, target: str, other: str = "", note: str = "",
@@ -80,7 +83,7 @@ def add_override(db_url: str, action: str, target: str, other: str = "", note: s
     with _store(url) as store:
         stored, replaced = store.add_override(rule)
         outcome = _apply(store, url, file, crawl, touched=[stored, *replaced])
-    outcome.override = stored
+    outcome.override, outcome.drop_log = stored, crawl.drop_log
     outcome.message = _rule_message(stored, outcome, replaced) + _textless(url, outcome.stored)
     return outcome
 
@@ -118,6 +121,7 @@ def remove_override(db_url: str, target: str, other: str = "", file: str | None 
             _write_file(file or "", None, remove=key, policy=crawl.policy)
         removed += in_file
         outcome = _apply(store, url, file, crawl, touched=removed or [key])
+    outcome.drop_log = crawl.drop_log
     outcome.message = (f"removed {len(removed)} override(s) of {key.target}"
                        + _moves(outcome, "; the plain rule now decides"))
     return outcome
@@ -159,21 +163,29 @@ def listed_reviews(db_url: str, known: Known = None) -> list[Review]:
         return db.reviews()
 
 
-def standing(db: CrawlDB, url: str, file: str | None = None) -> tuple[Override | None,
-                                                                       list[Review]]:
-    """The keep or drop rule that names the page ``url`` (the database's and the file's, as a
-    crawl reads them), and its reviews: what ``--explain`` adds to an explanation."""
-    row = db.dropped_row(url) or db.document(url)
+def standing(db: CrawlDB, url: str, file: str | None = None
+             ) -> tuple[list[Override], list[Review]]:
+    """The rules that name the page ``url`` (the database's and the file's, as a crawl reads
+    them: its keep or drop rule first, then the distinct rules of its pairs) and its reviews:
+    what ``--explain`` adds to an explanation."""
+    row = db.document(url) or db.dropped_row(url)
     canonical = str((row or {}).get("canonical_url") or url)
-    rules = Overrides(db.overrides() + (_checked(read_file, file) if file else []))
-    return rules.page(canonical), db.reviews(url)
+    policy = _crawl_settings(db).policy
+    rules = Overrides(db.overrides() + (_checked(read_file, file, policy) if file else []))
+    page = rules.page(canonical)
+    pairs = [r for r in rules if r.action == DISTINCT and canonical in (r.target, r.other)]
+    return ([page] if page else []) + pairs, db.reviews(url)
 
 
 def log_moves(path: str | None, records: list[dict[str, Any]]) -> str:
-    """Append the moves of an override to the drop log at ``path`` when that file exists (so
-    it still replays to the table); "" when done, else what went wrong (one line)."""
-    if not records or not path or not os.path.isfile(path):
+    """Append the moves of a rule to the drop log at ``path`` when that file exists (so it
+    still replays to the table): one line for a person saying where they went, or why not."""
+    if not records:
         return ""
+    if not path or not os.path.isfile(path):
+        return ("the moves are in the database only: " + (
+            f"the crawl's drop log {path} is gone" if path else
+            "the crawl recorded no drop log") + " (-s DROPPED_LOG=FILE appends them to FILE)")
     log = DropLog(path)
     try:
         for row in records:
@@ -182,7 +194,7 @@ def log_moves(path: str | None, records: list[dict[str, Any]]) -> str:
         return f"the drop log {path} could not be appended: {exc.strerror or exc}"
     finally:
         log.close()
-    return ""
+    return f"{len(records)} move(s) appended to the drop log {path}"
 
 
 # --- pieces -------------------------------------------------------------------------------
@@ -216,8 +228,11 @@ def _decision(db: CrawlDB, url: str, other: str | None, note: str) -> Review:
     document = db.document(url)
     if drop is not None and (document is None or other is None):
         if drop.get("reason") == OVERRIDE:
+            rule = Overrides(db.overrides()).page(str(drop.get("canonical_url") or url))
+            undo = (f"scrapy dropped --unset {shlex.quote(rule.target)} gives it back to the "
+                    "dedup rule" if rule else "the rule is in DEDUP_OVERRIDES_FILE")
             raise ReviewError(f"{url} was dropped by a person's rule, not by a decision to "
-                              f"review: scrapy dropped --unset {url} gives it back to the rule")
+                              f"review: {undo}")
         if other is None:
             return Review(drop["url"], str(drop.get("duplicate_of") or ""), DROPPED_DECISION,
                           CORRECT, str(drop.get("reason") or ""), drop.get("distance"), note,
@@ -252,9 +267,13 @@ def _distance(a: dict[str, Any], b: dict[str, Any]) -> int | None:
     return hamming(x, y) if x is not None and y is not None else None
 
 
-def _store(url: str) -> Store:
+@contextmanager
+def _store(url: str) -> Iterator[Store]:
+    """The database opened for writing; any storage error (a read-only file, a server gone)
+    is one :class:`ReviewError` line."""
     try:
-        return Store(url, create=False)
+        with Store(url, create=False) as store:
+            yield store
     except StorageError as exc:
         raise ReviewError(str(exc)) from None
 
@@ -290,6 +309,7 @@ class CrawlSettings(NamedTuple):
     prefer_canonical: bool  # DEDUP_CANONICAL
     max_chars: int  # DROPPED_TEXT_MAX_CHARS: text kept by a page demoted now
     policy: UrlPolicy  # URLNORM_*: how a URL of a rule is made canonical
+    drop_log: str  # DROPPED_LOG, absolute ("": none recorded)
 
 
 def _crawl_settings(db: CrawlDB) -> CrawlSettings:
@@ -306,7 +326,7 @@ def _crawl_settings(db: CrawlDB) -> CrawlSettings:
         bool(int_setting(_flag(settings.get("DEDUP_CANONICAL")),
                          int(defaults.DEDUP_CANONICAL))),
         int_setting(settings.get("DROPPED_TEXT_MAX_CHARS"), defaults.DROPPED_TEXT_MAX_CHARS),
-        policy)  # fmt: skip
+        policy, str(settings.get("DROPPED_LOG") or ""))  # fmt: skip
 
 
 def _flag(value: object) -> object:

@@ -106,7 +106,7 @@ class DropRecord:
         return cls(
             url=str(obj.get("url", "")),
             reason=str(obj.get("reason", "")),
-            duplicate_of=str(obj.get("duplicate_of", "")),
+            duplicate_of=str(obj.get("duplicate_of") or ""),
             distance=None if distance is None else int(distance),
             simhash=to_hex(obj.get("simhash")),
             duplicate_simhash=to_hex(obj.get("duplicate_simhash")),

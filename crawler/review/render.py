@@ -175,14 +175,15 @@ def _n(counts: Any, noun: str) -> str:
     return f"{total} {noun}{'' if total == 1 else 's'}"
 
 
-def standing_lines(rule: Any, reviews: list[Any]) -> list[str]:
-    """What a person said of a page: the rule that decides it ("kept by override,
-    2026-12-04") and its reviews, newest last (:func:`crawler.review.actions.standing`)."""
+def standing_lines(rules: list[Any], reviews: list[Any]) -> list[str]:
+    """What a person said of a page: the rules that decide it ("kept by override,
+    2026-12-04: keep URL") and its reviews, newest last
+    (:func:`crawler.review.actions.standing`)."""
     lines = []
-    if rule is not None:
-        verb = {"keep": "kept", "drop": "dropped"}.get(rule.action, rule.action)
+    for rule in rules:
+        verb = {"keep": "kept", "drop": "dropped"}.get(rule.action, "kept apart")
         when = rule.created_at.date().isoformat() if rule.created_at else rule.source
-        lines.append(f"{verb} by override, {when}: {rule.action} {rule.target}"
+        lines.append(f"{verb} by override, {when}: {rule.describe().rsplit(' (', 1)[0]}"
                      + (f"  # {rule.note}" if rule.note else ""))
     for r in reviews:
         when = r.reviewed_at.strftime("%Y-%m-%d %H:%M") if r.reviewed_at else "-"

@@ -6,6 +6,7 @@ both are removed or replaced on write; bounded columns (``content_type``...) are
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from crawler.storage.models import MAX_LENGTHS, TEXT_COLUMNS
 
 #: Settings recorded in ``crawls.settings``: every name with one of these prefixes, or listed.
 DEDUP_SETTING_PREFIXES = ("URLNORM_", "BLOOM_", "SIMHASH_", "TRAP_", "STORAGE_BATCH_", "DEDUP_")
-DEDUP_SETTING_NAMES = ("URLLENGTH_LIMIT", "DROPPED_TEXT_MAX_CHARS", "DEPTH_LIMIT")
+DEDUP_SETTING_NAMES = ("URLLENGTH_LIMIT", "DROPPED_TEXT_MAX_CHARS", "DEPTH_LIMIT", "DROPPED_LOG")
 
 
 def clean_text(value: Any) -> Any:
@@ -43,6 +44,8 @@ def dedup_settings(settings: SettingsLike) -> dict[str, Any]:
         if name.startswith(DEDUP_SETTING_PREFIXES) or name in DEDUP_SETTING_NAMES
     }
     picked["STORAGE_URL"] = mask_url(str(settings.get("STORAGE_URL", defaults.STORAGE_URL)))
+    log = settings.get("DROPPED_LOG", defaults.DROPPED_LOG)  # where a later rule's moves go
+    picked["DROPPED_LOG"] = os.path.abspath(str(log)) if log else ""
     return jsonable(mask_settings(picked))  # never store a secret: the report prints these
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from crawler.overrides import Overrides
+from crawler.overrides import DROP, Overrides
 from crawler.preference import seed_hosts
 from crawler.settle import Plan, SettlePage, Verdict, plan
 from crawler.storage.base import StoreBase
@@ -119,7 +119,8 @@ class SettleSide(WriteSide, StoreBase):
             distinct = overrides.distinct if overrides else None
             moves = (plan(pages, k, seeds, start, prefer_canonical, distinct)
                      if start != [] or overrides else Plan())
-            done = self._apply(conn, pages, sources, moves, max_chars)
+            bare = self._unfingerprinted(conn, scope, overrides) if overrides else []
+            done = self._apply(conn, pages, sources, moves, max_chars, bare)
             if pending:
                 c = self.crawls_table
                 conn.execute(sa.update(c).where(c.c.id.in_(sorted(pending)))
@@ -189,8 +190,24 @@ class SettleSide(WriteSide, StoreBase):
 
     # --- moving -------------------------------------------------------------------------------
 
+    def _unfingerprinted(self, conn: sa.Connection, scope: Sequence[int] | None,
+                         overrides: Overrides) -> list[tuple[SettlePage, _Source]]:
+        """Stored pages without a content hash (binary ones: no duplicate group) that a drop
+        rule names: moved out like any page the rule names."""
+        if not any(rule.action == DROP for rule in overrides):
+            return []
+        t = self.documents
+        stmt = sa.select(t.c.id, t.c.url, t.c.canonical_url, t.c.crawl_id).where(
+            t.c.content_hash.is_(None))
+        if scope is not None:
+            stmt = stmt.where(t.c.crawl_id.in_(list(scope)))
+        return [(SettlePage(canonical or url, url, "", None), _Source(row_id, crawl_id=crawl))
+                for row_id, url, canonical, crawl in conn.execute(stmt)
+                if overrides.dropped(canonical or url)]
+
     def _apply(self, conn: sa.Connection, pages: Sequence[SettlePage],
-               sources: Sequence[_Source], moves: Plan, max_chars: int) -> Settled:
+               sources: Sequence[_Source], moves: Plan, max_chars: int,
+               bare: Sequence[tuple[SettlePage, _Source]] = ()) -> Settled:
         done = Settled(moves.groups, moves.pages)
         now = utcnow()
         stored = [self._promoted_row(sources[i].drop, now) for i in moves.promote]
@@ -209,6 +226,7 @@ class SettleSide(WriteSide, StoreBase):
         demotions = [self._demotion(pages, i, verdict, sources[i], max_chars)
                      for i, verdict in moves.demote]
         demotions += [_exclusion(pages[i], sources[i]) for i in moves.exclude]
+        demotions += [_exclusion(page, source) for page, source in bare]
         removed = self._demote(conn, demotions)
         # the sets last, in one call: a distributed crawl's row is locked only from here on
         self._track_sets(conn, written, removed)
