@@ -295,11 +295,11 @@ def write_rule(path: str | Path, rule: Override | None, remove: Override | None 
     """Add ``rule`` to the file (after removing the lines for its target, and those of
     ``remove``), keeping every other line, comments included. Written whole, then renamed."""
     path = Path(path)
-    gone = {_key(r) for r in (rule, remove) if r is not None}
+    gone = {rule_key(r) for r in (rule, remove) if r is not None}
     kept: list[str] = []
     for n, line in enumerate(_lines(path), 1):
         old = parse_line(line, f"{path}:{n}", policy)
-        if old is None or _key(old) not in gone:
+        if old is None or rule_key(old) not in gone:
             kept.append(line)
     if rule is not None:
         kept.append(rule.line())
@@ -315,6 +315,6 @@ def _lines(path: Path) -> list[str]:
         raise OverrideError(f"overrides file {path}: cannot read it ({exc})") from None
 
 
-def _key(rule: Override) -> tuple[str, str]:
+def rule_key(rule: Override) -> tuple[str, str]:
     """Rules with one key replace each other: keep and drop of one target, one distinct pair."""
     return (rule.target, rule.other) if rule.action == DISTINCT else (rule.target, "")

@@ -474,7 +474,7 @@ def test_the_workers_of_a_distributed_crawl_obey_the_rules_of_their_database(
 
 
 @pytest.mark.slow
-def test_a_page_stored_again_without_its_text_says_so(web, servers, tmp_path) -> None:
+def test_a_page_stored_again_without_its_whole_text_says_so(web, servers, tmp_path) -> None:
     keep, _, _ = slugs(web)
     mirror = servers["a"].url("/mirror/" + keep)
     run, _ = crawl("seeds-a-b-c", tmp_path / "bare", servers, DROPPED_TEXT_MAX_CHARS=0)
@@ -482,6 +482,12 @@ def test_a_page_stored_again_without_its_text_says_so(web, servers, tmp_path) ->
     assert kept.returncode == 0, kept.stderr
     assert f"stored again: {mirror}" in kept.stdout
     assert "1 of them without a text" in kept.stdout
+    run, _ = crawl("seeds-a-b-c", tmp_path / "cut", servers, DROPPED_TEXT_MAX_CHARS=100)
+    kept = dropped_cli(run.db_path, "--keep", mirror)
+    assert kept.returncode == 0, kept.stderr
+    assert "1 of them with the first 100 characters of their text only" in kept.stdout
+    again = dropped_cli(run.db_path, "--keep", mirror)
+    assert "(already recorded" in again.stdout
 
 
 def test_a_drop_rule_moves_a_stored_binary_page_out_at_once(demo_crawl, tmp_path) -> None:

@@ -393,9 +393,14 @@ def write_rules(rules: list[Any], fmt: str) -> None:
     if not rules:
         print("no overrides: the dedup rule decides every page")
         return
+    from crawler.overrides import rule_key
+
+    last = {rule_key(rule): rule for rule in rules}  # a crawl obeys the last of each target
     for rule in rules:
-        print(f"{rule.describe()}{'  # ' + rule.note if rule.note else ''}")
-    print(f"{len(rules)} override(s)")
+        winner = last[rule_key(rule)]
+        replaced = "" if winner is rule else f"  (replaced by {winner.source or 'the database'})"
+        print(f"{rule.describe()}{'  # ' + rule.note if rule.note else ''}{replaced}")
+    print(f"{len(rules)} override(s); a crawl obeys {len(last)}")
 
 
 def write_reviews(reviews: list[Any], fmt: str) -> None:

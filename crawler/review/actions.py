@@ -84,18 +84,26 @@ def add_override(db_url: str, action: str, target: str, other: str = "", note: s
         stored, replaced = store.add_override(rule)
         outcome = _apply(store, url, file, crawl, touched=[stored, *replaced])
     outcome.override, outcome.drop_log = stored, crawl.drop_log
-    outcome.message = _rule_message(stored, outcome, replaced) + _textless(url, outcome.stored)
+    outcome.message = (_rule_message(stored, outcome, replaced)
+                       + _text_note(url, outcome.stored, crawl.max_chars))
     return outcome
 
 
-def _textless(url: str, stored: list[str]) -> str:
-    """A note on the pages stored again without a text (their drop rows kept none)."""
+def _text_note(url: str, stored: list[str], max_chars: int) -> str:
+    """A note on the pages stored again without their whole text: their drop rows kept none
+    (``DROPPED_TEXT_MAX_CHARS=0``) or the first ``max_chars`` characters only."""
     with CrawlDB.open(url) as db:
-        bare = [u for u in stored if not (db.document(u) or {}).get("text")]
-    if not bare:
-        return ""
-    return (f"; {len(bare)} of them without a text (their drop rows kept none: "
-            "DROPPED_TEXT_MAX_CHARS=0): the next crawl fetches and stores them whole")
+        texts = [str((db.document(u) or {}).get("text") or "") for u in stored]
+    bare = sum(not text for text in texts)
+    cut = sum(bool(text) and max_chars > 0 and len(text) >= max_chars for text in texts)
+    notes = []
+    if bare:
+        notes.append(f"{bare} of them without a text (their drop rows kept none: "
+                     "DROPPED_TEXT_MAX_CHARS=0)")
+    if cut:
+        notes.append(f"{cut} of them with the first {max_chars:,} characters of their text "
+                     "only (DROPPED_TEXT_MAX_CHARS)")
+    return "; " + " and ".join(notes) + ": the next crawl stores them whole" if notes else ""
 
 
 def remove_override(db_url: str, target: str, other: str = "", file: str | None = None,
@@ -122,7 +130,9 @@ def remove_override(db_url: str, target: str, other: str = "", file: str | None 
         removed += in_file
         outcome = _apply(store, url, file, crawl, touched=removed or [key])
     outcome.drop_log = crawl.drop_log
-    outcome.message = (f"removed {len(removed)} override(s) of {key.target}"
+    where = " and ".join(dict.fromkeys("the database" if not r.source else
+                                       r.source.rsplit(":", 1)[0] for r in removed))
+    outcome.message = (f"removed the rule of {key.target} from {where}"
                        + _moves(outcome, "; the plain rule now decides"))
     return outcome
 
@@ -360,8 +370,10 @@ def _moves(outcome: Outcome, none: str = "") -> str:
 
 
 def _rule_message(rule: Override, outcome: Outcome, replaced: list[Override]) -> str:
-    was = f" (replacing {replaced[0].action})" if replaced and \
-        replaced[0].action != rule.action else ""
+    was = ""
+    if replaced:
+        was = (f" (replacing {replaced[0].action})" if replaced[0].action != rule.action
+               else " (already recorded: its note and date renewed)")
     return (f"recorded: {rule.action} {rule.target}{' ' + rule.other if rule.other else ''}"
             f"{was}" + _moves(outcome, "; nothing stored changes now") +
             "; every later crawl into this database obeys it")
