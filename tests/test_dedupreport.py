@@ -144,6 +144,51 @@ def test_what_if_row_for_the_crawls_threshold_equals_the_drops(
     assert drops == sorted(drops), "a looser threshold never drops fewer pages"
 
 
+@pytest.fixture(scope="module")
+def ruled_crawl(demo_server: Any, tmp_path_factory: pytest.TempPathFactory) -> CrawlRun:
+    """The demo site crawled with a rules file that drops every page under /section/."""
+    workdir = tmp_path_factory.mktemp("ruled")
+    rules = workdir / "rules.txt"
+    rules.write_text(f"drop {demo_server.base_url}/section/*\n")
+    run = run_crawl(workdir, urls=[demo_server.base_url + "/"],
+                    settings={"DEDUP_OVERRIDES_FILE": str(rules)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_pages_a_persons_rule_dropped_have_their_own_row(ruled_crawl: CrawlRun) -> None:
+    """A drop rule's pages count in the pages decided (the totals add up) and nowhere in the
+    duplicate rate, the histogram or the what-if: no page was compared with them, so the
+    replay reproduces the crawl (it kept them when they were in it: a mismatch each)."""
+    by_person = _count(ruled_crawl, "SELECT COUNT(*) FROM dropped WHERE reason = 'override'")
+    kept = _count(ruled_crawl, "SELECT COUNT(*) FROM documents")
+    exact = _count(ruled_crawl, "SELECT COUNT(*) FROM dropped WHERE reason = 'exact_duplicate'")
+    near = _count(ruled_crawl, "SELECT COUNT(*) FROM dropped WHERE reason = 'near_duplicate'")
+    rows = _count(ruled_crawl, "SELECT COUNT(*) FROM dropped")
+    assert by_person > 0 and exact + near > 0 and rows == exact + near + by_person
+    with CrawlDB.open(str(ruled_crawl.db_path)) as db:
+        data = report.build_report(db)
+    totals = data["totals"]
+    assert data["what_if"]["mismatches"] == 0
+    assert totals["duplicate_rate"] == round((exact + near) / (kept + exact + near), 4)
+    assert totals["override"] == by_person and totals["soft_404"] == 0
+    assert totals["pages"] == kept + rows == (totals["kept"] + totals["dropped"]
+                                              + totals["soft_404"] + totals["override"])
+    assert totals["compared"] == kept + exact + near
+    assert data["histogram"]["pages"] + data["histogram"]["without_fingerprint"] \
+        + data["histogram"]["isolated"] == kept + exact + near
+    (host,) = data["by_host"]
+    assert (host["pages"], host["override"], host["duplicate_rate"]) == (
+        totals["pages"], by_person, totals["duplicate_rate"])
+    page = Page.parse(render_html(data))
+    assert int(page.by_id["total-override"]) == by_person
+    assert page.row(**{"data-host": host["host"]})[5:] == [
+        str(by_person), f"{(exact + near) / (kept + exact + near):.1%}"]
+    assert page.by_id["duplicate-rate"] == (
+        f"{(exact + near) / (kept + exact + near):.1%} of {kept + exact + near} pages compared "
+        f"(the {by_person} a person's rule dropped left out)")
+
+
 def test_histogram_has_one_bar_per_distance_bucket(demo_report: dict) -> None:
     page, hist = demo_report["page"], demo_report["data"]["histogram"]
     bars = [(int(b["data-distance"]), int(b["data-kept"]), int(b["data-dropped"]))
@@ -243,7 +288,8 @@ def test_replay_reproduces_a_hand_made_crawl(tmp_path: Path) -> None:
     assert [rows[t]["dropped"] for t in range(7)] == [1, 1, 2, 3, 3, 3, 3]
     assert rows[0]["exact_duplicate"] == 1 and rows[3]["change"] == 0
     assert data["totals"] == {"pages": 7, "kept": 4, "dropped": 3, "exact_duplicate": 1,
-                              "near_duplicate": 2, "duplicate_rate": round(3 / 7, 4),
+                              "near_duplicate": 2, "soft_404": 0, "override": 0,
+                              "compared": 7, "duplicate_rate": round(3 / 7, 4),
                               "prior_documents": 0, "canonical_swaps": 0}
     buckets = {b["distance"]: b for b in data["histogram"]["buckets"]}
     assert buckets[0] == {"distance": 0, "kept": 1, "dropped": 1}  # the copy and its original
@@ -354,12 +400,12 @@ def test_a_second_crawl_is_replayed_against_the_first_ones_pages(tmp_path: Path)
         assert report.build_report(db, first)["totals"]["pages"] == 1
     assert data["crawl"]["id"] == second
     assert data["totals"] == {"pages": 2, "kept": 1, "dropped": 1, "exact_duplicate": 0,
-                              "near_duplicate": 1, "duplicate_rate": 0.5, "prior_documents": 1,
-                              "canonical_swaps": 0}
+                              "near_duplicate": 1, "soft_404": 0, "override": 0, "compared": 2,
+                              "duplicate_rate": 0.5, "prior_documents": 1, "canonical_swaps": 0}
     rows = data["what_if"]["rows"]
     assert data["what_if"]["mismatches"] == 0 and [r["dropped"] for r in rows[:3]] == [0, 1, 1]
     assert data["by_host"] == [{"host": "site.test", "pages": 2, "kept": 1,
-                                "exact_duplicate": 0, "near_duplicate": 1,
+                                "exact_duplicate": 0, "near_duplicate": 1, "override": 0,
                                 "duplicate_rate": 0.5}]
 
 

@@ -134,6 +134,7 @@ def test_labels_take_exact_copies_at_0_and_leave_out_pairs_without_distance() ->
         review("e", CORRECT, None, reason="soft_404")])
     assert sorted(found.pairs) == [(0, True), (1, False), (2, True), (6, True)]
     assert found.without_distance == 1 and found.duplicates == 3
+    assert found.unscored == {"soft_404": 1}
 
 
 def _score(found: reviews.Labels, threshold: int) -> dict[str, Any]:
@@ -173,7 +174,7 @@ def test_advice_names_k_and_the_best_threshold() -> None:
                            "recall 66.7% (2/3).")
     assert "k=6 would have precision 75.0% (3/4) and recall 100.0% (3/3) on what was " \
            "reviewed" in text
-    assert text.endswith("1 reviewed decision without a distance (a soft 404) left out.")
+    assert text.endswith("1 reviewed decision without a distance (1 soft 404) left out.")
     assert "would" not in reviews.advice(found, _rows(found, 5), 3), "6 is not in the table"
 
 
@@ -188,6 +189,28 @@ def test_advice_keeps_k_when_it_is_among_the_best() -> None:
     assert reviews.advice(reviews.labels([]), [], 3) == ""
     only_soft = reviews.labels([review("e", CORRECT, None, reason="soft_404")])
     assert "nothing to score" in reviews.advice(only_soft, _rows(only_soft, 5), 3)
+
+
+def test_decisions_without_a_distance_are_counted_by_kind() -> None:
+    """A reviewed drop without a distance is a soft 404 or a page a person's rule dropped (or
+    a pair whose fingerprints were not stored): the advice counts each, and calls none of
+    them a soft 404 that is not one."""
+    found = reviews.labels([review("a", CORRECT, 2),
+                            review("b", CORRECT, None, reason="override"),
+                            review("c", WRONG, None, reason="override"),
+                            review("d", CORRECT, None, reason="soft_404"),
+                            review("e", WRONG, None, decision="kept", reason="")])
+    assert found.unscored == {"override": 2, "soft_404": 1, "other": 1}
+    assert found.without_distance == 4 and found.pairs == [(2, True)]
+    assert reviews.advice(found, _rows(found, 5), 3).endswith(
+        "4 reviewed decisions without a distance (1 soft 404, 2 pages a person's rule "
+        "dropped and 1 pair without fingerprints) left out.")
+    by_person = reviews.labels([review("b", CORRECT, None, reason="override")])
+    assert reviews.advice(by_person, [], 3) == (
+        "No reviewed decision has a distance (1 page a person's rule dropped): nothing to "
+        "score the threshold against.")
+    summary = reviews.summary([], {}, found, _rows(found, 5), 3)
+    assert summary["without_distance_by_kind"] == {"override": 2, "soft_404": 1, "other": 1}
 
 
 # --- a crawl database with reviews -------------------------------------------------------------

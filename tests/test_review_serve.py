@@ -32,10 +32,10 @@ import pytest
 
 from crawler.review import CrawlDB
 from crawler.review.serve import ReviewServer
-from crawler.storage import Store
+from crawler.storage import ReviewError, Store
 from tests.conftest import IN_CI, ROOT, CrawlRun
 from tests.test_dedupreport import HOSTILE_TITLE, crawl_near_site
-from tests.test_review import ORIGIN, T0, doc, drop
+from tests.test_review import ORIGIN, T0, build_db, doc, drop
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -226,15 +226,16 @@ def test_the_list_filters_sorts_and_pages_on_the_server(many_db: Path) -> None:
 
 
 def test_rows_show_their_review_and_override(near_db: Path) -> None:
+    """A row carries its newest review and the rule that names it: here a line of the rules
+    file, which the next crawl applies (a "distinct" button would store the page at once)."""
     url, kept = table_rows(near_db, "SELECT url, duplicate_of FROM dropped WHERE distance = 3")[0]
-    with serving(near_db) as server:
+    rules_file = near_db.with_name("rules.txt")
+    rules_file.write_text(f"distinct {url} {kept}\n")
+    with serving(near_db, overrides_file=str(rules_file)) as server:
         assert drops(server, reviewed="yes")["total"] == 0
         status, outcome = post(server, "/api/review", {"url": url, "verdict": "correct",
                                                        "note": "same article"})
         assert status == 200 and outcome["review"]["verdict"] == "correct", outcome
-        status, outcome = post(server, "/api/override", {"action": "distinct", "target": url,
-                                                         "other": kept})
-        assert status == 200 and outcome["override"].startswith("distinct "), outcome
         reviewed = drops(server, reviewed="yes")["rows"]
         unreviewed = drops(server, reviewed="no")["rows"]
         status, outcome = post(server, "/api/override", {"remove": True, "target": url})
@@ -285,6 +286,81 @@ def test_always_drop_moves_a_kept_page_and_its_pair_page_shows_why(near_db: Path
     assert [(r["url"], r["override"].split(" (")[0]) for r in rows] == [(kept, f"drop {kept}")]
     assert status == 200
     assert "dropped by a person&#x27;s rule (an override)" in page.decode()
+
+
+def test_a_rule_drop_names_no_preference_order(tmp_path: Path) -> None:
+    """A page a crawl dropped by a person's rule has no rule of the preference order behind
+    it (the pair page said "preference")."""
+    info = build_db(tmp_path / "crawl.db")
+    url = ORIGIN + "/section/a.html"
+    store = Store(f"sqlite:///{info['path']}")
+    store.write_batch([], [{"url": url, "canonical_url": url, "reason": "override",
+                            "duplicate_of": None, "distance": None, "simhash": 5,
+                            "title": "A", "text": "Some text", "crawl_id": info["crawl_id"],
+                            "dropped_at": T0 + timedelta(seconds=20)}])
+    store.close()
+    with serving(info["path"]) as server:
+        status, _, page = call(server, "GET", "/pair?" + urlencode({"url": url}))
+    facts = dict(re.findall(r'data-fact="(\w+)">([^<]*)<', page.decode()))
+    assert status == 200 and facts["reason"] == "override"
+    assert facts["rule"] == "—" and facts["distance"] == "unknown"
+
+
+@pytest.mark.parametrize("where", ["here", "outside"])
+def test_the_list_shows_both_moves_of_always_drop(near_db: Path, where: str) -> None:
+    """'Always drop' on a kept page with exactly one duplicate moves the page in and the
+    duplicate out: the number of drops stays 3, and the list (read before) reads both moves,
+    whether the button did it or ``scrapy dropped --drop`` (its library) meanwhile."""
+    from crawler.review import actions
+
+    copy, kept = table_rows(near_db, "SELECT url, duplicate_of FROM dropped WHERE distance = 3")[0]
+    assert [of for of, in table_rows(near_db, "SELECT duplicate_of FROM dropped")].count(kept) == 1
+    with serving(near_db) as server:
+        before = {r["url"]: r["reason"] for r in drops(server)["rows"]}
+        if where == "here":
+            status, outcome = post(server, "/api/override", {"action": "drop", "target": kept})
+            assert status == 200, outcome
+        else:
+            done = actions.add_override(str(near_db), "drop", kept)
+            outcome = {"stored": done.stored, "dropped": done.dropped}
+        assert outcome["stored"] == [copy] and outcome["dropped"] == [kept], outcome
+        after = drops(server)
+    assert before[copy] == "near_duplicate" and kept not in before
+    rows = {r["url"]: r["reason"] for r in after["rows"]}
+    assert after["total"] == len(before) == 3
+    assert rows[kept] == "override" and copy not in rows
+    assert copy in {u for u, in table_rows(near_db, "SELECT url FROM documents")}
+
+
+def test_rules_file_rules_show_with_their_line_and_are_removed_from_it(near_db: Path) -> None:
+    """The command's DEDUP_OVERRIDES_FILE: its rules are badges and history like the
+    database's (named FILE:LINE), and "Remove override" takes the rule out of the file."""
+    url, kept = table_rows(near_db, "SELECT url, duplicate_of FROM dropped WHERE distance = 1")[0]
+    rules_file = near_db.with_name("rules.txt")
+    rules_file.write_text(f"# hand-written\ndistinct {url} {kept} # two articles\n")
+    history = "/api/history?" + urlencode({"url": url, "other": kept})
+    with serving(near_db, overrides_file=str(rules_file)) as server:
+        row = next(r for r in drops(server)["rows"] if r["url"] == url)
+        rules = json.loads(call(server, "GET", history)[2])["overrides"]
+        status, outcome = post(server, "/api/override", {"remove": True, "target": rules[0][
+            "target"], "other": rules[0]["other"]})
+        after = json.loads(call(server, "GET", history)[2])["overrides"]
+        row_after = next(r for r in drops(server)["rows"] if r["url"] == url)
+    assert row["override"] == f"distinct {min(url, kept)} {max(url, kept)} ({rules_file}:2)"
+    assert [(r["action"], r["note"], r["source"]) for r in rules] == [
+        ("distinct", "two articles", f"{rules_file}:2")]
+    assert status == 200 and outcome["message"].startswith("removed "), outcome
+    assert after == [] and row_after["override"] is None
+    assert rules_file.read_text() == "# hand-written\n"
+
+
+def test_a_bad_rules_file_is_one_line_before_serving(near_db: Path) -> None:
+    rules_file = near_db.with_name("rules.txt")
+    rules_file.write_text("keep\n")
+    with CrawlDB.open(str(near_db)) as db:
+        picked = db.select()
+    with pytest.raises(ReviewError, match=rf"^{re.escape(str(rules_file))}:1: a rule is: "):
+        ReviewServer(str(near_db), picked, 0, overrides_file=str(rules_file))
 
 
 # --- the command ----------------------------------------------------------------------------

@@ -108,9 +108,11 @@ class Command(ScrapyCommand):
         output = opts.output or ("-" if opts.format == "json" else "report.html")
         if self._write(output, render(data, opts.format)) and output != "-":
             totals = data["totals"]
+            ruled = totals.get("override") or 0
             print(f"wrote {output}: {label}, {totals['pages']} pages, "
                   f"{totals['dropped']} dropped ({totals['exact_duplicate']} exact, "
-                  f"{totals['near_duplicate']} near)", file=sys.stderr)
+                  f"{totals['near_duplicate']} near)"
+                  + (f", {ruled} dropped by a person's rule" if ruled else ""), file=sys.stderr)
 
     def _report(self, opts: argparse.Namespace) -> tuple[dict[str, Any], str]:
         """The report's data and the label of the crawls picked (the note on stderr)."""
@@ -144,8 +146,17 @@ class Command(ScrapyCommand):
             picked = self._pick(db, opts)
         server = ReviewServer(db_url, picked, opts.port, known,
                               str(self.settings.get("DEDUP_OVERRIDES_FILE") or "") or None,
-                              str(self.settings.get("DROPPED_LOG") or "") or None)
+                              self._asked_drop_log())
         serve_until_stopped(server, sys.stdout)
+
+    def _asked_drop_log(self) -> str | None:
+        """``-s DROPPED_LOG=FILE`` when asked for on the command line; else None: the moves go
+        to the drop log the latest crawl recorded (never a log of the current directory that
+        belongs to another crawl)."""
+        assert self.settings is not None
+        if (self.settings.getpriority("DROPPED_LOG") or 0) < 40:  # below 'cmdline'
+            return None
+        return str(self.settings.get("DROPPED_LOG") or "") or None
 
     def _write(self, output: str, text: str) -> bool:
         """Write the report; False (and the exit status set) when it could not be written."""

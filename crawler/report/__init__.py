@@ -6,10 +6,12 @@ ids: the union of their documents and drops, settings and threshold from the lat
 is); :func:`crawler.report.html.render_html` turns the same data into one self-contained HTML
 page (inline CSS and SVG, no script, no external asset).
 
-The population is every page the crawl decided on: its kept ``documents`` and its ``dropped``
-rows, in decision order (``fetched_at`` of a kept page, ``dropped_at`` of a dropped one). With
-``SIMHASH_PERSIST`` on, documents stored by other crawls were in the index from the start and are
-seeded as kept (never counted, never dropped).
+The population is every page the crawl's dedup rule decided on: its kept ``documents`` and its
+``dropped`` rows, in decision order (``fetched_at`` of a kept page, ``dropped_at`` of a dropped
+one). With ``SIMHASH_PERSIST`` on, documents stored by other crawls were in the index from the
+start and are seeded as kept (never counted, never dropped). A page a person's drop rule dropped
+(reason ``override``) was never compared: it is not in the population, it is counted in the
+totals on a row of its own and left out of the duplicate rate (:mod:`~crawler.report.build`).
 
 * **Nearest distance**: for each page with a SimHash, the Hamming distance to the nearest other
   page of the population (kept or dropped), by an exact numpy pass (XOR + popcount, chunked).

@@ -1,4 +1,14 @@
-""":func:`build_report`: every number of ``scrapy dedupreport`` for one crawl or one job."""
+""":func:`build_report`: every number of ``scrapy dedupreport`` for one crawl or one job.
+
+``totals`` counts every page decided: ``pages`` = ``kept`` + ``dropped`` (``exact_duplicate``
++ ``near_duplicate``) + ``soft_404`` + ``override``, the last the pages a person's drop rule
+dropped (:mod:`crawler.overrides`; "dropped by a person's rule" on the page). Those were never
+compared with any page, so they are left out of the duplicate rate, numerator and denominator:
+``duplicate_rate`` = ``dropped`` / ``compared`` (``pages`` - ``override``), and out of the
+distances, what-if and decisions (:mod:`crawler.report.population`). ``by_host`` rows count
+them the same way (``pages`` with them, ``override``, the rate without them). ``by_reason``
+keeps the reasons of the dedup rule only (exact and near duplicates).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from crawler import review
-from crawler.formats import mask_settings
+from crawler.formats import host_of, mask_settings
 from crawler.report import reviews
 from crawler.report.decisions import decisions, largest_groups
 from crawler.report.distances import effective_edges, neighbours
@@ -16,9 +26,11 @@ from crawler.report.population import (
     crawl_id_list,
     load_drops,
     load_population,
+    overridden,
     sample_population,
 )
 from crawler.report.whatif import NEAR_MISS_EXTRA, WHATIF_EXTRA, histogram, near_misses, what_if
+from crawler.vocab import OVERRIDE, SOFT_404
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -54,7 +66,8 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
     drops = load_drops(db, ids)
     pop = load_population(db, ids, _truthy(settings.get("SIMHASH_PERSIST")), drops)
     counts = Counter(s for s in pop.status)
-    if len(pop) == counts["prior"]:
+    by_person = overridden(drops)
+    if len(pop) == counts["prior"] and not by_person:
         named = f"crawl {ids[0]}" if len(ids) == 1 else "crawls " + ", ".join(map(str, ids))
         raise review.ReviewError(f"{named} has no pages (nothing kept or dropped): "
                                  "nothing to report")
@@ -68,9 +81,9 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
         "settings": mask_settings(settings),  # crawls of older versions stored secrets
         "threshold": k,
         "blocks": blocks,
-        "totals": _totals(len(pop) - counts["prior"], counts, drops),
+        "totals": _totals(len(pop) - counts["prior"], counts, drops, len(by_person)),
         "by_reason": {r: counts[r] for r in review.REASONS},
-        "by_host": _by_host(pop),
+        "by_host": _by_host(pop, by_person),
         **distances,
         "decisions": decisions(db, drops, k, db_arg, latest.keys()),
         "reviews": reviews.summary(db.reviews(), latest, labels, distances["what_if"]["rows"],
@@ -107,12 +120,16 @@ def _distances(pop: Population, k: int, exact_limit: int, seed: int, db_arg: str
     }
 
 
-def _totals(own: int, counts: Counter[str], drops: list[dict[str, Any]]) -> dict[str, Any]:
+def _totals(compared: int, counts: Counter[str], drops: list[dict[str, Any]],
+            by_person: int) -> dict[str, Any]:
+    """Every page decided (``pages`` = kept + dropped + soft_404 + override); the duplicate
+    rate over the ``compared`` pages only (a person's drop rule is not a duplicate)."""
     dropped = counts["exact_duplicate"] + counts["near_duplicate"]
-    return {"pages": own, "kept": counts["kept"], "dropped": dropped,
+    return {"pages": compared + by_person, "kept": counts["kept"], "dropped": dropped,
             "exact_duplicate": counts["exact_duplicate"],
             "near_duplicate": counts["near_duplicate"],
-            "duplicate_rate": round(dropped / own, 4),
+            "soft_404": counts[SOFT_404], "override": by_person, "compared": compared,
+            "duplicate_rate": round(dropped / compared, 4) if compared else 0.0,
             "prior_documents": counts["prior"],
             "canonical_swaps": sum(r.get("rule") == "canonical" for r in drops)}
 
@@ -132,18 +149,22 @@ def _crawl_info(crawl: dict[str, Any], ids: list[int]) -> dict[str, Any]:
     return info
 
 
-def _by_host(pop: Population) -> list[dict[str, Any]]:
+def _by_host(pop: Population, by_person: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per host, as the totals: ``pages`` with the ``override`` drops, the rate without."""
     table: dict[str, Counter[str]] = {}
     for host, status in zip(pop.hosts, pop.status, strict=True):
         if status != "prior":
             table.setdefault(host, Counter())[status] += 1
+    for row in by_person:
+        table.setdefault(host_of(row["url"]), Counter())[OVERRIDE] += 1
     rows = []
     for host, c in table.items():
         pages, dropped = sum(c.values()), c["exact_duplicate"] + c["near_duplicate"]
+        compared = pages - c[OVERRIDE]
         rows.append({"host": host, "pages": pages, "kept": c["kept"],
                      "exact_duplicate": c["exact_duplicate"],
-                     "near_duplicate": c["near_duplicate"],
-                     "duplicate_rate": round(dropped / pages, 4)})
+                     "near_duplicate": c["near_duplicate"], "override": c[OVERRIDE],
+                     "duplicate_rate": round(dropped / compared, 4) if compared else 0.0})
     return sorted(rows, key=lambda r: (-r["pages"], r["host"]))
 
 

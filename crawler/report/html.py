@@ -7,18 +7,19 @@ Everything that comes from a crawled page (titles, text, URLs) is escaped; a URL
 (``rel="noopener noreferrer nofollow"``) only when its scheme is http or https, so a
 ``javascript:`` URL is shown as text, never made live.
 
-Sections: totals; the **threshold view** (the nearest-distance histogram, whose axis is broken
-when one bar is over three times the next so small bars stay readable, a zoom panel of
-k-3..k+8 with its own scale, counts written on every bar, and the what-if table with the pages
-each extra bit would drop); **decisions to check** (near drops closest to k, exact-duplicate
-groups, each with both titles, links, the lines only in each page and the ``scrapy dropped
---explain`` command, the reviewed ones left out); the **reviews** (the history newest first,
-verdict counts; with reviews the what-if table gains each threshold's precision and recall on
-them, and the advice a sentence on k); near misses; the largest duplicate groups; per-host
-duplicate rates; the URL-dedup counters; settings and stats formatted for people (rounded, with
-units, lists joined; every percentage by :func:`crawler.report.wording.percent`, every count
-with its noun by :func:`~crawler.report.wording.plural`). ``--format json`` keeps the raw
-values.
+Sections: totals (with a row for the soft 404s and one for the pages a person's rule dropped
+when there are any; the duplicate rate, and per host, leaves the latter out); the **threshold
+view** (the nearest-distance histogram, whose axis is broken when one bar is over three times
+the next so small bars stay readable, a zoom panel of k-3..k+8 with its own scale, counts
+written on every bar, and the what-if table with the pages each extra bit would drop);
+**decisions to check** (near drops closest to k, exact-duplicate groups, each with both titles,
+links, the lines only in each page and the ``scrapy dropped --explain`` command, the reviewed
+ones left out); the **reviews** (the history newest first, verdict counts; with reviews the
+what-if table gains each threshold's precision and recall on them, and the advice a sentence on
+k); near misses; the largest duplicate groups; per-host duplicate rates; the URL-dedup counters;
+settings and stats formatted for people (rounded, with units, lists joined; every percentage by
+:func:`crawler.report.wording.percent`, every count with its noun by
+:func:`~crawler.report.wording.plural`). ``--format json`` keeps the raw values.
 """
 
 from __future__ import annotations
@@ -106,6 +107,12 @@ def _sample_note(sample: dict[str, Any]) -> str:
 
 
 def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
+    """The crawl and its totals; the soft-404 and person's-rule rows when there are such
+    pages (pages decided = kept + dropped + those two)."""
+    rate = percent(totals["dropped"], totals["compared"])
+    if totals["override"]:
+        rate += (f" of {plural(totals['compared'], 'page')} compared (the {totals['override']:,}"
+                 " a person's rule dropped left out)")
     rows = [("crawl", ", ".join(map(str, crawl["ids"])), "crawl-id"),
             ("started", crawl["started_at"], "started"),
             ("finished", crawl["finished_at"], "finished"),
@@ -113,11 +120,13 @@ def _totals_table(crawl: dict[str, Any], totals: dict[str, Any]) -> str:
             ("pages decided", totals["pages"], "total-pages"),
             ("kept", totals["kept"], "total-kept"), ("dropped", totals["dropped"], "total-dropped"),
             ("exact duplicates", totals["exact_duplicate"], "total-exact_duplicate"),
-            ("near duplicates", totals["near_duplicate"], "total-near_duplicate"),
-            ("duplicate rate", percent(totals["dropped"], totals["pages"]), "duplicate-rate"),
-            ("originals kept over copies stored first", totals["canonical_swaps"],
-             "canonical-swaps"),
-            ("documents of earlier crawls", totals["prior_documents"], "prior-documents")]
+            ("near duplicates", totals["near_duplicate"], "total-near_duplicate")]
+    rows += [(label, totals[key], f"total-{key}") for key, label in (
+        ("soft_404", "soft 404s"), ("override", "dropped by a person's rule")) if totals[key]]
+    rows += [("duplicate rate", rate, "duplicate-rate"),
+             ("originals kept over copies stored first", totals["canonical_swaps"],
+              "canonical-swaps"),
+             ("documents of earlier crawls", totals["prior_documents"], "prior-documents")]
     body = "".join(f'<tr><th>{esc(label)}</th><td id="{ident}">{esc(value)}</td></tr>'
                    for label, value, ident in rows)
     return f'<table id="totals"><tbody>{body}</tbody></table>'
@@ -263,11 +272,17 @@ def _groups_section(groups: dict[str, Any] | None) -> str:
 
 
 def _host_table(rows: list[dict[str, Any]]) -> str:
-    return html_table(["host", "pages", "kept", "exact", "near", "duplicate rate"],
-                  [[r["host"], r["pages"], r["kept"], r["exact_duplicate"], r["near_duplicate"],
-                    percent(r["exact_duplicate"] + r["near_duplicate"], r["pages"])]
-                   for r in rows], {1, 2, 3, 4, 5},
-                  "by-host", [f' data-host="{esc(r["host"])}"' for r in rows])
+    """Pages per host; a column of the pages a person's rule dropped when there are any (the
+    rate leaves them out, as in the totals)."""
+    ruled = any(r["override"] for r in rows)
+    headers = ["host", "pages", "kept", "exact", "near", *(["person's rule"] * ruled),
+               "duplicate rate"]
+    cells = [[r["host"], r["pages"], r["kept"], r["exact_duplicate"], r["near_duplicate"],
+              *([r["override"]] * ruled),
+              percent(r["exact_duplicate"] + r["near_duplicate"], r["pages"] - r["override"])]
+             for r in rows]
+    return html_table(headers, cells, set(range(1, len(headers))), "by-host",
+                      [f' data-host="{esc(r["host"])}"' for r in rows])
 
 
 _URL_LABELS = {

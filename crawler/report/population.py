@@ -1,5 +1,10 @@
-"""The pages a report is about (:class:`Population`): every page the crawl decided on, in
-decision order, and a uniform sample of them when there are too many to compare exactly."""
+"""The pages a report is about (:class:`Population`): every page the dedup rule decided on, in
+decision order, and a uniform sample of them when there are too many to compare exactly.
+
+A page a person's drop rule dropped (reason ``override``, :mod:`crawler.overrides`) is not one
+of them: the rule dropped it before any comparison, so no page was compared with it and no
+threshold would change its fate. The report counts it in its totals on a row of its own
+(:func:`overridden`)."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.formats import host_of
 from crawler.storage import ReviewError, optional_time
+from crawler.vocab import OVERRIDE
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -24,7 +30,8 @@ class Population:
     hosts: list[str] = field(default_factory=list)
     content_hashes: list[str | None] = field(default_factory=list)
     simhashes: list[int | None] = field(default_factory=list)
-    #: kept | exact_duplicate | near_duplicate | prior (a document of another crawl)
+    #: kept | exact_duplicate | near_duplicate | soft_404 | prior (a document of another
+    #: crawl)
     status: list[str] = field(default_factory=list)
     #: a dropped page's recorded match: (duplicate_of URL, distance); (None, None) otherwise
     matches: list[tuple[str | None, int | None]] = field(default_factory=list)
@@ -58,10 +65,16 @@ def load_drops(db: CrawlDB, ids: list[int]) -> list[dict[str, Any]]:
     return db.crawl_drops(ids)
 
 
+def overridden(drops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The drops a person's rule made (reason ``override``): never in the population."""
+    return [row for row in drops if row["reason"] == OVERRIDE]
+
+
 def load_population(db: CrawlDB, crawl_id: int | Sequence[int], persist: bool,
                     drops: list[dict[str, Any]] | None = None) -> Population:
-    """Every page of ``crawl_id`` (one id, or a job's ids: their union), and prior documents
-    (stored by other crawls) when ``persist``, in decision order. ``drops`` are the crawls'
+    """Every page of ``crawl_id`` (one id, or a job's ids: their union) but those a person's
+    rule dropped, and prior documents (stored by other crawls) when ``persist``, in decision
+    order. ``drops`` are the crawls'
     :func:`load_drops` rows when the caller has read them already."""
     ids = crawl_id_list(crawl_id)
     docs = db.document_rows()
@@ -90,7 +103,8 @@ def _decision_order(docs: list[dict[str, Any]], drops: list[dict[str, Any]], ids
         rank = 0 if status == "prior" else 1
         entries.append((rank, _epoch(row["fetched_at"]), 0, row["id"], row, status))
     for row in drops:
-        entries.append((1, _epoch(row["dropped_at"]), 1, row["id"], row, row["reason"]))
+        if row["reason"] != OVERRIDE:
+            entries.append((1, _epoch(row["dropped_at"]), 1, row["id"], row, row["reason"]))
     entries.sort(key=lambda e: e[:4])
     return [(row, status) for *_, row, status in entries]
 

@@ -7,8 +7,8 @@ the newest review of each pair counts as its label (``CrawlDB.latest_reviews``).
 the database counts, whichever crawl it judged: a label is about two pages, not about one run.
 
 * **Labels** (:func:`labels`): each labelled pair at its distance, an exact copy at 0 bits. A
-  pair without a distance (a soft 404, a pair whose fingerprints were not stored) is left out
-  and counted.
+  decision without a distance is left out and counted by kind: a soft 404, a page a person's
+  drop rule dropped (it was never compared), another pair whose fingerprints were not stored.
 * **Scores** (:func:`score`): the rule at threshold t calls a pair a duplicate when its distance
   is at most t. Precision is the share of the pairs it calls duplicates that are labelled
   duplicates, recall the share of the labelled duplicates it calls duplicates, each with its
@@ -19,12 +19,14 @@ the database counts, whichever crawl it judged: a label is about two pages, not 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crawler.overrides import CORRECT, DUPLICATE, WRONG
 from crawler.report.wording import percent, plural
 from crawler.review import iso_utc
+from crawler.vocab import OVERRIDE, SOFT_404
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -34,28 +36,46 @@ if TYPE_CHECKING:
 REVIEWS_LISTED = 100  # reviews listed in the history, newest first
 
 
+#: The kinds of reviewed decisions without a distance, each with its nouns (one, several).
+UNSCORED = {SOFT_404: ("soft 404", "soft 404s"),
+            OVERRIDE: ("page a person's rule dropped", "pages a person's rule dropped"),
+            "other": ("pair without fingerprints", "pairs without fingerprints")}
+
+
 @dataclass(frozen=True)
 class Labels:
-    """The labelled pairs: ``(distance, is a duplicate)`` each; those without a distance."""
+    """The labelled pairs: ``(distance, is a duplicate)`` each; those without a distance, by
+    kind (:data:`UNSCORED`)."""
 
     pairs: list[tuple[int, bool]] = field(default_factory=list)
-    without_distance: int = 0
+    unscored: dict[str, int] = field(default_factory=dict)
 
     @property
     def duplicates(self) -> int:
         return sum(dup for _, dup in self.pairs)
 
+    @property
+    def without_distance(self) -> int:
+        return sum(self.unscored.values())
+
+    def unscored_words(self) -> str:
+        """``1 soft 404 and 2 pages a person's rule dropped``: the kinds left out."""
+        parts = [plural(self.unscored[kind], *UNSCORED[kind]) for kind in UNSCORED
+                 if self.unscored.get(kind)]
+        return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+
 
 def labels(latest: Iterable[Review]) -> Labels:
     """The label of each reviewed pair (its newest review) at its distance."""
-    pairs, without = [], 0
+    pairs: list[tuple[int, bool]] = []
+    unscored: Counter[str] = Counter()
     for one in latest:
         distance = 0 if one.reason == "exact_duplicate" else one.distance
         if distance is None:
-            without += 1
+            unscored[one.reason if one.reason in UNSCORED else "other"] += 1
         else:
             pairs.append((distance, one.label == DUPLICATE))
-    return Labels(pairs, without)
+    return Labels(pairs, dict(unscored))
 
 
 def score(found: Labels, threshold: int) -> dict[str, Any] | None:
@@ -80,11 +100,10 @@ def advice(found: Labels, rows: list[dict[str, Any]], k: int) -> str:
     ``rows`` are the what-if rows, each with its :func:`score` under ``reviewed``.
     """
     if not found.pairs:
-        return (f"None of the {plural(found.without_distance, 'reviewed decision')} has a "
-                "distance (a soft 404 has none): nothing to score the threshold against."
-                if found.without_distance else "")
+        return (f"No reviewed decision has a distance ({found.unscored_words()}): nothing "
+                "to score the threshold against." if found.without_distance else "")
     left_out = (f" {plural(found.without_distance, 'reviewed decision')} without a distance "
-                "(a soft 404) left out." if found.without_distance else "")
+                f"({found.unscored_words()}) left out." if found.without_distance else "")
     scored = {r["threshold"]: r["reviewed"] for r in rows if r.get("reviewed")}
     text = (f"On the {plural(len(found.pairs), 'reviewed decision')}, "
             f"k={k} has {_scores(score(found, k))}.")
@@ -128,7 +147,8 @@ def summary(reviews: list[Review], latest: dict[tuple[str, str], Review], found:
     return {"count": len(reviews), "decisions": len(latest),
             "correct": verdicts.count(CORRECT), "wrong": verdicts.count(WRONG),
             "labelled": len(found.pairs), "duplicates": found.duplicates,
-            "without_distance": found.without_distance, "advice": advice(found, rows, k),
+            "without_distance": found.without_distance,
+            "without_distance_by_kind": dict(found.unscored), "advice": advice(found, rows, k),
             "listed_limit": REVIEWS_LISTED,
             "listed": [_listed(one) for one in newest[:REVIEWS_LISTED]]}
 

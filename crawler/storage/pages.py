@@ -42,6 +42,18 @@ class PageReader(CrawlReader):
             query = query.limit(limit)
         return self._rows(query.order_by(t.c.dropped_at.desc(), t.c.id.desc()))
 
+    def drops_version(self, crawl_ids: Sequence[int]) -> tuple[object, ...]:
+        """A cheap fingerprint of the drop rows of ``crawl_ids``: their count, highest id and
+        newest ``dropped_at`` (one aggregate query). A move writes a new row with a new time,
+        so it changes even when one row left and one came (the count stays, SQLite may reuse
+        the id): the review server reads its list again when it changes."""
+        t = self.dropped_table
+        newest = [sa.func.max(t.c.dropped_at)] if "dropped_at" in t.c else []
+        query = sa.select(sa.func.count().label("rows"), sa.func.max(t.c.id).label("top"),
+                          *newest).where(t.c.crawl_id.in_(list(crawl_ids)))
+        rows = self._rows(query)
+        return tuple(rows[0].values()) if rows else ()
+
     def stored_pages(self, crawl_ids: Sequence[int], batch: int = 1000,
                      ) -> Iterator[dict[str, Any]]:
         """The ``documents`` rows of the pages crawls ``crawl_ids`` stored (their

@@ -3,11 +3,14 @@ filtered, sorted and paged on the server (``/api/drops``), each row with its rev
 the override that applies to it.
 
 The rows of the selected crawls are read once (no stored text: url, title, reason, distance,
-the kept page and its title, time, rule) and kept in memory as :class:`Drops`, read again when
-the number of drop rows of those crawls changes (an override that restored or dropped a page,
-here or from ``scrapy dropped``). Review marks and overrides are read on every request: they
-are small and change with every click. Tens of thousands of drops filter and sort in tens of
-milliseconds.
+the kept page and its title, time, rule) and kept in memory as :class:`Drops`, read again after
+a button here moved a page (the server says so: :meth:`Drops.invalidate`) and when the
+fingerprint of those crawls' drop rows changes (:meth:`CrawlDB.drops_version`: their count,
+highest id and newest ``dropped_at``; a crawl or ``scrapy dropped`` writing the database meanwhile). The
+count alone is not enough: "Always drop" on a page with one duplicate moves that duplicate out
+and the page in. Review marks and overrides (the database's, and the rules file's when the
+command has one) are read on every request: they are small and change with every click. Tens
+of thousands of drops filter and sort in tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -120,21 +123,25 @@ def _integer(text: str, name: str, default: int | None) -> int | None:
 
 @dataclass
 class Drops:
-    """The drops of the crawls under review, read again when their row count changes."""
+    """The drops of the crawls under review, read again when they may have changed."""
 
     crawl_ids: list[int]
     rows: list[Drop] = field(default_factory=list)
-    count: int | None = None
+    version: tuple[object, ...] | None = None  # CrawlDB.drops_version() when the rows were read
 
     def refresh(self, db: CrawlDB) -> None:
-        """Read the rows again when the number of drop rows of the crawls has changed."""
-        counts = db.drop_counts()
-        count = sum(counts.get(i, 0) for i in self.crawl_ids)
-        if count == self.count:
+        """Read the rows again when invalidated or when :meth:`CrawlDB.drops_version`
+        changed."""
+        version = db.drops_version(self.crawl_ids)
+        if version == self.version:
             return
         titles = {str(d["url"]): str(d.get("title") or "") for d in db.document_rows()}
         self.rows = [Drop.from_row(row, titles) for row in db.crawl_drops(self.crawl_ids)]
-        self.count = count
+        self.version = version
+
+    def invalidate(self) -> None:
+        """Read the rows again at the next request (an action here moved pages)."""
+        self.version = None
 
 
 @dataclass(frozen=True)

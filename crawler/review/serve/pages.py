@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from crawler.report.markup import esc, link
 from crawler.review.render import explanation_dict
 from crawler.review.serve.assets import CSS, SCRIPT
+from crawler.review.serve.decisions import UNPAIRED
 from crawler.review.serve.listing import LIST_REASONS
 
 if TYPE_CHECKING:
@@ -88,7 +89,8 @@ def _facts(e: Explanation) -> str:
     distance = "unknown" if bits is None else f"{bits} bit{'s' * (bits != 1)}"
     within = "" if bits is None else (
         " (within" if bits <= e.max_distance else " (beyond") + f" k = {e.max_distance})"
-    rule = data["rule"] or "—"
+    # no preference order chose between a soft 404 or a person's drop and a kept page
+    rule = (e.rule or "—") if e.reason in UNPAIRED else (data["rule"] or "—")
     if data["preferred_by"]:
         rule += f" (kept page preferred: {data['preferred_by']})"
     exact = {True: "an exact copy", False: "not an exact copy", None: "no content hash"}[e.exact]

@@ -33,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qs, urlsplit
 
-from crawler.overrides import Overrides
+from crawler.overrides import Override, OverrideError, Overrides, read_file
 from crawler.review import actions
 from crawler.review.crawldb import CrawlDB
 from crawler.review.serve import pages
@@ -76,9 +76,12 @@ class RequestError(Exception):
 
 class ReviewServer(ThreadingHTTPServer):
     """The review of the crawls ``selection`` picked in ``db_url``, on 127.0.0.1:``port``
-    (0: any free port; :attr:`url` says which); ``overrides_file``: the rules file the buttons'
-    overrides are written to as well (``DEDUP_OVERRIDES_FILE``); ``drop_log``: the
-    ``DROPPED_LOG`` the moves of an override are appended to, when that file exists."""
+    (0: any free port; :attr:`url` says which); ``overrides_file``: the rules file
+    (``DEDUP_OVERRIDES_FILE``) whose rules the rows and pairs show beside the database's (named
+    ``FILE:LINE``) and the buttons' overrides are written to (and removed from) as well; a bad
+    line of it is a :class:`ReviewError` here; ``drop_log``: the ``DROPPED_LOG`` the moves of
+    an override are appended to (None: the one the latest crawl recorded), when that file
+    exists."""
 
     daemon_threads = True
 
@@ -92,6 +95,11 @@ class ReviewServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.db = CrawlDB.open(db_url, self.known)
         self.drops = Drops(list(selection.crawl_ids))
+        try:
+            self.rules()  # a bad rules file is said once, before serving
+        except OverrideError as exc:
+            self.db.close()
+            raise ReviewError(str(exc)) from None
         try:
             super().__init__((HOST, port), ReviewHandler)
         except OSError as exc:
@@ -108,6 +116,12 @@ class ReviewServer(ThreadingHTTPServer):
 
     def allowed_hosts(self) -> set[str]:
         return {f"{HOST}:{self.port}", f"localhost:{self.port}"}
+
+    def rules(self) -> list[Override]:
+        """The override rules a crawl obeys: the database's, oldest first, then the rules
+        file's in file order (a file line replaces a database rule of its target)."""
+        return self.db.overrides() + (read_file(self.overrides_file)
+                                      if self.overrides_file else [])
 
     def reopen(self) -> None:
         """Open the database again after a write (a first override creates its tables)."""
@@ -201,11 +215,11 @@ class ReviewHandler(BaseHTTPRequestHandler):
         pair = {(url, other), (other, url)}
         self._json({"reviews": [review_json(r) for r in reviews if (r.url, r.other) in pair],
                     "overrides": [{"describe": r.describe(), "action": r.action,
-                                   "target": r.target, "other": r.other, "note": r.note}
-                                  for r in rules]})
+                                   "target": r.target, "other": r.other, "note": r.note,
+                                   "source": r.source or "database"} for r in rules]})
 
     def _marks(self) -> Marks:
-        return Marks(self.server.db.latest_reviews(), Overrides(self.server.db.overrides()))
+        return Marks(self.server.db.latest_reviews(), Overrides(self.server.rules()))
 
     # --- POST -----------------------------------------------------------------------------
 
@@ -220,7 +234,9 @@ class ReviewHandler(BaseHTTPRequestHandler):
             outcome = act(target.path, fields, body.get("remove") is True, server.db_url,
                           server.known, server.overrides_file)
             server.reopen()
-            problem = actions.log_moves(server.drop_log, outcome.records)
+            if outcome.records:  # pages moved: the list is read again at its next request
+                server.drops.invalidate()
+            problem = actions.log_moves(server.drop_log or outcome.drop_log, outcome.records)
         answer = outcome_json(outcome)
         if problem:
             answer["message"] += f"; {problem}"
