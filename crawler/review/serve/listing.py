@@ -2,16 +2,15 @@
 filtered, sorted and paged on the server (``/api/drops``), each row with its review state and
 the override that applies to it.
 
-The rows of the selected crawls are read once (no stored text: url, title, reason, distance,
-the kept page and its title, time, rule) and kept in memory as :class:`Drops`, read again after
-a button here moved a page (the server says so: :meth:`Drops.invalidate`) and when the
-fingerprint of those crawls' drop rows changes (:meth:`CrawlDB.drops_version`: their count,
-highest id and newest ``dropped_at``; a crawl or ``scrapy dropped`` writing the database meanwhile). The
-count alone is not enough: "Always drop" on a page with one duplicate moves that duplicate out
-and the page in. Review marks and overrides (the database's, and the rules file's when the
-command has one) are read on every request: they are small and change with every click. Tens
-of thousands of drops filter and sort in tens of milliseconds.
-"""
+The rows of the selected crawls are read once (no stored text: url, title, reason, distance, the
+kept page and its title, time, rule) and kept in memory as :class:`Drops`, read again after a
+button here moved a page (the server says so: :meth:`Drops.invalidate`) and when the fingerprint
+of those crawls' drop rows changes (:meth:`CrawlDB.drops_version`: their count, highest id and
+newest ``dropped_at``; a crawl or ``scrapy dropped`` writing the database meanwhile). The count
+alone is not enough: "Always drop" on a page with one duplicate moves that duplicate out and the
+page in. Review marks and overrides (the database's, and the rules file's when the command has
+one) are read on every request: they are small and change with every click. Tens of thousands of
+drops filter and sort in tens of milliseconds."""
 
 from __future__ import annotations
 
