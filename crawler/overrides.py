@@ -172,51 +172,76 @@ def make_override(action: str, target: str, other: str = "", note: str = "",
 
 
 class Overrides:
-    """A rule set, as a crawl and the settle step obey it (module docstring)."""
+    """A rule set, as a crawl and the settle step obey it (module docstring).
+
+    Indexed so that a page costs a few dictionary lookups whatever the number of rules: URL
+    rules by URL, patterns by the host they name (a pattern with ``*`` in its host is tried on
+    every page), host rules by name, tried from the page's whole host to its parent domains."""
 
     def __init__(self, rules: Iterable[Override] = ()) -> None:
         self.rules = list(rules)
         self._exact: dict[str, Override] = {}
         self._pairs: dict[tuple[str, str], Override] = {}
-        self._general: list[tuple[Override, re.Pattern[str] | str]] = []
+        self._patterns: dict[str, Override] = {}  # target -> rule (the latest of the target)
+        self._hosts: dict[str, Override] = {}  # host[:port] -> rule
         for rule in self.rules:
             self._add(rule)
-        self._general.sort(key=lambda entry: entry[0].specificity)
+        self._by_host: dict[str, list[tuple[Override, re.Pattern[str]]]] = {}
+        self._wild: list[tuple[Override, re.Pattern[str]]] = []
+        for rule in sorted(self._patterns.values(), key=lambda r: r.specificity):
+            authority = rule.target.partition("://")[2].partition("/")[0]
+            entry = (rule, _glob(rule.target))
+            if "*" in authority:
+                self._wild.append(entry)
+            else:
+                self._by_host.setdefault(authority.rpartition("@")[2], []).append(entry)
 
     def _add(self, rule: Override) -> None:
         """Later rules for one target replace earlier ones (rules come oldest first)."""
         if rule.action == DISTINCT:
             self._pairs[(rule.target, rule.other)] = rule
         elif rule.target.startswith(HOST_PREFIX):
-            self._general = [e for e in self._general if e[0].target != rule.target]
-            self._general.append((rule, rule.target[len(HOST_PREFIX):]))
+            self._hosts[rule.target[len(HOST_PREFIX):]] = rule
         elif "*" in rule.target:
-            self._general = [e for e in self._general if e[0].target != rule.target]
-            self._general.append((rule, _glob(rule.target)))
+            self._patterns[rule.target] = rule
         else:
             self._exact[rule.target] = rule
 
     def __len__(self) -> int:
-        return len(self._exact) + len(self._pairs) + len(self._general)
+        return len(self._exact) + len(self._pairs) + len(self._patterns) + len(self._hosts)
 
     def __iter__(self) -> Iterator[Override]:
         yield from self._exact.values()
-        yield from (rule for rule, _ in self._general)
+        yield from self._patterns.values()
+        yield from self._hosts.values()
         yield from self._pairs.values()
 
     def page(self, canonical_url: str) -> Override | None:
-        """The keep or drop rule that applies to the page, or None."""
+        """The keep or drop rule that applies to the page, or None: its URL's rule, else the
+        most specific pattern that matches it, else the rule of its host or the nearest
+        parent domain (``host:NAME:PORT`` only on that port)."""
         rule = self._exact.get(canonical_url)
-        if rule is not None or not self._general:
+        if rule is not None or not (self._patterns or self._hosts):
             return rule
         netloc = host_of(canonical_url)
-        host = netloc.rsplit(":", 1)[0] if not netloc.endswith("]") else netloc
-        for rule, match in self._general:
-            if isinstance(match, str):
-                name = netloc if ":" in match.lstrip("[").split("]")[-1] else host
-                if name == match or name.endswith("." + match):
-                    return rule
-            elif match.fullmatch(canonical_url):
+        best: Override | None = None
+        for rule, glob in (*self._by_host.get(netloc, ()), *self._wild):
+            if (best is None or rule.specificity < best.specificity) and glob.fullmatch(
+                    canonical_url):
+                best = rule
+        return best or (self._host_rule(netloc) if self._hosts else None)
+
+    def _host_rule(self, netloc: str) -> Override | None:
+        host, port = netloc, ""
+        if not netloc.endswith("]") and netloc.count(":") == 1:
+            host, port = netloc.split(":")
+        elif "]:" in netloc:
+            host, port = netloc.rsplit(":", 1)
+        labels = [host] if host.startswith("[") else host.split(".")
+        for i in range(len(labels)):
+            name = ".".join(labels[i:])
+            rule = (self._hosts.get(f"{name}:{port}") if port else None) or self._hosts.get(name)
+            if rule is not None:
                 return rule
         return None
 
