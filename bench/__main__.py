@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ("simhash", "overrides", "quality", "dupefilter", "simindex", "redisindex", "storage", "indexload",
-           "crawl", "crawl-workers", "cluster", "hostile-page", "faults")
+BENCHES = ("simhash", "overrides", "quality", "dupefilter", "simindex", "redisindex", "storage",
+           "indexload", "crawl", "crawl-workers", "cluster", "hostile-page", "faults")
 #: Benchmarks that are a mode of another module: name -> (module, arguments).
 MODES = {"crawl-workers": ("crawl", ["--workers", "2"]),  # writes crawl_workers.json
          "hostile-page": ("hostile_page", [])}
