@@ -8,6 +8,7 @@ fails in CI when the browser is missing and skips elsewhere.
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import struct
@@ -22,11 +23,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler import report
+from crawler.overrides import Overrides, read_file
 from crawler.report.html import render_html
 from crawler.report.markup import human
 from crawler.review import CrawlDB, ReviewError
+from crawler.sitegen.orderweb import order_web
+from crawler.siteserver import serve_web
 from crawler.storage import Store
 from tests.conftest import IN_CI, ROOT, CrawlRun, run_crawl
+from tests.test_overrides import slugs
 from tests.test_review import build_db
 
 KEPT_RGB = (0x4C, 0x78, 0xA8)
@@ -330,6 +335,30 @@ def test_closest_kept_pair_equals_brute_force(pages: list[tuple[int | None, str]
     assert nb.closest_kept == (min(pairs) if pairs else None)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 63)),
+                          st.sampled_from(["kept", "prior", "near_duplicate"]), st.booleans()),
+                max_size=30),
+       st.sets(st.tuples(st.integers(0, 29), st.integers(0, 29))))
+def test_closest_kept_pair_leaves_out_the_pairs_a_rule_keeps_apart(
+        pages: list[tuple[int | None, str, bool]], named: set[tuple[int, int]]) -> None:
+    """A later page a keep rule names is never dropped; an earlier one within k, or a pair a
+    distinct rule names, was kept apart by the rule: none is where a looser k drops a page."""
+    values, status = [v for v, _, _ in pages], [s for _, s, _ in pages]
+    held = frozenset(i for i, (_, _, h) in enumerate(pages) if h)
+    apart = frozenset((i, j) for i, j in named if i < j < len(pages))
+    nb = report.neighbours(values, 3, status, report.Ruled(2, held, apart))
+    pairs = []
+    for j, b in enumerate(values):
+        for i, a in enumerate(values[:j]):
+            if a is None or b is None or status[i] not in ("kept", "prior") or \
+                    status[j] != "kept" or j in held or (i, j) in apart:
+                continue
+            if i not in held or (a ^ b).bit_count() > 2:
+                pairs.append((a ^ b).bit_count())
+    assert nb.closest_kept == (min(pairs) if pairs else None)
+
+
 def test_report_errors(cli: Any, tmp_path: Path) -> None:
     code, _, err = cli("dedupreport", "--db", str(tmp_path / "none.db"), "-o",
                        str(tmp_path / "r.html"))
@@ -630,3 +659,102 @@ def test_demo_report_formats_settings_and_zooms_on_k(demo_report: dict) -> None:
     decisions = [a for t, a in page.tags if t == "li" and a.get("class") == "decision"]
     assert len(decisions) == data["decisions"]["near_count"] > 0
     assert data["what_if"]["first_change_above"] is not None
+
+
+# --- pairs a person's rule keeps apart (issue 26 probe) -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rule_kept(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The order web crawled with a rules file: a keep rule keeps a mirror beside its original
+    (1..k bits), a distinct rule parts another article from its mirror."""
+    web = order_web()
+    workdir = tmp_path_factory.mktemp("rule-kept")
+    with serve_web([web.a, web.b, web.c]) as (a, b, c):
+        keep, apart, _ = slugs(web)
+        pairs = [(a.url("/a/" + keep), a.url("/mirror/" + keep)),
+                 (a.url("/a/" + apart), a.url("/mirror/" + apart))]
+        rules = workdir / "rules.txt"
+        rules.write_text(f"keep {pairs[0][1]}\ndistinct {pairs[1][0]} {pairs[1][1]}\n")
+        run = run_crawl(workdir / "run", urls=[s.url("/") for s in (a, b, c)],
+                        settings={"ROBOTSTXT_OBEY": False, "DEDUP_OVERRIDES_FILE": str(rules)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return {"run": run, "rules": rules, "pairs": pairs}
+
+
+def _bits(x: int, y: int) -> int:
+    return ((x ^ y) & (2**64 - 1)).bit_count()
+
+
+def _nearest_but_ruled(run: CrawlRun, pairs: list[tuple[str, str]], k: int) -> dict[str, int]:
+    """Each kept page's nearest page of the crawl but its rule partner, as the report defines
+    it: by stored SimHash, a drop's recorded distance to it, another kept page within k at
+    k + 1 (the crawl judged them distinct)."""
+    kept = run.rows("SELECT url, simhash FROM documents WHERE simhash IS NOT NULL")
+    dropped = run.rows("SELECT url, simhash FROM dropped "
+                       "WHERE simhash IS NOT NULL AND reason != 'override'")
+    partner = {a: b for a, b in pairs} | {b: a for a, b in pairs}
+    recorded: dict[str, int] = {}
+    for url, distance in run.rows("SELECT duplicate_of, distance FROM dropped "
+                                  "WHERE distance IS NOT NULL"):
+        recorded[url] = min(recorded.get(url, distance), distance)
+    nearest = {}
+    for url, fp in kept:
+        skip = (url, partner.get(url))
+        to_kept = [max(_bits(fp, other), k + 1) for u, other in kept if u not in skip]
+        to_dropped = [_bits(fp, other) for u, other in dropped if u not in skip]
+        nearest[url] = min([*to_kept, *to_dropped, recorded.get(url, 64)])
+    return nearest
+
+
+def test_pairs_a_persons_rule_keeps_apart_are_no_evidence_about_the_threshold(
+        rule_kept: dict[str, Any]) -> None:
+    """A kept mirror a keep rule names (1..k bits from its original) and a pair a distinct rule
+    parts are neither near misses (they were at k + 1), nor the closest distinct pages of the
+    advice, nor a what-if change: the rule keeps them at any k. The report counts them."""
+    run, pairs = rule_kept["run"], rule_kept["pairs"]
+    fps = dict(run.rows("SELECT url, simhash FROM documents"))
+    assert all(a in fps and b in fps for a, b in pairs), "both rules kept both pages"
+    with CrawlDB.open(str(run.db_path)) as db:
+        data = report.build_report(db, rules=Overrides(read_file(rule_kept["rules"])))
+        unruled = report.build_report(db, rules=Overrides())
+    k = data["threshold"]
+    assert 1 <= _bits(fps[pairs[0][0]], fps[pairs[0][1]]) <= k
+    assert _bits(fps[pairs[1][0]], fps[pairs[1][1]]) <= k
+    ruled = {frozenset(p) for p in pairs}
+    unruled_near = {frozenset((m["a"], m["b"])) for m in unruled["near_misses"]["listed"]}
+    assert ruled <= unruled_near, "without the rules the pairs count as k + 1"
+    near = data["near_misses"]
+    assert not ruled & {frozenset((m["a"], m["b"])) for m in near["listed"]}
+    assert near["count"] == unruled["near_misses"]["count"] - 2
+    assert data["histogram"]["kept_apart_by_rule"] == 2
+    assert data["what_if"]["adjusted_pairs"] == unruled["what_if"]["adjusted_pairs"] - 2
+    rows = data["what_if"]["rows"]
+    assert rows and rows[-1]["threshold"] > k
+    changed = {frozenset((c["url"], c["duplicate_of"])) for r in rows
+               for c in r["changes"]["dropped"]}
+    assert not ruled & changed
+    nearest = _nearest_but_ruled(run, pairs, k)
+    above = sorted(d for d in nearest.values() if d > k)
+    assert above, "some page is a distinct page"
+    kept_at = {b["distance"]: b["kept"] for b in data["histogram"]["buckets"]}
+    assert kept_at[k + 1] == sum(d == k + 1 for d in nearest.values())
+    assert f"the closest distinct pages are {above[0]} bits apart" in \
+        data["histogram"]["advice"]
+    assert "2 kept pairs kept apart by a person's rule" in html.unescape(render_html(data))
+
+
+def test_the_databases_rules_keep_pairs_apart_in_the_report(rule_kept: dict[str, Any],
+                                                            tmp_path: Path) -> None:
+    """Without ``rules`` the report reads the database's (``scrapy dropped --keep`` writes
+    them there)."""
+    db_path = tmp_path / "crawl.db"
+    shutil.copy(rule_kept["run"].db_path, db_path)
+    with Store(f"sqlite:///{db_path}") as store:
+        for rule in read_file(rule_kept["rules"]):
+            store.add_override(rule)
+    with CrawlDB.open(str(db_path)) as db:
+        data = report.build_report(db)
+    assert data["histogram"]["kept_apart_by_rule"] == 2
+    ruled = {frozenset(p) for p in rule_kept["pairs"]}
+    assert not ruled & {frozenset((m["a"], m["b"])) for m in data["near_misses"]["listed"]}

@@ -120,9 +120,14 @@ class Command(ScrapyCommand):
 
         assert self.settings is not None
         db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
+        from crawler.review.actions import crawl_rules
+
+        rules_file = str(self.settings.get("DEDUP_OVERRIDES_FILE") or "") or None
         with review.CrawlDB.open(db_url, [self.settings.get("STORAGE_URL")]) as db:
             picked = self._pick(db, opts)
-            return report.build_report(db, picked.report_arg, db_arg=opts.db), picked.label
+            rules = crawl_rules(db, rules_file) if rules_file else None  # None: the database's
+            return (report.build_report(db, picked.report_arg, db_arg=opts.db, rules=rules),
+                    picked.label)
 
     def _pick(self, db: CrawlDB, opts: argparse.Namespace) -> Selection:
         """The crawls ``--crawl``/``--job``/``--worker`` pick (the note printed on stderr)."""

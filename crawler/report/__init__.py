@@ -29,6 +29,12 @@ totals on a row of its own and left out of the duplicate rate (:mod:`~crawler.re
   reaches it (unless past 64 bits, or the sample has over :data:`EXTEND_LIMIT` pages: then it
   stops at k + 8 and states the distance).
 * **Near misses**: pairs of kept pages at distance k+1..k+3: what a looser threshold would drop.
+* **A person's rules** (:class:`~crawler.report.distances.Ruled`; the database's, or the
+  ``rules`` given to :func:`build_report`): two pages kept beside each other because a rule
+  says so (a keep rule names one of them, within k; a distinct rule names the two, at any
+  distance) are no evidence about the threshold: no edge of the replay, no near miss, neither
+  page's nearest distance (found again without the other); a page a keep rule names is never
+  dropped by the replay. ``histogram.kept_apart_by_rule`` counts the kept pairs.
 * **Decisions to check** (:func:`decisions`): the near drops closest to k first, then every
   exact-duplicate group with its size, each with both titles, the lines only in each page and
   the ``scrapy dropped --explain`` command; at most :data:`DECISIONS_LISTED`, the rest counted.
@@ -73,6 +79,7 @@ from crawler.report.decisions import (
 from crawler.report.distances import (
     Edges,
     Neighbours,
+    Ruled,
     effective_edges,
     neighbours,
     replay_matches,
@@ -113,6 +120,7 @@ __all__ = [
     "Labels",
     "Neighbours",
     "Population",
+    "Ruled",
     "advice",
     "build_report",
     "crawl_id_list",

@@ -8,19 +8,26 @@ compared with any page, so they are left out of the duplicate rate, numerator an
 distances, what-if and decisions (:mod:`crawler.report.population`). ``by_host`` rows count
 them the same way (``pages`` with them, ``override``, the rate without them). ``by_reason``
 keeps the reasons of the dedup rule only (exact and near duplicates).
+
+Pages kept beside a near twin because a person's rule says so (a keep rule names one of them,
+or a distinct rule parts the two: the database's rules, or the ``rules`` given) are no evidence
+about the threshold either: the distances leave such pairs out
+(:class:`~crawler.report.distances.Ruled`) and ``histogram.kept_apart_by_rule`` counts them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from crawler import review
 from crawler.formats import host_of, mask_settings
+from crawler.overrides import Overrides
 from crawler.report import reviews
 from crawler.report.decisions import decisions, largest_groups
-from crawler.report.distances import effective_edges, neighbours
+from crawler.report.distances import Ruled, effective_edges, neighbours
 from crawler.report.population import (
     Population,
     crawl_id_list,
@@ -30,6 +37,7 @@ from crawler.report.population import (
     sample_population,
 )
 from crawler.report.whatif import NEAR_MISS_EXTRA, WHATIF_EXTRA, histogram, near_misses, what_if
+from crawler.urlnorm import UrlPolicy
 from crawler.vocab import OVERRIDE, SOFT_404
 
 if TYPE_CHECKING:
@@ -49,13 +57,14 @@ _STATS_NAMES = ("item_scraped_count", "item_dropped_count", "response_received_c
 
 def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
                  exact_limit: int = EXACT_LIMIT, seed: int = 0,
-                 db_arg: str | None = None) -> dict[str, Any]:
+                 db_arg: str | None = None, rules: Overrides | None = None) -> dict[str, Any]:
     """Every number of the report for one crawl, or one job's crawls (a list of ids).
 
     ``crawl_id`` None means the latest crawl. For a list, pages and drops are the union of the
     crawls', settings and threshold the latest crawl's, URL-dedup counters summed.
     Raises :class:`crawler.review.ReviewError` for an unknown crawl or one without pages.
-    ``db_arg`` is put in the ``scrapy dropped`` commands as ``--db``.
+    ``db_arg`` is put in the ``scrapy dropped`` commands as ``--db``. ``rules``: a person's
+    rules the crawl obeyed (None: the database's, ``CrawlDB.overrides()``).
     """
     crawls = ([db.crawl(None)] if crawl_id is None
               else [db.crawl(i) for i in crawl_id_list(crawl_id)])
@@ -73,7 +82,9 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
                                  "nothing to report")
     latest = db.latest_reviews()
     labels = reviews.labels(latest.values())
-    distances = _distances(pop, k, exact_limit, seed, db_arg, labels)
+    rules = Overrides(db.overrides()) if rules is None else rules
+    ruling = _Ruling(rules, UrlPolicy.from_settings(settings), k)
+    distances = _distances(pop, ruling, exact_limit, seed, db_arg, labels)
     return {
         "crawl": _crawl_info(crawl, ids),
         "database": db.masked_url,
@@ -95,20 +106,22 @@ def build_report(db: CrawlDB, crawl_id: int | Sequence[int] | None = None, *,
     }
 
 
-def _distances(pop: Population, k: int, exact_limit: int, seed: int, db_arg: str | None,
-               labels: Labels) -> dict[str, Any]:
+def _distances(pop: Population, ruling: _Ruling, exact_limit: int, seed: int,
+               db_arg: str | None, labels: Labels) -> dict[str, Any]:
     """The sample, histogram, what-if (scored on the reviews' ``labels``) and near misses
-    (computed on a sample when large)."""
+    (computed on a sample when large), a person's rules applied to the sample's pages."""
     sample = sample_population(pop, exact_limit, seed)
+    k = ruling.k
+    ruled = Ruled.of(sample, ruling.rules, ruling.policy, k)
     radius = min(64, k + WHATIF_EXTRA)
-    nb = neighbours(sample.simhashes, radius, sample.status)
+    nb = neighbours(sample.simhashes, radius, sample.status, ruled)
     # Replaying above k changes nothing below the closest kept pair; kept pairs within k count
     # as k + 1, as in effective_edges.
     first_change = None if nb.closest_kept is None else max(nb.closest_kept, k + 1)
     if first_change is not None and first_change > radius and len(sample) <= EXTEND_LIMIT:
         radius = min(64, first_change)  # extend the what-if to the first change: one more pass
         nb = neighbours(sample.simhashes, radius)
-    edges = effective_edges(sample, nb, k)
+    edges = effective_edges(sample, nb, k, ruled)
     table = what_if(sample, edges, k, radius, labels)
     table["first_change_above"] = first_change
     return {
@@ -118,6 +131,15 @@ def _distances(pop: Population, k: int, exact_limit: int, seed: int, db_arg: str
         "what_if": table,
         "near_misses": near_misses(sample, edges, k, min(64, k + NEAR_MISS_EXTRA), db_arg),
     }
+
+
+@dataclass(frozen=True)
+class _Ruling:
+    """A person's rules, the crawl's URL policy they compare URLs under, its threshold."""
+
+    rules: Overrides
+    policy: UrlPolicy
+    k: int
 
 
 def _totals(compared: int, counts: Counter[str], drops: list[dict[str, Any]],

@@ -143,6 +143,11 @@ def _histogram_section(hist: dict[str, Any], reviews: dict[str, Any] | None) -> 
     if hist["without_fingerprint"]:
         notes.append(f"{plural(hist['without_fingerprint'], 'page')} without a SimHash (too few "
                      "tokens: checked for exact copies only) not drawn.")
+    if hist.get("kept_apart_by_rule"):
+        notes.append(f"{plural(hist['kept_apart_by_rule'], 'kept pair')} kept apart by a "
+                     "person's rule (a keep rule names one page, or a distinct rule the two): "
+                     "left out of the nearest distances, the what-if and the near misses, "
+                     "since the rule keeps them at any threshold.")
     lo, hi = hist["zoom"]
     zoom = (f'<h3>Around the threshold: {lo}..{hi} bits, its own scale</h3>'
             + histogram_svg(hist, 900, 200, svg_id="histogram-zoom", bar_class="zoom-bin",

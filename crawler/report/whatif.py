@@ -26,13 +26,17 @@ Replay = tuple[list[str], list[tuple[int, int] | None]]
 
 
 def histogram(pop: Population, edges: Edges, k: int, radius: int) -> dict[str, Any]:
-    """Kept and dropped pages by the distance to their nearest other page, with advice."""
+    """Kept and dropped pages by the distance to their nearest other page, with advice.
+
+    A pair a person's rule keeps apart is no evidence about the threshold: neither page's
+    nearest distance is the other's; ``kept_apart_by_rule`` counts the kept pairs."""
     kept, dropped, without, isolated = _nearest_counts(pop, edges)
     top = max([*kept, *dropped, radius])
     buckets = [{"distance": d, "kept": kept[d], "dropped": dropped[d]} for d in range(top + 1)]
     hist = {"buckets": buckets, "threshold": k,
             "pages": sum(kept.values()) + sum(dropped.values()),
             "without_fingerprint": without, "isolated": isolated,
+            "kept_apart_by_rule": edges.ruled,
             "zoom": [max(0, k - 3), min(top, k + WHATIF_EXTRA)]}
     hist["advice"] = advice(hist)
     return hist
@@ -82,7 +86,7 @@ def what_if(pop: Population, edges: Edges, k: int, radius: int,
     """The decisions at every threshold 0..``radius``, the pages each bit changes, and each
     threshold's precision and recall on the reviewed pairs (``reviewed``: None without)."""
     actual = sum(s in REASONS for s in pop.status)
-    replays = [replay_matches(pop, edges.earlier, t) for t in range(radius + 1)]
+    replays = [replay_matches(pop, edges.earlier, t, edges.held) for t in range(radius + 1)]
     rows, mismatches = [], 0
     for t, (decisions_t, _) in enumerate(replays):
         c = Counter(decisions_t)
@@ -125,7 +129,8 @@ def _listed_drop(pop: Population, here: list[str], matched: list[tuple[int, int]
 
 def near_misses(pop: Population, edges: Edges, k: int, radius: int,
                 db_arg: str | None) -> dict[str, Any]:
-    """Pairs of kept pages at k+1..``radius`` bits: what a looser threshold would drop."""
+    """Pairs of kept pages at k+1..``radius`` bits: what a looser threshold would drop (not
+    those a person's rule keeps apart: they are no edge)."""
     pairs = []
     for i, found in enumerate(edges.earlier):
         for j, distance in found:

@@ -180,11 +180,17 @@ def standing(db: CrawlDB, url: str, file: str | None = None
     what ``--explain`` adds to an explanation."""
     row = db.document(url) or db.dropped_row(url)
     canonical = str((row or {}).get("canonical_url") or url)
-    policy = _crawl_settings(db).policy
-    rules = Overrides(db.overrides() + (_checked(read_file, file, policy) if file else []))
+    rules = crawl_rules(db, file)
     page = rules.page(canonical)
     pairs = [r for r in rules if r.action == DISTINCT and canonical in (r.target, r.other)]
     return ([page] if page else []) + pairs, db.reviews(url)
+
+
+def crawl_rules(db: CrawlDB, file: str | None = None) -> Overrides:
+    """The rules a crawl into ``db`` obeys: the database's, then ``file``'s (its URLs made
+    canonical by the latest crawl's ``URLNORM_*``); :class:`ReviewError` for a bad line."""
+    policy = _crawl_settings(db).policy
+    return Overrides(db.overrides() + (_checked(read_file, file, policy) if file else []))
 
 
 def log_moves(path: str | None, records: list[dict[str, Any]]) -> str:
