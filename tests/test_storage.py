@@ -473,12 +473,18 @@ def test_mask_url_without_parsing() -> None:
     assert mask_url("postgresql://u:pa:ss@h/db") == "postgresql://u:***@h/db"
 
 
-def test_dedup_settings_snapshot() -> None:
+def test_dedup_settings_snapshot(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DROPPED_LOG is recorded absolute: a rule recorded later from another directory
+    appends its moves to this crawl's log (crawler.review.actions), not to one of its own."""
+    monkeypatch.chdir(tmp_path)
     settings = {"SIMHASH_MAX_DISTANCE": 3, "URLNORM_STRIP_PARAMS": ("utm_*",),
-                "BOT_NAME": "x", "STORAGE_URL": "postgresql://u:pw@h/db"}
+                "BOT_NAME": "x", "STORAGE_URL": "postgresql://u:pw@h/db",
+                "DROPPED_LOG": "logs/dropped.jsonl"}
     assert dedup_settings(settings) == {"SIMHASH_MAX_DISTANCE": 3,
                                         "URLNORM_STRIP_PARAMS": ["utm_*"],
-                                        "STORAGE_URL": "postgresql://u:***@h/db"}
+                                        "STORAGE_URL": "postgresql://u:***@h/db",
+                                        "DROPPED_LOG": str(tmp_path / "logs/dropped.jsonl")}
+    assert dedup_settings({"DROPPED_LOG": ""})["DROPPED_LOG"] == ""  # no log: none recorded
 
 
 # --- content keys (revision 0002) -------------------------------------------------------------
