@@ -122,7 +122,7 @@ class Command(ScrapyCommand):
         db_url = opts.db or self.settings.get("STORAGE_URL") or "sqlite:///crawl.db"
         from crawler.review.actions import crawl_rules
 
-        rules_file = str(self.settings.get("DEDUP_OVERRIDES_FILE") or "") or None
+        rules_file = self._rules_file()
         with review.CrawlDB.open(db_url, [self.settings.get("STORAGE_URL")]) as db:
             picked = self._pick(db, opts)
             rules = crawl_rules(db, rules_file) if rules_file else None  # None: the database's
@@ -142,6 +142,7 @@ class Command(ScrapyCommand):
     def _serve(self, opts: argparse.Namespace) -> None:
         """Serve the review of the crawls picked until Ctrl-C or SIGTERM."""
         from crawler import review
+        from crawler.commands.dropped import asked_drop_log
         from crawler.review.serve import ReviewServer, serve_until_stopped
 
         assert self.settings is not None
@@ -150,18 +151,13 @@ class Command(ScrapyCommand):
         with review.CrawlDB.open(db_url, known) as db:
             picked = self._pick(db, opts)
         server = ReviewServer(db_url, picked, opts.port, known,
-                              str(self.settings.get("DEDUP_OVERRIDES_FILE") or "") or None,
-                              self._asked_drop_log())
+                              self._rules_file(),
+                              asked_drop_log(self.settings))
         serve_until_stopped(server, sys.stdout)
 
-    def _asked_drop_log(self) -> str | None:
-        """``-s DROPPED_LOG=FILE`` when asked for on the command line; else None: the moves go
-        to the drop log the latest crawl recorded (never a log of the current directory that
-        belongs to another crawl)."""
+    def _rules_file(self) -> str | None:
         assert self.settings is not None
-        if (self.settings.getpriority("DROPPED_LOG") or 0) < 40:  # below 'cmdline'
-            return None
-        return str(self.settings.get("DROPPED_LOG") or "") or None
+        return str(self.settings.get("DEDUP_OVERRIDES_FILE") or "") or None
 
     def _write(self, output: str, text: str) -> bool:
         """Write the report; False (and the exit status set) when it could not be written."""

@@ -202,10 +202,7 @@ class Command(ScrapyCommand):
         the current directory that belongs to another crawl. Said on stderr."""
         from crawler.review.actions import log_moves
 
-        assert self.settings is not None
-        asked = self.settings.getpriority("DROPPED_LOG") or 0
-        path = str(self.settings.get("DROPPED_LOG") or "") if asked >= 40 else recorded
-        said = log_moves(path, records)
+        said = log_moves(asked_drop_log(self.settings) or recorded, records)
         if said:
             print(said, file=sys.stderr)
 
@@ -359,6 +356,17 @@ def standing_dict(rules: list[Any], reviews: list[Any]) -> dict[str, Any]:
 
 
 ACTIONS = ("keep", "drop", "distinct", "unset", "overrides", "review", "reviews")
+
+
+def asked_drop_log(settings: Any) -> str | None:
+    """``-s DROPPED_LOG=FILE`` when given on the command line; else None: a rule's moves go to
+    the drop log the latest crawl recorded (never to a log of the current directory that
+    belongs to another crawl). ``dropped`` and ``dedupreport --serve`` share it."""
+    from scrapy.settings import SETTINGS_PRIORITIES
+
+    if (settings.getpriority("DROPPED_LOG") or 0) < SETTINGS_PRIORITIES["cmdline"]:
+        return None
+    return str(settings.get("DROPPED_LOG") or "") or None
 
 
 def _action(opts: argparse.Namespace) -> str:

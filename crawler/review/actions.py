@@ -162,10 +162,10 @@ def add_review(db_url: str, url: str, verdict: str, other: str | None = None, no
 def listed_overrides(db_url: str, file: str | None = None, known: Known = None,
                      ) -> list[Override]:
     """The database's rules, oldest first, then the file's in file order (a file line
-    replaces a database rule of its target when a crawl reads both)."""
+    replaces a database rule of its target when a crawl reads both), as :func:`crawl_rules`
+    reads them."""
     with CrawlDB.open(db_url, known or ()) as db:
-        rules = db.overrides()
-    return rules + (_checked(read_file, file) if file else [])
+        return crawl_rules(db, file).rules
 
 
 def listed_reviews(db_url: str, known: Known = None) -> list[Review]:

@@ -115,7 +115,7 @@ class SettleSide(WriteSide, StoreBase):
             start = None if everything else [
                 i for i, src in enumerate(sources) if src.crawl_id in pending
                 or (touched and _named(pages[i], touched))
-                or (overrides and pages[i].canonical in overrides.pair_urls)]
+                or (overrides and _named(pages[i], overrides))]
             distinct = overrides.distinct if overrides else None
             moves = (plan(pages, k, seeds, start, prefer_canonical, distinct)
                      if start != [] or overrides else Plan())
