@@ -95,7 +95,7 @@ class Chrome:
 
     def words(self) -> int:
         """Words of the chrome's markup-free text (white-space split; rough for CJK)."""
-        from crawler.text import visible_text
+        from crawler.content.text import visible_text
 
         return len(visible_text(self.page("", "")).split())
 

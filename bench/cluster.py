@@ -13,7 +13,7 @@ local profile beside them:
 * ``polite-stock``, ``polite-one``, ``polite-three``: three small sites, ``DOWNLOAD_DELAY`` 0.1,
   one request at a time per host: the gaps between two requests to one host, stamped by the
   server, for one process with Scrapy's own download handler, one process with ours
-  (:mod:`crawler.politeness`) and three workers.
+  (:mod:`crawler.middlewares.politeness`) and three workers.
 
 For each: pages lost (never fetched, or an HTML page neither stored nor dropped), duplicate
 fetches against the requests the killed workers held, drops naming an unstored page (table and
@@ -42,12 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from crawler.backends.redis import clear_namespace, connect
-from crawler.droplog import read_drop_log, replay_drop_log
+from crawler.outputs.droplog import read_drop_log, replay_drop_log
 from crawler.sitegen import Site, demo_site, template_site
-from crawler.siteserver import SiteServer, item_pages, serve_web, web_duplicate_groups
+from crawler.sitegen.server import SiteServer, item_pages, serve_web, web_duplicate_groups
 from crawler.storage import Store
 from crawler.storage.scratch import scratch_schema
-from crawler.urlnorm import normalize_url
+from crawler.urls.urlnorm import normalize_url
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "cluster.json"
@@ -55,7 +55,7 @@ PG_URL = os.environ.get("DEDUP_TEST_PG_URL", "postgresql+psycopg://postgres@127.
 REDIS_URL = os.environ.get("DEDUP_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 #: These runs check that every page of the sites is fetched, stored or dropped, once: every
 #: page's links are followed (the trap guard that skips duplicates' links, on by default,
-#: would leave the pages only a duplicate links to unfetched: crawler.traps).
+#: would leave the pages only a duplicate links to unfetched: crawler.urls.traps).
 FOLLOW_LINKS_OF = "all"
 DELAY = 0.03  # DOWNLOAD_DELAY of the kill scenarios: slow enough to kill mid-crawl
 LEASE = 3.0  # DISTRIBUTED_LEASE_SECONDS of every scenario

@@ -26,7 +26,7 @@ over ``--runs`` and the ratio ours/stock; ``--profile`` adds one cProfile run of
 
 **Scale-out mode** (``--workers N [--hosts H]``): the same link-heavy site spread over ``H``
 hosts (default 8: :func:`multi_host_sites`, ``--pages`` in all, one site per loopback address
-127.0.0.2, 127.0.0.3, ... served by :func:`crawler.siteserver.serve_web`; the distributed
+127.0.0.2, 127.0.0.3, ... served by :func:`crawler.sitegen.server.serve_web`; the distributed
 frontier gives each host to one worker, so a one-host site could use only one), crawled side by
 side by (a) the local profile (``scrapy crawl web``, SQLite, one process), (b) one distributed
 worker and (c) ``N`` distributed workers started together (``settings.distributed`` on the real
@@ -75,7 +75,7 @@ from typing import Any
 from bench.probe import CrawlProbe
 from crawler import defaults
 from crawler.sitegen import Site, demo_site, link_heavy_site
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -302,12 +302,12 @@ COMPONENTS = {
     "Request objects": ("scrapy/http/request/__init__.py",),
     "referer middleware": ("spidermiddlewares/referer.py",),
     "offsite check": ("offsite.py",),
-    "request fingerprint": ("scrapy/utils/request.py", "crawler/fingerprint.py"),
-    "dupefilter": ("scrapy/dupefilters.py", "crawler/dupefilter.py", "crawler/bloom.py"),
+    "request fingerprint": ("scrapy/utils/request.py", "crawler/urls/fingerprint.py"),
+    "dupefilter": ("scrapy/dupefilters.py", "crawler/dupefilter.py", "crawler/backends/bloom.py"),
     "our spider": ("crawler/spiders/web.py",),
     "our link middleware": ("crawler/middlewares/",),
-    "URL normalization": ("crawler/urlnorm.py", "w3lib/url.py"),
-    "page text": ("crawler/text.py",),
+    "URL normalization": ("crawler/urls/urlnorm.py", "w3lib/url.py"),
+    "page text": ("crawler/content/text.py",),
     "near-dup pipeline": ("crawler/pipelines/neardup.py",),
     "storage pipeline": ("crawler/pipelines/storage.py",),
     "HTML parsing": ("parsel/selector.py",),
@@ -441,7 +441,7 @@ def pin_cpus(no_pin: bool) -> int | None:
 # --- scale-out mode: --workers N ------------------------------------------------------------------
 
 #: Lua scripts of the distributed profile, by the name a round trip is reported under.
-SCRIPT_MODULES = ("crawler.backends.frontier", "crawler.backends.cluster",
+SCRIPT_MODULES = ("crawler.cluster.frontier", "crawler.cluster.worker",
                   "crawler.backends.redis.bloom_lua", "crawler.backends.redis.index_lua",
                   "crawler.backends.redis.pending")  # fmt: skip
 WORKER_PROBE = "bench.crawl.WorkerProbe"
@@ -847,7 +847,7 @@ def scaleout_line(i: int, r: dict[str, Any]) -> str:
 
 
 def scaleout_main(args: argparse.Namespace) -> int:
-    from crawler.siteserver import serve_web
+    from crawler.sitegen.server import serve_web
 
     sites = multi_host_sites(args.pages, args.links, args.hosts)
     configs = scaleout_configs(args)

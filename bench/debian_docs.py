@@ -9,8 +9,8 @@ are absent):
   /usr/share/debian-reference/*.<lang>.html: one huge page per chapter, split here into its
   sections (:func:`reference_sections`).
 
-Word counts are of the fingerprint text (:func:`crawler.text.extract`, boilerplate regions out)
-split on white space; they mean little for Chinese and Japanese, so sections are measured in
+Word counts are of the fingerprint text (:func:`crawler.content.text.extract`, boilerplate regions
+out) split on white space; they mean little for Chinese and Japanese, so sections are measured in
 characters. Sampling is seeded: the same ``rng`` state picks the same pages.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from crawler.text import extract
+from crawler.content.text import extract
 
 #: source name -> (documentation root, glob under it, Debian package)
 SOURCES = {

@@ -39,13 +39,13 @@ from scrapy import Request
 from scrapy.dupefilters import RFPDupeFilter
 from scrapy.utils.test import get_crawler
 
-from crawler.bloom import LocalSeenSet, bloom_size
+from crawler.backends.bloom import LocalSeenSet, bloom_size
 from crawler.dupefilter import BloomDupeFilter
-from crawler.urlnorm import normalize_url
+from crawler.urls.urlnorm import normalize_url
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dupefilter.json"
 P = 0.001
-FINGERPRINTER = "crawler.fingerprint.CanonicalRequestFingerprinter"
+FINGERPRINTER = "crawler.urls.fingerprint.CanonicalRequestFingerprinter"
 WORDS = ("news", "blog", "post", "article", "category", "tag", "user", "page", "docs", "api",
          "2024", "2025", "about", "team", "product", "item", "search", "archive", "en", "de",
          "faq", "help", "shop", "cart", "video", "photo", "events", "jobs", "press", "legal")

@@ -2,10 +2,10 @@
 
 ``.venv/bin/python -m bench.extraction [--quick] [--timeout S]`` from the project root.
 
-*Before* is :func:`crawler.text.extract` with :func:`crawler.pagebounds.bound_depth` replaced
-by the identity (exactly the extraction before the bound: the HTML5 parser fed the markup as
-it is); *after* is :func:`crawler.text.extract` as it is. Both run side by side in one run,
-each measurement in a child process of its own (a stalled *before* is cut at ``--timeout``
+*Before* is :func:`crawler.content.text.extract` with :func:`crawler.urls.pagebounds.bound_depth`
+replaced by the identity (exactly the extraction before the bound: the HTML5 parser fed the markup
+as it is); *after* is :func:`crawler.content.text.extract` as it is. Both run side by side in one
+run, each measurement in a child process of its own (a stalled *before* is cut at ``--timeout``
 seconds and shown as ``> S``). Shapes, at 15,000 to 100,000 elements:
 
 * ``unclosed``: ``<span><b><i>x `` repeated, never closed (the page that stalled a crawl for
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from crawler import text
+from crawler.content import text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "extraction.json"
 SHAPES = ("unclosed", "siblings", "nested")
@@ -59,7 +59,7 @@ def page(shape: str, elements: int) -> str:
 
 
 def old_extract(html: str) -> text.PageText:
-    """:func:`crawler.text.extract` before the depth bound (the markup parsed as it is)."""
+    """:func:`crawler.content.text.extract` before the depth bound (the markup parsed as it is)."""
     with mock.patch.object(text, "bound_depth", lambda markup: markup):
         return text.extract(html)
 

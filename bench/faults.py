@@ -49,9 +49,9 @@ from bench.cluster import (
 )
 from bench.ownservers import OwnPostgres, OwnRedis, wait_until
 from crawler.backends.redis import clear_namespace, connect
-from crawler.simhash import hamming
+from crawler.content.simhash import hamming
 from crawler.sitegen import template_site
-from crawler.siteserver import SiteServer, serve_web, web_duplicate_groups
+from crawler.sitegen.server import SiteServer, serve_web, web_duplicate_groups
 from crawler.storage import Store
 
 DELAY = 0.05

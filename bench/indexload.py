@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.backends.local import LocalContentIndex, PageSignature
-from crawler.simindex import content_key, url_key
+from crawler.content.simindex import content_key, url_key
 from crawler.storage import StorageError, Store, to_signed64
 from crawler.storage.scratch import bulk_load_documents, ensure_schema
 

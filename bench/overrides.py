@@ -1,6 +1,6 @@
 """Overrides benchmark: ``python -m bench.overrides [--quick]`` from the project root.
 
-What a person's rules (:mod:`crawler.overrides`) cost a crawl per page: the rule lookup a page
+What a person's rules (:mod:`crawler.dedup.overrides`) cost a crawl per page: the rule lookup a page
 meets before its SimHash decision (``Overrides.page``), at rule sets from none to 10^4 URL rules
 with 10^3 patterns and 10^3 host rules, side by side in one run with
 
@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crawler.overrides import HOST_PREFIX, Override, Overrides, make_override
-from crawler.preference import host_of
-from crawler.urlnorm import normalize_url
+from crawler.dedup.overrides import HOST_PREFIX, Override, Overrides, make_override
+from crawler.dedup.preference import host_of
+from crawler.urls.urlnorm import normalize_url
 
 RESULTS = Path(__file__).resolve().parent / "results" / "overrides.json"
 HOSTS = 50

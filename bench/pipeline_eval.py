@@ -4,7 +4,7 @@ Each set is fed page by page in its fetch order (:meth:`bench.pages.PageSet.fetc
 seeded shuffle, so a mirror may come before its original) through a fresh
 :class:`~crawler.pipelines.neardup.NearDuplicatePipeline` built as a crawl builds it, minus
 storage and drop log: the ``DEDUP_BACKEND=local`` content index
-(:func:`crawler.backends.make_content_index`), a :class:`~crawler.template.TemplateFilter`,
+(:func:`crawler.backends.make_content_index`), a :class:`~crawler.content.template.TemplateFilter`,
 default ``SIMHASH_MAX_DISTANCE`` / ``SIMHASH_MIN_TOKENS`` / ``SIMHASH_SHINGLE``, called through
 its blocking ``check(item)``. A page is kept, or raises
 :class:`~crawler.exceptions.DuplicatePage`.
@@ -29,13 +29,13 @@ import numpy as np
 from bench.pages import PageSet, SetPage
 from bench.scores import Outcome, score
 from crawler.backends import make_content_index
-from crawler.droplog import DropLog, read_drop_log
+from crawler.content.template import TemplateFilter
+from crawler.content.text import block_tokens, extract, main_tokens
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
+from crawler.outputs.droplog import DropLog, read_drop_log
 from crawler.pipelines import neardup
 from crawler.pipelines.neardup import NearDuplicatePipeline, block_hashes, validate
-from crawler.template import TemplateFilter
-from crawler.text import block_tokens, extract, main_tokens
 
 
 def _hostname(url: str) -> str:

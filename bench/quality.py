@@ -52,9 +52,9 @@ from bench.pipeline_eval import evaluate
 from bench.scores import diagnosis, table
 from bench.syndicated import Doc, corpus
 from crawler import defaults
-from crawler.simhash import features, fingerprint
-from crawler.template import KeptPage, TemplateFilter, block_hash
-from crawler.text import extract, main_tokens, tokens
+from crawler.content.simhash import features, fingerprint
+from crawler.content.template import KeptPage, TemplateFilter, block_hash
+from crawler.content.text import extract, main_tokens, tokens
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REMOVALS = ("none", "regions", "template", "pipeline")

@@ -141,7 +141,7 @@ def family_bytes(client: Any, base: str) -> dict[str, int]:
 
 def bench_size(url: str, n: int, k: int, count: int, rng: np.random.Generator,
                standalone: bool) -> dict[str, Any]:  # fmt: skip
-    from crawler.simindex import content_key
+    from crawler.content.simindex import content_key
 
     client = connect(url)
     base = f"dedup:bench-{uuid.uuid4().hex[:8]}"

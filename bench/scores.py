@@ -12,7 +12,7 @@ Scores (a *group* is an original and its planted duplicates, :mod:`bench.pages`)
 
 Diagnosis of each *missed* page (kept though a member of its group was kept before it), by
 cause: ``young_veto`` (a near match on its own young host that
-:func:`crawler.template.young_distinct` overruled: stats ``dedup/template/young_*``),
+:func:`crawler.content.template.young_distinct` overruled: stats ``dedup/template/young_*``),
 ``too_short`` (no SimHash on one side: under ``SIMHASH_MIN_TOKENS`` tokens), ``far`` (the
 nearest kept member of its group more than k bits away), ``other``. Distances are between the
 page's SimHash and the SimHashes the index held just before the check (refreshes by template

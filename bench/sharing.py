@@ -39,7 +39,7 @@ from bench.cluster import ROOT, Cluster, Worker, close_requests, cluster_on, wai
 from crawler import defaults
 from crawler.backends.redis import connect
 from crawler.sitegen import Site, template_site
-from crawler.siteserver import SiteServer, serve_web
+from crawler.sitegen.server import SiteServer, serve_web
 
 DELAY = 0.1  # DOWNLOAD_DELAY: a crawl long enough to join and kill in, on a busy machine
 

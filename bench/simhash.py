@@ -9,11 +9,12 @@ Measured side by side in one run: each page is run through every contender back 
 ``--repeat`` times, and its best time kept, so a busy machine's noise hits both sides of every
 ratio alike. Means are sums of per-page bests divided by pages.
 
-* text extraction per page: :func:`crawler.text.visible_text` and :func:`crawler.text.extract`
+* text extraction per page: :func:`crawler.content.text.visible_text` and
+:func:`crawler.content.text.extract`
   (the pipeline's: visible + fingerprint text) vs parsel's text XPath
   (``Selector(html).xpath("//body//text()[not(ancestor::script|ancestor::style)]")``);
 * fingerprints per second on the same weighted features (word counts, log-scaled, and word
-  2-shingles) and the same hash (XXH3-64): :func:`crawler.simhash.fingerprint` vs
+  2-shingles) and the same hash (XXH3-64): :func:`crawler.content.simhash.fingerprint` vs
   ``simhash.Simhash(list of (feature, weight), hashfunc=feature_hash)``, every fingerprint
   compared bit for bit; plus tokens → fingerprint (features included) and
   ``simhash.Simhash(text)`` with its defaults (character 4-grams, MD5) on the visible text;
@@ -39,8 +40,8 @@ from typing import Any
 import parsel
 import simhash as simhash_pkg
 
-from crawler.simhash import feature_hash, features, fingerprint
-from crawler.text import extract, visible_text
+from crawler.content.simhash import feature_hash, features, fingerprint
+from crawler.content.text import extract, visible_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DOCS = "/usr/share/doc/python3.11/html"

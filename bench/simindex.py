@@ -9,7 +9,7 @@ stored fingerprint with 0..k random bits flipped, so a neighbour within k always
 random ones; after every query one new fingerprint is added (inserts interleaved, buffer merges
 included in the add timings). Measured side by side in one run:
 
-* ``crawler.simindex.SimIndex``: bulk load (``add_many``: of all ``n`` at once, and in
+* ``crawler.content.simindex.SimIndex``: bulk load (``add_many``: of all ``n`` at once, and in
   batches of 2**20 as ``LocalContentIndex.load_arrays`` does; wall and CPU seconds), bytes per
   fingerprint (the arrays, ``nbytes``), query median and p99, add mean / p99 / max, recall
   against brute force (the answer must equal the nearest within k, ties to the earliest) on
@@ -18,7 +18,7 @@ included in the add timings). Measured side by side in one run:
   big level and 256 buffer merges), each timed (wall and thread CPU time: the machine may be
   shared): p99, p99.9, max and how many took over 50 ms. A caller's (the reactor's) longest
   pause is the max;
-* ``--baseline REV``: the same rows for ``crawler/simindex.py`` as of a git revision (e.g.
+* ``--baseline REV``: the same rows for ``crawler/content/simindex.py`` as of a git revision (e.g.
   ``HEAD``), loaded from ``git show`` into a module of its own, side by side in one run (its
   pause window at most ``BASELINE_ADDS`` adds: its merges are periodic);
 * a numpy linear scan (XOR + popcount over every fingerprint): the brute-force reference;
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from crawler.simindex import MID_CAP, SimIndex
+from crawler.content.simindex import MID_CAP, SimIndex
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -78,7 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--pause-adds", type=int, default=PAUSE_ADDS, help="adds timed one by one per size"
     )
     parser.add_argument(
-        "--baseline", help="also measure crawler/simindex.py of this git revision (e.g. HEAD)"
+        "--baseline", help="also measure crawler/content/simindex.py of this git revision "
+        "(e.g. HEAD)"
     )
     return parser.parse_args(argv)
 
@@ -187,16 +188,16 @@ def time_adds(index: Any, rng: np.random.Generator, first: int, count: int) -> d
 
 
 def load_revision(rev: str) -> type:
-    """``SimIndex`` of ``crawler/simindex.py`` as of git revision ``rev``."""
+    """``SimIndex`` of ``crawler/content/simindex.py`` as of git revision ``rev``."""
     source = subprocess.run(
-        ["git", "show", f"{rev}:crawler/simindex.py"],
+        ["git", "show", f"{rev}:crawler/content/simindex.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     module = types.ModuleType(f"simindex_at_{rev}")
-    exec(compile(source, f"{rev}:crawler/simindex.py", "exec"), module.__dict__)
+    exec(compile(source, f"{rev}:crawler/content/simindex.py", "exec"), module.__dict__)
     return module.SimIndex
 
 

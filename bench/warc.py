@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.crawl import ROOT, add_site_arguments, build_site, command, measure, pin_cpus, run_child
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 
 KINDS = ("plain", "warc")
 

@@ -6,14 +6,16 @@ in the background, nothing before the crawl starts (Scrapy's ``Crawler.engine`` 
 then). The first reason a component closed the crawl for is also kept as the stat
 :data:`CLOSE_REASON_STAT`: a failure found while the crawl already closes (the last storage
 batch, the last drop log lines) cannot change the reason the engine closes with, so
-:class:`crawler.progress.DedupProgress` makes it the ``finish_reason`` (``STATS_FILE``, the
-``crawls`` row) and the ``crawl`` command exits 1 on it.
+:class:`crawler.extensions.progress.DedupProgress` makes it the ``finish_reason`` (``STATS_FILE``,
+the ``crawls`` row) and the ``crawl`` command exits 1 on it.
 
 :func:`stop_on_redis_error` applies the Redis-outage policy of the Redis backend
 (:func:`crawler.backends.common.first_outage`) and closes the crawl the first time.
 """
 
 from __future__ import annotations
+
+__floor__ = "component"
 
 from typing import TYPE_CHECKING
 

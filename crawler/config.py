@@ -3,8 +3,8 @@
 Each helper raises :class:`SettingError` naming the setting, the bad value and the allowed
 range. A component reads (and so checks) its own settings when it is built; the ``crawl``
 command runs the same checks before the crawler exists, from the one explicit list of
-:func:`crawler.preflight.settings_checks`, so a bad value stops the crawl with one line and a
-non-zero exit instead of a traceback from inside Scrapy.
+:func:`crawler.commands.preflight.settings_checks`, so a bad value stops the crawl with one line
+and a non-zero exit instead of a traceback from inside Scrapy.
 """
 
 from __future__ import annotations

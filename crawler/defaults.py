@@ -9,7 +9,8 @@ from __future__ import annotations
 
 BOT_NAME = "dedup-crawler"
 
-# --- URL normalization (crawler.urlnorm) -------------------------------------------------------
+# --- URL normalization (crawler.urls.urlnorm)
+# -------------------------------------------------------
 #: Query parameters removed from every URL before it is keyed; glob patterns, matched exactly
 #: against the lower-cased parameter name.
 URLNORM_STRIP_PARAMS: tuple[str, ...] = (
@@ -40,14 +41,16 @@ TRAP_MAX_QUERY_PARAMS = 16  # query pairs
 TRAP_FOLLOW_LINKS_OF = "kept"  # links always followed of: kept | near_duplicates | all
 TRAP_FOLLOW_LINKS_CHOICES = ("kept", "near_duplicates", "all")
 #: The links of a duplicate are still followed while the path to it holds at most this many
-#: duplicates in a row (crawler.traps): a distinct page linked only from a duplicate is fetched.
+#: duplicates in a row (crawler.urls.traps): a distinct page linked only from a duplicate is
+# fetched.
 TRAP_DUPLICATE_HOPS = 1
 TRAP_LEARN_PARAMS_AFTER = 3  # duplicates differing only in a parameter before it is ignored
 TRAP_HOST_MAX_PAGES = 1_000_000  # requests scheduled per host (0 = no budget)
 TRAP_PATH_MAX_QUERY_VARIANTS = 1_000  # requests per path with only the query changing
 TRAP_SOFT404_PROBE = True  # fetch one never-linked path per host; pages like it: soft_404
 
-# --- Bloom filter "seen" set (crawler.bloom, crawler.dupefilter) -------------------------------
+# --- Bloom filter "seen" set (crawler.backends.bloom, crawler.dupefilter)
+# -------------------------------
 BLOOM_CAPACITY = 10_000_000
 BLOOM_ERROR_RATE = 0.001
 BLOOM_ON_FULL = "grow"  # "grow" | "stop"
@@ -56,7 +59,8 @@ BLOOM_VERIFY = False
 JOBDIR_SNAPSHOT_RECORDS = 50_000  # journal records between two snapshots of the filter
 JOBDIR_SNAPSHOT_SECONDS = 60.0  # seconds between two snapshots of the filter
 
-# --- SimHash near-duplicate detection (crawler.simhash, crawler.simindex) ----------------------
+# --- SimHash near-duplicate detection (crawler.content.simhash, crawler.content.simindex)
+# ----------------------
 SIMHASH_MAX_DISTANCE = 3
 SIMHASH_MAX_DISTANCE_RANGE = (0, 16)
 SIMHASH_BLOCKS: int | None = None  # None means SIMHASH_MAX_DISTANCE + 1
@@ -74,8 +78,8 @@ DROPPED_LOG = "dropped.jsonl"
 DROPPED_LOG_RETRY_TIMES = 5  # retries of a failed drop log write before the crawl stops
 DROPPED_LOG_RETRY_BACKOFF = 1.0  # seconds before the first retry; doubles each time, capped at 30
 DROPPED_TEXT_MAX_CHARS = 20_000  # text kept per dropped page (for `scrapy dropped --explain`)
-DEDUP_OVERRIDES_FILE = ""  # a plain file of keep/drop/distinct rules (crawler.overrides); "" none
-DEDUP_PROGRESS_INTERVAL = 30.0  # seconds between progress log lines (crawler.progress); 0 = off
+DEDUP_OVERRIDES_FILE = ""  # keep/drop/distinct rules (crawler.dedup.overrides); "" none
+DEDUP_PROGRESS_INTERVAL = 30.0  # s between progress lines (crawler.extensions.progress); 0 = off
 
 # --- Politeness (crawler.middlewares.robots, crawler.middlewares.retryafter) -------------------
 ROBOTSTXT_RETRY_BACKOFF = 5.0  # seconds before an unavailable robots.txt is fetched again; doubles
@@ -95,25 +99,26 @@ DISTRIBUTED_LEASE_SECONDS = 5.0  # a worker silent this long is dead: others rec
 DISTRIBUTED_HEARTBEAT_SECONDS = 1.0  # a worker renews its lease this often (at most lease/3)
 DISTRIBUTED_PREFETCH = 8  # leased requests a worker takes per Redis call
 DISTRIBUTED_FINISHED_TTL_SECONDS = 604800.0  # a finished crawl's Redis keys expire (0 = never)
-#: The start list of a seedless distributed worker (crawler.backends.startlist); None:
+#: The start list of a seedless distributed worker (crawler.cluster.startlist); None:
 #: scrapy-redis's "%(name)s:start_urls", with "%(namespace)s:" in front outside the default
 #: namespace.
 REDIS_START_URLS_KEY: str | None = None
 REDIS_START_URLS_BATCH_SIZE = 16  # start-list entries taken per idle poll
 DISTRIBUTED_SEED_WAIT_SECONDS = 0.0  # a seedless worker waits this long for a first seed (0 = ever)
 
-# --- Seeds and scope (crawler.seeds, crawler.spiders.web) --------------------------------------
+# --- Seeds and scope (crawler.urls.seeds, crawler.spiders.web)
+# --------------------------------------
 SEED_DEFAULT_SCHEME = "https"
 SCOPE = "host"  # links and redirects: "host" (exact, port included), "domain" or "subdomains"
 #: Refuse links and redirects to private/loopback/link-local addresses; None: on unless a
-#: seed is itself on such an address (crawler.scope).
+#: seed is itself on such an address (crawler.urls.scope).
 BLOCK_PRIVATE_ADDRESSES: bool | None = None
 DEDUP_EARLY_SKIP = True  # skip already-seen links before a Request is built
 #: Of two duplicates, store the one the other names canonical (<link rel="canonical">, Link
 #: header), whatever the fetch order; off: the first fetched stays.
 DEDUP_CANONICAL = True
 #: At the end of a crawl, re-decide the duplicate groups that changed by the preference order
-#: (crawler.settle), so the stored set depends only on the pages fetched, not on their order.
+#: (crawler.dedup.settle), so the stored set depends only on the pages fetched, not on their order.
 DEDUP_SETTLE = True
 LINKS_PER_PAGE_MAX = 10_000  # links of one page judged and followed (0 = no cap)
 PAGE_MAX_PARSE_CHARS = 2_000_000  # characters of a page's markup parsed for links (0 = all)
@@ -122,7 +127,8 @@ PAGE_MAX_PARSE_CHARS = 2_000_000  # characters of a page's markup parsed for lin
 DOWNLOAD_MAX_HEADER_BYTES = 256 * 1024
 DOWNLOAD_MAX_HEADER_COUNT = 500
 
-# --- WARC output (crawler.warc) ------------------------------------------------------------------
+# --- WARC output (crawler.outputs.warc)
+# ------------------------------------------------------------------
 WARC_OUTPUT = ""  # a directory (ends with "/" or exists) or a path prefix; empty: no WARC files
 WARC_MAX_SIZE = 1_000_000_000  # bytes after which a WARC file is closed and the next one opened
 WARC_NEAR_DUPLICATES = "response"  # "response" | "metadata": what a near duplicate leaves
@@ -131,5 +137,6 @@ WARC_RECORD_MAX_BYTES = 0  # a payload longer is cut to it (WARC-Truncated: leng
 WARC_CDXJ = True  # a CDXJ index (NAME.cdxj) beside each closed WARC file
 WARC_WACZ = False  # package the crawl's WARC files, index and page list as one WACZ at the end
 
-# --- Feed exports (crawler.feeds, crawler.items) ------------------------------------------------
+# --- Feed exports (crawler.outputs.feeds, crawler.items)
+# ------------------------------------------------
 FEED_EXPORT_HTML = False  # feeds carry the raw html too (off: the schema of crawler.items)

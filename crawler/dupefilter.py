@@ -27,7 +27,7 @@ Behaviour:
   filtered) and ``seen_fingerprint`` answers True, so nothing more is fetched while the crawl
   closes. Pages already stored are untouched; the storage pipeline writes what it holds. A failure
   only while closing (the final stats) is a warning: the crawl ended for its own reason.
-* ``JOBDIR`` (local backend): state in ``JOBDIR/dedup`` (:mod:`crawler.jobstate`). Scrapy's
+* ``JOBDIR`` (local backend): state in ``JOBDIR/dedup`` (:mod:`crawler.state.jobstate`). Scrapy's
   ``requests.queue`` is discarded at start — it is not crash-safe — and every request seen but
   never finished is re-scheduled once the spider opens, through this filter with the meta flag
   ``dedup_resumed``. A journal write failure closes the spider with ``jobdir_error``.
@@ -37,6 +37,8 @@ Built by ``from_crawler`` (Scrapy's scheduler), ``from_spider`` (scrapy-redis) o
 """
 
 from __future__ import annotations
+
+__floor__ = "component"
 
 import logging
 import shutil
@@ -66,8 +68,8 @@ if TYPE_CHECKING:
     from scrapy.utils.request import RequestFingerprinterProtocol
 
     from crawler.backends import SeenSet
-    from crawler.backends.frontier import LeasedFrontier
-    from crawler.jobstate import JobState, PendingRequest
+    from crawler.cluster.frontier import LeasedFrontier
+    from crawler.state.jobstate import JobState, PendingRequest
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +112,7 @@ class BloomDupeFilter(BaseDupeFilter):
                  debug: bool = False, stats: StatsCollector | None = None,
                  jobstate: JobState | None = None) -> None:
         if fingerprinter is None:
-            from crawler.fingerprint import CanonicalRequestFingerprinter
+            from crawler.urls.fingerprint import CanonicalRequestFingerprinter
 
             fingerprinter = CanonicalRequestFingerprinter()
         self.seen, self.fingerprinter, self.debug, self.stats = seen, fingerprinter, debug, stats
@@ -169,13 +171,13 @@ class BloomDupeFilter(BaseDupeFilter):
     def _seen_kwargs(jobdir: str | None) -> dict[str, Any]:
         if not jobdir:
             return {}
-        from crawler.jobstate import state_dir
+        from crawler.state.jobstate import state_dir
 
         return {"verify_dir": state_dir(jobdir)}
 
     @staticmethod
     def _jobstate(settings: BaseSettings, jobdir: str, seen: Any) -> JobState:
-        from crawler.jobstate import JobState
+        from crawler.state.jobstate import JobState
 
         queue = Path(jobdir, "requests.queue")
         if queue.exists():
@@ -426,12 +428,12 @@ class BloomDupeFilter(BaseDupeFilter):
         A kill between the storage commit and the ``batch_committed`` signal leaves a stored page
         pending in the journal; the database is the authority on what was stored, so it is asked
         (rows fetched since the job began, by canonical URL) before anything is re-scheduled.
-        Not after a lost journal tail (:attr:`crawler.jobstate.JobState.tail_lost`, a power
+        Not after a lost journal tail (:attr:`crawler.state.jobstate.JobState.tail_lost`, a power
         cut): a stored page's links may have been lost with it, so every pending page is
         fetched again.
         """
         assert self.crawler is not None and self.jobstate is not None
-        from crawler.jobstate import stored_canonical_urls
+        from crawler.state.jobstate import stored_canonical_urls
 
         if self.jobstate.tail_lost:
             logger.warning("JOBDIR: the journal lost its last records; the %d pending pages are "

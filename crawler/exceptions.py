@@ -7,6 +7,8 @@ Scrapy's item pipeline (``process_item`` raises it, the ``item_dropped`` signal 
 
 from __future__ import annotations
 
+__floor__ = "component"
+
 from scrapy.exceptions import DropItem
 
 from crawler.vocab import Drop
@@ -28,7 +30,7 @@ class DuplicatePage(DropItem):
 
 class Undecided(DropItem):
     """A page the dedup pipeline could not decide: the crawl database stayed unavailable past
-    its retries (:mod:`crawler.pipelines.outage`), or the crawl closes for a failure while the
+    its retries (:mod:`crawler.dedup.outage`), or the crawl closes for a failure while the
     page waits. It is neither stored nor dropped as a duplicate, and its request is *not*
     finished: the storage pipeline leaves it out of every batch (no journal ``F`` record, no
     lease acknowledged) and the shared scheduler puts its lease back in the queue, so the

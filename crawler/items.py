@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crawler.simhash import to_hex
+from crawler.content.simhash import to_hex
 
 #: The fields a feed export carries, in order (README, "Feed exports"): everything a consumer of
 #: the unique documents needs, nothing internal (``blocks``, ``binary``, ``fingerprints``,
 #: ``lease``). ``html`` is added by ``FEED_EXPORT_HTML = True``. ``text`` is the whole visible
 #: text (navigation and footer included: the exact-copy hash is taken of it);
-#: ``fingerprint_text`` the part of it the SimHash reads (:mod:`crawler.feeds.rows`).
+#: ``fingerprint_text`` the part of it the SimHash reads (:mod:`crawler.outputs.feeds.rows`).
 EXPORT_FIELDS: tuple[str, ...] = (
     "url", "canonical_url", "status", "content_type", "encoding", "title", "text",
     "fingerprint_text", "depth", "referer", "fetched_at", "content_hash", "simhash",
@@ -23,22 +23,23 @@ class PageItem:
     """A fetched HTML page.
 
     ``url`` is the URL fetched (after redirects), ``canonical_url`` its normalized key (see
-    :func:`crawler.urlnorm.normalize_url`). ``fingerprints`` holds the hex request fingerprints of
-    every request that led to this response (the redirect chain included), so the dupefilter's
-    journal can mark all of them finished once the page is committed. ``fetched_at`` is ISO 8601
-    UTC. ``text`` is the visible text, one block per line (navigation and footer included);
-    ``fingerprint_text`` is filled only in a feed written from storage
-    (:mod:`crawler.feeds.rows`: the lines of ``text`` that are not its site's template); the
+    :func:`crawler.urls.urlnorm.normalize_url`). ``fingerprints`` holds the hex request
+    fingerprints of every request that led to this response (the redirect chain included), so the
+    dupefilter's journal can mark all of them finished once the page is committed. ``fetched_at``
+    is ISO 8601 UTC. ``text`` is the visible text, one block per line (navigation and footer
+    included); ``fingerprint_text`` is filled only in a feed written from storage
+    (:mod:`crawler.outputs.feeds.rows`: the lines of ``text`` that are not its site's template); the
     dedup pipeline fills ``content_hash`` and ``simhash``
     (an unsigned 64-bit int) before storage. ``binary`` marks a body served as HTML that is
     not text (magic bytes, NUL bytes): such a page has empty ``html``/``text`` and no fingerprint.
-    ``blocks`` (optional) are the fingerprint blocks of ``html`` (:class:`crawler.text.PageText`)
-    when the spider has parsed the page already; the dedup pipeline then uses ``text`` and
-    ``blocks`` instead of parsing ``html`` again, and empties ``blocks`` (None). ``lease`` is the
-    shared frontier's lease id of the request (distributed profile; acknowledged once the page's
-    outcome is committed). ``canonical_link`` is the normalized URL of another page of the
-    crawl that this page names canonical (``<link rel="canonical">`` or a ``Link`` header), None
-    when it names none, itself, or a page off the crawl.
+    ``blocks`` (optional) are the fingerprint blocks of ``html``
+    (:class:`crawler.content.text.PageText`) when the spider has parsed the page already; the dedup
+    pipeline then uses ``text`` and ``blocks`` instead of parsing ``html`` again, and empties
+    ``blocks`` (None). ``lease`` is the shared frontier's lease id of the request (distributed
+    profile; acknowledged once the page's outcome is committed). ``canonical_link`` is the
+    normalized URL of another page of the crawl that this page names canonical (``<link
+    rel="canonical">`` or a ``Link`` header), None when it names none, itself, or a page off the
+    crawl.
     """
 
     url: str

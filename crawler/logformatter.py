@@ -13,6 +13,8 @@ Every other drop is logged as stock Scrapy does. Enabled by ``LOG_FORMATTER =
 
 from __future__ import annotations
 
+__floor__ = "component"
+
 import logging
 from typing import TYPE_CHECKING, Any
 

@@ -9,7 +9,7 @@ page, stored or dropped, in the batch: the dupefilter's journal marks them finis
 count from now on) and ``dropped`` (``list[dict]``, the ``dropped`` rows: the drop log is
 written from them, so it names only drops that storage holds).
 
-``page_demoted``: sent by the dedup pipeline (:class:`crawler.pipelines.drops.DropWriter`,
+``page_demoted``: sent by the dedup pipeline (:class:`crawler.dedup.drops.DropWriter`,
 only when a storage pipeline runs) when a kept page turns out a duplicate after all: the page
 it names canonical was just kept instead (rule ``"canonical"``), or its fingerprint, refreshed
 once its site's template was learned, matched another kept page (rule ``"refreshed"``).
@@ -28,13 +28,13 @@ with the others.
 page's fingerprint was computed again once its site's template was learned and it stays kept:
 keyword arguments ``url`` and ``simhash`` (the new one). Storage updates the page's row in its
 next batch (``documents.simhash``, ``young`` false), so the settle step compares fingerprints
-of a known template (:mod:`crawler.settle`).
+of a known template (:mod:`crawler.dedup.settle`).
 
 ``exchange_captured``: sent by the WARC capture middleware
-(:class:`crawler.warc.capture.RawCaptureMiddleware`) for an HTTP exchange that cannot become
+(:class:`crawler.outputs.warc.capture.RawCaptureMiddleware`) for an HTTP exchange that cannot become
 a stored page (a redirect, an error status, robots.txt, a non-HTML body, a HEAD request): the
 WARC writer archives it at once. Keyword argument ``capture`` (a
-:class:`crawler.warc.records.Capture`).
+:class:`crawler.outputs.warc.records.Capture`).
 """
 
 batch_committed = object()

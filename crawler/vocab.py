@@ -19,22 +19,22 @@ from dataclasses import dataclass, field
 
 EXACT_DUPLICATE = "exact_duplicate"
 NEAR_DUPLICATE = "near_duplicate"
-#: A page like its host's soft-404 probe (an unknown path answered 200): :mod:`crawler.traps`.
+#: A page like its host's soft-404 probe (an unknown path answered 200): :mod:`crawler.urls.traps`.
 SOFT_404 = "soft_404"
-#: A page a person's ``drop`` rule names (:mod:`crawler.overrides`): never stored, no
+#: A page a person's ``drop`` rule names (:mod:`crawler.dedup.overrides`): never stored, no
 #: ``duplicate_of``, no distance.
 OVERRIDE = "override"
 #: A shared index's answer when the matching page is kept by another worker but not yet stored.
 PENDING = "pending"
 #: ``dropped.rule`` of a stored page dropped once the page it names canonical was kept.
 CANONICAL_RULE = "canonical"
-#: ``dropped.rule`` of a stored page dropped once a page preferred to it (crawler.preference:
+#: ``dropped.rule`` of a stored page dropped once a page preferred to it (crawler.dedup.preference:
 #: on a seed's host, a shorter URL...) came within k.
 PREFERRED_RULE = "preferred"
 #: ``dropped.rule`` of a dropped page whose kept page was itself dropped later: it names the
 #: page kept instead.
 REPOINTED_RULE = "repointed"
-#: ``dropped.rule`` of a stored page the settle step dropped (crawler.settle).
+#: ``dropped.rule`` of a stored page the settle step dropped (crawler.dedup.settle).
 SETTLED_RULE = "settled"
 #: The drop log's ``reason`` of a page the settle step stored again (it is kept now).
 KEPT_REASON = "kept"

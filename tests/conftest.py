@@ -75,7 +75,7 @@ def services(redis_url, pg_url):
 def demo_server():
     """The built-in demo site served on 127.0.0.1 for the whole session."""
     from crawler.sitegen import demo_site
-    from crawler.siteserver import SiteServer
+    from crawler.sitegen.server import SiteServer
 
     with SiteServer(demo_site()) as server:
         yield server

@@ -1,4 +1,4 @@
-"""crawler.atomicfile: atomic writes that leave the mode a plain ``open(path, "w")`` would.
+"""crawler.state.atomicfile: atomic writes that leave the mode a plain ``open(path, "w")`` would.
 
 The umask is process-wide, so each case runs in a fresh interpreter that sets it first; the
 end-to-end checks run a real crawl and a real report under a chosen umask.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from crawler.atomicfile import write_atomic
+from crawler.state.atomicfile import write_atomic
 from tests.conftest import ROOT, CrawlRun, run_crawl
 
 # Writes FILE atomically under UMASK, and beside it a file made by open(path, "w"), and prints
@@ -24,7 +24,7 @@ from tests.conftest import ROOT, CrawlRun, run_crawl
 PROBE = """
 import os, stat, sys
 from pathlib import Path
-from crawler.atomicfile import write_atomic
+from crawler.state.atomicfile import write_atomic
 umask, target = int(sys.argv[1], 8), Path(sys.argv[2])
 os.umask(umask)
 write_atomic(target, sys.argv[3])

@@ -15,7 +15,7 @@ from scrapy.settings import Settings
 
 from crawler.backends import make_content_index
 from crawler.backends.local import LocalContentIndex, hash64, prefetched, url_hash64
-from crawler.simindex import content_key, url_key
+from crawler.content.simindex import content_key, url_key
 from crawler.storage import KeyArrays
 from crawler.vocab import Match, PageSignature
 

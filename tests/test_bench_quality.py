@@ -20,10 +20,10 @@ from bench.pages import PageSet, SetPage
 from bench.pipeline_eval import Evaluation, _item, evaluate
 from bench.scores import score
 from crawler import defaults
+from crawler.content.simhash import features, fingerprint, hamming
+from crawler.content.text import block_tokens, extract, main_tokens
 from crawler.exceptions import DuplicatePage
-from crawler.simhash import features, fingerprint, hamming
 from crawler.sitegen import demo_site
-from crawler.text import block_tokens, extract, main_tokens
 
 DEMO = "http://demo.test:8000"
 DEMO_STYLE = MirrorStyle("en", "The Riverside Chronicle", "Chronicle Mirror")
@@ -195,7 +195,7 @@ def test_evaluation_counts_caught_missed_and_wrong() -> None:
     assert result["mirrors"] == {"caught": int(real_caught), "planted": 2}
     assert result["wrong_drops"] == 1
     # /repeat and the article it repeats are one wrong pair: the longer URL is the one dropped
-    # (crawler.preference), whichever came first
+    # (crawler.dedup.preference), whichever came first
     assert result["wrong"][0]["url"] == pages[2].url
     assert result["wrong"][0]["duplicate_of"] == DEMO + "/repeat"
     assert result["precision"] == pytest.approx((1 + real_caught) / (2 + real_caught))

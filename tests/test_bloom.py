@@ -1,4 +1,5 @@
-"""crawler.bloom: sizing, no false negatives, measured error rate, saturation, verify, snapshots."""
+"""crawler.backends.bloom: sizing, no false negatives, measured error rate, saturation, verify,
+snapshots."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler import bloom
-from crawler.bloom import LocalSeenSet, SnapshotError, bloom_size, describe, read_snapshot
+from crawler.backends import bloom
+from crawler.backends.bloom import LocalSeenSet, SnapshotError, bloom_size, describe, read_snapshot
 from crawler.config import SettingError
 
 
@@ -116,7 +117,7 @@ def test_grow_keeps_the_rate_and_never_raises(caplog) -> None:
     n, p = 2000, 0.01
     seen = LocalSeenSet(n, p, on_full="grow")
     inserted = keys(10 * n, "grow")
-    with caplog.at_level(logging.WARNING, logger="crawler.bloom"):
+    with caplog.at_level(logging.WARNING, logger="crawler.backends.bloom"):
         for key in inserted:
             seen.add(key)
     assert len(seen.layers) >= 3
@@ -134,7 +135,7 @@ def test_grow_keeps_the_rate_and_never_raises(caplog) -> None:
 def test_stop_marks_full_at_capacity_and_keeps_answering(caplog) -> None:
     seen = LocalSeenSet(1000, 0.01, on_full="stop")
     inserted = keys(1500, "stop")
-    with caplog.at_level(logging.WARNING, logger="crawler.bloom"):
+    with caplog.at_level(logging.WARNING, logger="crawler.backends.bloom"):
         for i, key in enumerate(inserted):
             seen.add(key)
             if i < 900:

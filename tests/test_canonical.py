@@ -22,16 +22,16 @@ from scrapy.http import HtmlResponse, Request
 
 from crawler import report
 from crawler.backends.local import LocalContentIndex
+from crawler.content.template import TemplateFilter
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.review import CrawlDB
+from crawler.sitegen.server import SiteServer
 from crawler.sitegen.site import Page, Site
 from crawler.sitegen.text import TextMaker, load_words
-from crawler.siteserver import SiteServer
 from crawler.spiders.web import canonical_href, html_tree
 from crawler.storage import Document, Store
-from crawler.template import TemplateFilter
 from tests.conftest import ROOT, fresh_pg_schema, run_crawl
 
 
@@ -213,7 +213,7 @@ def test_turned_off_the_first_fetched_copy_stays_and_originals_are_not_requested
     assert {"/copy-a", "/copy-b", "/loop-1"} <= stored
     assert not {"/orig-a", "/orig-b", "/loop-2"} & (stored | set(dropped))  # never fetched
     # the hint is not read: no page is kept for what it is named (the rest of the preference
-    # order, crawler.preference, still decides, whatever the order)
+    # order, crawler.dedup.preference, still decides, whatever the order)
     assert all(d["rule"] != "canonical" for d in dropped.values())
     assert "dedup/canonical/swapped" not in run.stats
 
@@ -279,7 +279,7 @@ def test_a_demotion_of_a_page_not_stored_writes_nothing(tmp_path):
 
 def test_pipeline_without_storage_logs_the_demotion(tmp_path):
     """No storage pipeline: the index swaps at once and the drop log names the demoted copy."""
-    from crawler.droplog import DropLog, read_drop_log
+    from crawler.outputs.droplog import DropLog, read_drop_log
 
     log = tmp_path / "d.jsonl"
     pipe = NearDuplicatePipeline(LocalContentIndex(3), templates=TemplateFilter(),
@@ -357,7 +357,7 @@ def test_a_copy_stored_by_an_earlier_crawl_gives_way_to_the_page_it_names(tmp_pa
     assert crawler.stats.get_value("dedup/canonical/swapped") == 1
     asyncio.run(pipe.close_spider())
     pipe.spider_closed()
-    from crawler.droplog import read_drop_log
+    from crawler.outputs.droplog import read_drop_log
 
     assert [(r["url"], r["duplicate_of"], r.get("rule")) for r in read_drop_log(log)] == [
         ("http://s.test/copy", "http://s.test/orig", "canonical")]

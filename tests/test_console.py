@@ -1,4 +1,4 @@
-"""``crawler.console.echo_to_log_file``: a failing command's last lines in the crawl's
+"""``crawler.commands.console.echo_to_log_file``: a failing command's last lines in the crawl's
 ``LOG_FILE`` (scrapyd shows that file and nothing else of a job). Real files, Scrapy's real
 settings and root handler; ``tests/test_scrapyd.py`` runs it under a real scrapyd."""
 
@@ -14,7 +14,7 @@ from scrapy.settings import Settings
 from scrapy.utils import log as scrapy_log
 from scrapy.utils.log import get_scrapy_root_handler, install_scrapy_root_handler
 
-from crawler.console import echo_to_log_file
+from crawler.commands.console import echo_to_log_file
 
 ROOT = Path(__file__).resolve().parent.parent
 #: A record in Scrapy's default ``LOG_FORMAT`` and ``LOG_DATEFORMAT``.
@@ -22,31 +22,32 @@ RECORD = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[crawler\.preflight\] ERROR: "
 
 
 def test_nothing_without_a_log_file(tmp_path, capsys) -> None:
-    echo_to_log_file(Settings(), "crawler.preflight", "error: x")
+    echo_to_log_file(Settings(), "crawler.commands.preflight", "error: x")
     assert capsys.readouterr() == ("", "")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_the_file_is_created_in_scrapys_format(tmp_path) -> None:
     log = tmp_path / "job.log"
-    echo_to_log_file(Settings({"LOG_FILE": str(log)}), "crawler.preflight", "error: a é", "b")
+    echo_to_log_file(Settings({"LOG_FILE": str(log)}), "crawler.commands.preflight", "error: a é",
+                     "b")
     assert re.fullmatch(f"{RECORD}error: a é\n{RECORD}b\n", log.read_text(encoding="utf-8"))
 
 
 def test_appended_or_truncated_as_scrapy_would(tmp_path) -> None:
     log = tmp_path / "job.log"
     log.write_text("an earlier run\n")
-    echo_to_log_file(Settings({"LOG_FILE": str(log)}), "crawler.preflight", "one")
+    echo_to_log_file(Settings({"LOG_FILE": str(log)}), "crawler.commands.preflight", "one")
     assert log.read_text().startswith("an earlier run\n")
     settings = Settings({"LOG_FILE": str(log), "LOG_FILE_APPEND": "False",
                          "LOG_FORMAT": "%(levelname)s %(message)s"})  # fmt: skip
-    echo_to_log_file(settings, "crawler.preflight", "two")
+    echo_to_log_file(settings, "crawler.commands.preflight", "two")
     assert log.read_text() == "ERROR two\n"
 
 
 def test_a_log_file_that_cannot_be_written_costs_one_line(tmp_path, capsys) -> None:
     log = tmp_path / "missing" / "job.log"
-    echo_to_log_file(Settings({"LOG_FILE": str(log)}), "crawler.preflight", "error: x")
+    echo_to_log_file(Settings({"LOG_FILE": str(log)}), "crawler.commands.preflight", "error: x")
     assert capsys.readouterr().err == (f"note: cannot write the error to LOG_FILE {log}: "
                                        "No such file or directory\n")  # fmt: skip
     assert not log.parent.exists()
@@ -62,7 +63,7 @@ def test_through_scrapys_handler_whatever_the_level(tmp_path) -> None:
     handler = get_scrapy_root_handler()
     try:
         logging.getLogger("scrapy.test").error("hidden by LOG_LEVEL")
-        echo_to_log_file(settings, "crawler.preflight", "error: shown")
+        echo_to_log_file(settings, "crawler.commands.preflight", "error: shown")
         logging.getLogger("scrapy.test").critical("after")
     finally:
         assert handler is not None

@@ -18,8 +18,8 @@ import pytest
 
 from crawler.commands.crawldiff import compare_pages
 from crawler.sitegen import Page, Site
+from crawler.sitegen.server import SiteServer
 from crawler.sitegen.text import TextMaker
-from crawler.siteserver import SiteServer
 from crawler.storage import Store
 from tests.conftest import run_crawl
 

@@ -29,7 +29,7 @@ import pytest
 
 from bench.cluster import LEASE, Cluster, cluster_on, four_sites, polite_sites, wait_for_hits
 from crawler.backends.redis import clear_namespace, connect
-from crawler.siteserver import serve_web
+from crawler.sitegen.server import serve_web
 from crawler.storage import Store
 from tests.conftest import ROOT
 

@@ -23,12 +23,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler import report
-from crawler.overrides import Overrides, read_file
+from crawler.dedup.overrides import Overrides, read_file
 from crawler.report.html import render_html
 from crawler.report.markup import human
 from crawler.review import CrawlDB, ReviewError
 from crawler.sitegen.orderweb import order_web
-from crawler.siteserver import serve_web
+from crawler.sitegen.server import serve_web
 from crawler.storage import Store
 from tests.conftest import IN_CI, ROOT, CrawlRun, run_crawl
 from tests.test_overrides import slugs
@@ -445,9 +445,9 @@ HOSTILE_TITLE = '<script>alert("t")</script> Two & "quotes"'
 
 def _fingerprint(html: str) -> int:
     """The pipeline's SimHash of a page without template blocks (none are shared here)."""
-    from crawler.simhash import features, fingerprint
-    from crawler.text import extract
-    from crawler.tokens import block_tokens, main_tokens
+    from crawler.content.simhash import features, fingerprint
+    from crawler.content.text import extract
+    from crawler.content.tokens import block_tokens, main_tokens
 
     return fingerprint(features(main_tokens(block_tokens(extract(html).blocks), 20), 1))
 
@@ -506,7 +506,7 @@ def near_site(distances: tuple[int, ...], seed: int = 7) -> Any:
 
 
 def crawl_near_site(workdir: Path, distances: tuple[int, ...], k: int) -> CrawlRun:
-    from crawler.siteserver import SiteServer
+    from crawler.sitegen.server import SiteServer
 
     with SiteServer(near_site(distances)) as server:
         run = run_crawl(workdir, urls=[server.base_url + "/"],

@@ -36,9 +36,9 @@ from bench.cluster import (
     stored_canonical,
     wait_for_hits,
 )
-from crawler.backends import serializer
 from crawler.backends.redis import connect
-from crawler.siteserver import SiteServer, serve_web
+from crawler.cluster import serializer
+from crawler.sitegen.server import SiteServer, serve_web
 from tests.conftest import ROOT
 
 
@@ -76,8 +76,8 @@ def test_profile_settings(monkeypatch):
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     values = json.loads(out.stdout)
-    assert values["SCHEDULER"] == "crawler.backends.scheduler.SharedScheduler"
-    assert values["SCHEDULER_SERIALIZER"] == "crawler.backends.serializer"
+    assert values["SCHEDULER"] == "crawler.cluster.scheduler.SharedScheduler"
+    assert values["SCHEDULER_SERIALIZER"] == "crawler.cluster.serializer"
     assert values["SCHEDULER_PERSIST"] is True
     assert values["DUPEFILTER_CLASS"] == "crawler.dupefilter.BloomDupeFilter"
     assert values["DEDUP_BACKEND"] == "redis"
@@ -86,10 +86,10 @@ def test_profile_settings(monkeypatch):
     assert values["SCHEDULER_QUEUE_KEY"] == "%(namespace)s:%(spider)s:requests"  # queue_key()
     assert values["TELNETCONSOLE_ENABLED"] is False
     assert "crawler.pipelines.neardup.NearDuplicatePipeline" in values["ITEM_PIPELINES"]
-    assert "crawler.backends.cluster.ClusterWorker" in values["EXTENSIONS"]
+    assert "crawler.cluster.worker.ClusterWorker" in values["EXTENSIONS"]
     middlewares = values["DOWNLOADER_MIDDLEWARES"]
     assert middlewares["scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"] is None
-    assert "crawler.politeness.SharedRobotsTxtMiddleware" in middlewares
+    assert "crawler.middlewares.politeness.SharedRobotsTxtMiddleware" in middlewares
 
 
 # --- the web: four hosts on loopback addresses --------------------------------------------------

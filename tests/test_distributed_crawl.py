@@ -21,8 +21,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
+from crawler.content.setfp import CrawlSets
 from crawler.review import CrawlDB, ReviewError
-from crawler.setfp import CrawlSets
 from crawler.storage import Store
 from crawler.storage.models import Crawl
 from crawler.vocab import DISTRIBUTED, RECLAIMED_REASON, UNFINISHED_REASON
@@ -270,7 +270,7 @@ def test_three_workers_and_a_late_joiner_are_one_crawl(services, tmp_path, kill)
     equal to what storage holds, and the commands' defaults report the whole crawl."""
     from bench.cluster import cluster_on, four_sites, outcome, wait_for_hits
     from crawler.backends.redis import connect
-    from crawler.siteserver import serve_web
+    from crawler.sitegen.server import serve_web
 
     with serve_web(four_sites()) as servers, cluster_on(servers, tmp_path, **services) as cluster:
         cluster.delay = 0.1  # long enough that the joiner joins a crawl still running

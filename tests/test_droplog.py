@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.droplog import (
+from crawler.outputs.droplog import (
     FIELDS,
     DropLog,
     DropLogError,
@@ -121,7 +121,7 @@ def test_sigkill_loses_nothing_already_written(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     script = (
         "import sys, time\n"
-        "from crawler.droplog import DropLog\n"
+        "from crawler.outputs.droplog import DropLog\n"
         "from crawler.vocab import Drop\n"
         "log = DropLog(sys.argv[1])\n"
         "for i in range(5):\n"

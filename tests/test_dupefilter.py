@@ -21,11 +21,11 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.utils.test import get_crawler
 
 from crawler import signals as dedup_signals
-from crawler.bloom import LocalSeenSet
+from crawler.backends.bloom import LocalSeenSet
 from crawler.dupefilter import RESUME_META, BloomDupeFilter
 from crawler.sitegen import Page, Site
+from crawler.sitegen.server import SiteServer
 from crawler.sitegen.text import TextMaker, load_words
-from crawler.siteserver import SiteServer
 from tests.conftest import IN_CI, run_crawl
 
 BASE = {
@@ -119,8 +119,8 @@ def test_a_shared_seen_set_is_asked_once_per_batch_and_never_about_known_seen(re
     forgets a key, so the skip stays exact."""
     import uuid
 
-    from crawler.backends.frontier import LeasedFrontier
     from crawler.backends.redis import RedisSeenSet, clear_namespace, connect
+    from crawler.cluster.frontier import LeasedFrontier
 
     base = f"dedup:test-{uuid.uuid4().hex[:12]}"
     seen = RedisSeenSet(connect(redis_url), base, capacity=1000)
@@ -226,11 +226,11 @@ def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) ->
     import uuid
     import warnings
 
-    from crawler.backends.scheduler import SharedScheduler as RedisScheduler
+    from crawler.cluster.scheduler import SharedScheduler as RedisScheduler
 
     key = f"test-dupefilter-{uuid.uuid4().hex}"
     crawler = get_crawler(Spider, {
-        **BASE, "REDIS_URL": redis_url, "SCHEDULER_SERIALIZER": "crawler.backends.serializer",
+        **BASE, "REDIS_URL": redis_url, "SCHEDULER_SERIALIZER": "crawler.cluster.serializer",
         "SCHEDULER_QUEUE_KEY": key + ":%(spider)s:requests",
     })
     crawler.spider = crawler._create_spider("t")
@@ -246,7 +246,7 @@ def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) ->
             assert scheduler.enqueue_request(Request("http://a/1"))
             assert not scheduler.enqueue_request(Request("http://a/1"))
             joining = RedisScheduler.from_crawler(crawler)  # a second worker, same queue
-            with caplog.at_level(logging.INFO, logger="crawler.backends.scheduler"):
+            with caplog.at_level(logging.INFO, logger="crawler.cluster.scheduler"):
                 joining.open(crawler.spider)  # scrapy-redis's own calls Spider.log() here
             assert "Joining a shared crawl: 1 request(s) queued, 0 leased" in caplog.text
             assert scheduler.next_request().url == "http://a/1"
@@ -263,7 +263,7 @@ def test_scrapy_redis_scheduler_builds_it_with_from_spider(redis_url, caplog) ->
 
 def test_project_fingerprinter_makes_spellings_one_request() -> None:
     scheduler, _, crawler = open_scheduler(
-        {"REQUEST_FINGERPRINTER_CLASS": "crawler.fingerprint.CanonicalRequestFingerprinter"})
+        {"REQUEST_FINGERPRINTER_CLASS": "crawler.urls.fingerprint.CanonicalRequestFingerprinter"})
     spellings = ["http://Example.com:80/a/./b?y=2&x=1", "http://example.com/a/b?x=1&y=2#top",
                  "http://EXAMPLE.com/a/%62?x=1&y=2&utm_source=mail", "http://example.com/a/b?y=2&x=1"]
     results = [scheduler.enqueue_request(Request(url)) for url in spellings]

@@ -1,8 +1,8 @@
 """The dedup components in someone else's Scrapy project (README, "Install extras and profiles").
 
 ``scrapy startproject`` makes a new project in a temporary directory; its settings.py gets
-exactly the block the README gives, its spider yields :func:`crawler.embed.page_item` for each
-page and follows every link, and it crawls the demo site on 127.0.0.1: duplicates are dropped
+exactly the block the README gives, its spider yields :func:`crawler.spiders.embed.page_item` for
+each page and follows every link, and it crawls the demo site on 127.0.0.1: duplicates are dropped
 into the ``dropped`` table, the rest stored in ``documents``.
 """
 
@@ -17,16 +17,16 @@ from collections import Counter
 
 from scrapy.http import HtmlResponse, Request
 
-from crawler.embed import page_item
-from crawler.fingerprint import fingerprint_url
 from crawler.sitegen import demo_site
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
+from crawler.spiders.embed import page_item
+from crawler.urls.fingerprint import fingerprint_url
 
 #: The settings block of README "Install extras and profiles", appended to a new project.
 PROJECT_SETTINGS = textwrap.dedent("""
     # --- dedup-crawler (pip install dedup-crawler) ---
     DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"
-    REQUEST_FINGERPRINTER_CLASS = "crawler.fingerprint.CanonicalRequestFingerprinter"
+    REQUEST_FINGERPRINTER_CLASS = "crawler.urls.fingerprint.CanonicalRequestFingerprinter"
     SPIDER_MIDDLEWARES = {
         "crawler.middlewares.links.UrlNormalizationMiddleware": 550,
         "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
@@ -36,8 +36,8 @@ PROJECT_SETTINGS = textwrap.dedent("""
         "crawler.pipelines.storage.StoragePipeline": 800,
     }
     EXTENSIONS = {
-        "crawler.progress.DedupProgress": 500,
-        "crawler.statsfile.StatsFile": 900,
+        "crawler.extensions.progress.DedupProgress": 500,
+        "crawler.extensions.statsfile.StatsFile": 900,
     }
     LOG_FORMATTER = "crawler.logformatter.DedupLogFormatter"
     COMMANDS_MODULE = "crawler.commands"  # checked crawl, dropped, dedupreport
@@ -47,7 +47,7 @@ PROJECT_SETTINGS = textwrap.dedent("""
 SPIDER = textwrap.dedent("""
     import scrapy
 
-    from crawler.embed import page_item
+    from crawler.spiders.embed import page_item
 
 
     class NewsSpider(scrapy.Spider):
@@ -134,10 +134,10 @@ def test_redirect_fingerprints_follow_the_crawls_url_policy():
     default policy sorted it, so the journal kept the redirect's request pending)."""
     from scrapy.utils.test import get_crawler
 
-    from crawler.urlnorm import UrlPolicy, normalize_url
+    from crawler.urls.urlnorm import UrlPolicy, normalize_url
 
     crawler = get_crawler(settings_dict={
-        "REQUEST_FINGERPRINTER_CLASS": "crawler.fingerprint.CanonicalRequestFingerprinter",
+        "REQUEST_FINGERPRINTER_CLASS": "crawler.urls.fingerprint.CanonicalRequestFingerprinter",
         "URLNORM_SORT_QUERY": False})  # fmt: skip
     policy = UrlPolicy(sort_query=False)
     first = "http://example.com/p?b=2&a=1"

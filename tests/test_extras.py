@@ -19,7 +19,7 @@ import pytest
 
 from crawler import extras
 from crawler.sitegen import demo_site
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 from tests.conftest import ROOT
 
 #: Top-level modules of the optional extras (and of the bench baselines).
@@ -100,7 +100,7 @@ def test_default_crawl_imports_no_optional_module(tmp_path):
          "error: STORAGE_URL=postgresql://... needs the postgres extra: "
          "pip install 'dedup-crawler[postgres]'"),
         ({}, {"SCRAPY_SETTINGS_MODULE": "settings.distributed"},
-         "error: DEDUP_BACKEND=redis, SCHEDULER=crawler.backends.scheduler.SharedScheduler and "
+         "error: DEDUP_BACKEND=redis, SCHEDULER=crawler.cluster.scheduler.SharedScheduler and "
          "STORAGE_URL=postgresql+psycopg://... need the redis and postgres extras: "
          "pip install 'dedup-crawler[redis,postgres]'"),
         ({"WARC_OUTPUT": "/nonexistent-warcs-never-created/"}, {},

@@ -16,11 +16,15 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from crawler.feeds import FeedError, check_feeds, export_fields
-from crawler.formats import mask_url
+from crawler.commands.preflight import (
+    UnknownSettingError,
+    check_unknown_settings,
+    known_setting_names,
+)
+from crawler.content.text import visible_text
 from crawler.items import EXPORT_FIELDS
-from crawler.preflight import UnknownSettingError, check_unknown_settings, known_setting_names
-from crawler.text import visible_text
+from crawler.outputs.feeds import FeedError, check_feeds, export_fields
+from crawler.outputs.formats import mask_url
 from tests.conftest import ROOT, crawl_command, run_crawl
 
 # --- pre-flight check of FEEDS --------------------------------------------------------------
@@ -80,7 +84,7 @@ def test_missing_boto3_names_the_extra(tmp_path):
     blocker = tmp_path / "block"
     (blocker / "boto3").mkdir(parents=True)
     (blocker / "boto3" / "__init__.py").write_text("raise ImportError('No module named boto3')\n")
-    code = ("from scrapy.settings import Settings\nfrom crawler.feeds import check_feeds\n"
+    code = ("from scrapy.settings import Settings\nfrom crawler.outputs.feeds import check_feeds\n"
             "s = Settings(); s.set('FEEDS', {'s3://b/k.jl': {'format': 'jsonlines'}})\n"
             "check_feeds(s)\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
@@ -355,8 +359,8 @@ def test_fingerprint_text_is_the_text_without_its_site_template(demo_crawl, tmp_
     """``text`` keeps the navigation and footer (the exact-copy hash is of it);
     ``fingerprint_text`` leaves the site's template out, and on the demo its SimHash is the
     stored one for nearly every page."""
-    from crawler.pipelines.pages import Fingerprinter
-    from crawler.template import block_hashes
+    from crawler.content.template import block_hashes
+    from crawler.dedup.pages import Fingerprinter
 
     out = tmp_path / "export.jsonl"
     assert scrapy("export", "--db", str(demo_crawl.db_path), "-o", str(out)).returncode == 0
@@ -398,8 +402,8 @@ def test_dropped_csv_writer_keeps_every_control_character_inside_quotes():
     import csv
     import io
 
+    from crawler.commands.console import SafeStream
     from crawler.commands.dropped import write_records
-    from crawler.console import SafeStream
     from crawler.review import DropRecord
 
     record = DropRecord.from_row({"url": "http://a/b", "reason": "near_duplicate",
@@ -457,8 +461,8 @@ def test_a_feed_that_could_not_be_stored_fails_the_crawl(tmp_path):
     """An FTP server that does not answer when the feed is stored at close: Scrapy logs it and
     exits 0; the crawl command says so in one line and exits 1 (the pages are in storage)."""
     from crawler.sitegen import Site
+    from crawler.sitegen.server import SiteServer
     from crawler.sitegen.site import page
-    from crawler.siteserver import SiteServer
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

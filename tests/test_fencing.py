@@ -4,7 +4,7 @@ A worker stopped with SIGSTOP past its lease is reclaimed by the other, which ta
 over. When it runs again (SIGCONT) its download slots and its prefetched requests still hold
 requests for those hosts; before the fence it sent them (16 requests in 1.5 s, 30 gaps under
 ``DOWNLOAD_DELAY`` between the two workers, 20 pages fetched twice). Now every download asks
-:meth:`crawler.backends.cluster.Member.may_download` first: the paused worker finds its
+:meth:`crawler.cluster.worker.Member.may_download` first: the paused worker finds its
 membership fenced, sends nothing and closes ``lease_lost``.
 """
 
@@ -16,10 +16,10 @@ import time
 import pytest
 
 from bench.cluster import Cluster, close_requests, cluster_on, outcome, wait_for_hits
-from crawler.backends.cluster import DownloadFence, Member
 from crawler.backends.redis import connect
+from crawler.cluster.worker import DownloadFence, Member
 from crawler.sitegen import template_site
-from crawler.siteserver import SiteServer, serve_web
+from crawler.sitegen.server import SiteServer, serve_web
 
 DELAY = 0.1
 

@@ -1,4 +1,4 @@
-"""crawler.fingerprint: one key per canonical request, shared with every Scrapy component."""
+"""crawler.urls.fingerprint: one key per canonical request, shared with every Scrapy component."""
 
 from __future__ import annotations
 
@@ -12,8 +12,12 @@ from scrapy.extensions.httpcache import FilesystemCacheStorage
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
-from crawler.fingerprint import CanonicalRequestFingerprinter, canonical_url_of, fingerprint_url
-from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url
+from crawler.urls.fingerprint import (
+    CanonicalRequestFingerprinter,
+    canonical_url_of,
+    fingerprint_url,
+)
+from crawler.urls.urlnorm import InvalidUrl, UrlPolicy, normalize_url
 from tests.test_urlnorm import urlish
 
 SPELLINGS = [
@@ -32,7 +36,7 @@ class _Spider(Spider):
 def crawler():
     return get_crawler(
         _Spider,
-        {"REQUEST_FINGERPRINTER_CLASS": "crawler.fingerprint.CanonicalRequestFingerprinter"},
+        {"REQUEST_FINGERPRINTER_CLASS": "crawler.urls.fingerprint.CanonicalRequestFingerprinter"},
     )
 
 

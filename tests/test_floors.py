@@ -1,11 +1,13 @@
-"""The three floors of the architecture hold (README "Architecture"): walk every module's imports.
+"""The three floors of the architecture hold (docs/architecture.md): walk every module's imports.
 
 * **libraries** (the ground floor) import neither Scrapy nor Twisted nor any component or
   command: they are used and tested without a crawler;
 * **components** wire the libraries into Scrapy and import no command;
 * **commands** sit on top.
 
-Besides: every module of the package has a floor (a new module must be placed here), only
+The floor of a module is declared in the tree, not kept here: its own ``__floor__``, else its
+nearest package's (``crawler/__init__.py`` says how). Besides: every module has a floor, every
+package's ``__init__`` says what it owns (a docstring), only
 ``crawler/storage/`` speaks SQL (SQLAlchemy, Alembic), and no module borrows another module's
 private (underscore) name. Imports under ``if TYPE_CHECKING:`` are left out (they never run);
 imports inside functions count (they do).
@@ -22,18 +24,31 @@ PACKAGE = Path(__file__).resolve().parent.parent / "crawler"
 FRAMEWORK = ("scrapy", "twisted", "itemadapter", "scrapy_redis")
 SQL = ("sqlalchemy", "alembic", "psycopg")
 
-COMPONENTS = (
-    "crawler.closing", "crawler.dupefilter", "crawler.exceptions", "crawler.fingerprint",
-    "crawler.embed", "crawler.feeds", "crawler.logformatter", "crawler.politeness",
-    "crawler.progress", "crawler.statsfile", "crawler.backends.cluster",
-    "crawler.backends.clusterstats",
-    "crawler.backends.generation", "crawler.backends.joincheck", "crawler.backends.startlist",
-    "crawler.backends.frontier", "crawler.backends.scheduler", "crawler.middlewares",
-    "crawler.pipelines", "crawler.spiders", "crawler.warc", "crawler.settings",
-)  # fmt: skip
-#: Library modules inside a component package (``crawler.warc``: the WARC writing itself).
-LIBRARIES_IN_COMPONENTS = ("crawler.warc.records", "crawler.warc.files")
-COMMANDS = ("crawler.commands", "crawler.preflight")
+FLOORS = {"library": 0, "component": 1, "command": 2}
+
+
+def _declared(path: Path) -> str | None:
+    """The ``__floor__`` a module or package ``__init__`` assigns, or None."""
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__floor__" for target in node.targets
+        ):
+            assert isinstance(node.value, ast.Constant), f"{path}: __floor__ is not a literal"
+            return str(node.value.value)
+    return None
+
+
+def _floor_of(path: Path) -> int:
+    """The module's own ``__floor__``, else the nearest package's that declares one."""
+    here = path
+    while True:
+        declared = _declared(here)
+        if declared is not None:
+            assert declared in FLOORS, f"{here}: __floor__ = {declared!r} is not one of {FLOORS}"
+            return FLOORS[declared]
+        package = here.parent if here.name != "__init__.py" else here.parent.parent
+        here = package / "__init__.py"
+        assert here.exists(), f"{path}: no __floor__ in it or any package above it"
 
 
 def _module_name(path: Path) -> str:
@@ -47,13 +62,14 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
+def _path(name: str) -> Path:
+    path = PACKAGE.parent / name.replace(".", "/")
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
 def floor(name: str) -> int:
-    """0 library, 1 component, 2 command."""
-    if _under(name, COMMANDS):
-        return 2
-    if _under(name, COMPONENTS) and not _under(name, LIBRARIES_IN_COMPONENTS):
-        return 1
-    return 0
+    """0 library, 1 component, 2 command: declared in the tree (module docstring)."""
+    return _floor_of(_path(name))
 
 
 class _Imports(ast.NodeVisitor):
@@ -147,11 +163,27 @@ def test_rule_holds(rule) -> None:
 
 def test_the_rules_catch_what_they_guard() -> None:
     """Each rule flags a made-up import that breaks it (so an empty list above means something)."""
-    assert _upward("crawler.simhash", "scrapy.http", [])
-    assert _upward("crawler.simhash", "crawler.pipelines.storage", [])
+    assert _upward("crawler.content.simhash", "scrapy.http", [])
+    assert _upward("crawler.content.simhash", "crawler.pipelines.storage", [])
     assert _upward("crawler.spiders.web", "crawler.commands.crawl", [])
-    assert not _upward("crawler.spiders.web", "crawler.urlnorm", [])
+    assert not _upward("crawler.spiders.web", "crawler.urls.urlnorm", [])
     assert _sql("crawler.review", "sqlalchemy.orm", [])
     assert not _sql("crawler.storage.engine", "sqlalchemy", [])
     assert _private("crawler.review", "crawler.storage", ["_rows"])
     assert not _private("crawler.review", "crawler.storage", ["Store"])
+
+
+def test_every_package_says_what_it_owns() -> None:
+    packages = sorted(p for p in PACKAGE.rglob("__init__.py") if "versions" not in p.parts)
+    assert len(packages) > 15
+    silent = [str(p.relative_to(PACKAGE.parent)) for p in packages
+              if not ast.get_docstring(ast.parse(p.read_text()))]  # fmt: skip
+    assert silent == []
+
+
+def test_floors_come_from_the_tree() -> None:
+    """A module without its own ``__floor__`` takes its package's; one that declares differs."""
+    assert floor("crawler.content.simhash") == 0  # the package: library
+    assert floor("crawler.dedup.hosts") == 1  # the package: component
+    assert floor("crawler.dedup.settle") == 0  # its own: library
+    assert floor("crawler.commands.preflight") == 2

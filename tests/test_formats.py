@@ -1,4 +1,5 @@
-"""crawler.formats: the helpers every floor writes values with (written once, used everywhere)."""
+"""crawler.outputs.formats: the helpers every floor writes values with (written once, used
+everywhere)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from crawler import formats
-from crawler.formats import host_of, jsonable, mask_url, utc_iso
+from crawler.outputs import formats
+from crawler.outputs.formats import host_of, jsonable, mask_url, utc_iso
 
 
 def test_the_examples_in_the_docstrings_hold() -> None:

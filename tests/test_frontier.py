@@ -10,9 +10,9 @@ from scrapy import Request, Spider
 from scrapy.settings import Settings
 from scrapy.utils.request import request_from_dict
 
-from crawler.backends.cluster import Member
-from crawler.backends.frontier import LeasedFrontier, LeaseLost, host_key
 from crawler.backends.redis import RedisSeenSet, clear_namespace, connect
+from crawler.cluster.frontier import LeasedFrontier, LeaseLost, host_key
+from crawler.cluster.worker import Member
 from crawler.signals import LEASE_META
 
 pytestmark = pytest.mark.redis
@@ -202,7 +202,7 @@ def test_requests_are_queued_as_scrapy_serializes_them_without_scanning_the_spid
     ``inspect.getmembers`` scan of the spider for every request."""
     from scrapy.http import FormRequest
 
-    from crawler.backends.frontier import request_dict
+    from crawler.cluster.frontier import request_dict
 
     class Other:
         def parse(self, response):  # pragma: no cover - never called
@@ -230,7 +230,7 @@ def test_requests_are_queued_as_scrapy_serializes_them_without_scanning_the_spid
 
 
 def test_settings_of_the_lease(redis_url):
-    from crawler.backends.cluster import validate
+    from crawler.cluster.worker import validate
     from crawler.config import SettingError
 
     validate(Settings({"DISTRIBUTED_LEASE_SECONDS": 5, "DISTRIBUTED_PREFETCH": 4}))
@@ -245,7 +245,7 @@ def test_an_idle_worker_requeues_a_lease_nobody_will_acknowledge(redis_url):
     orphan time is queued again (counted and logged), never left to block the crawl's end."""
     from scrapy.utils.test import get_crawler
 
-    from crawler.backends.cluster import ClusterWorker, member
+    from crawler.cluster.worker import ClusterWorker, member
 
     name = f"test-{uuid.uuid4().hex[:10]}"
     crawler = get_crawler(_Spider, {
@@ -276,13 +276,13 @@ def test_a_worker_exits_without_collecting_the_garbage_of_its_libraries(redis_ur
     from scrapy import signals
     from scrapy.utils.test import get_crawler
 
-    from crawler.backends.cluster import ClusterWorker
+    from crawler.cluster.worker import ClusterWorker
 
     name = f"test-{uuid.uuid4().hex[:10]}"
     crawler = get_crawler(_Spider, {
         "DEDUP_BACKEND": "redis", "REDIS_URL": redis_url, "DEDUP_NAMESPACE": name,
-        "SCHEDULER": "crawler.backends.scheduler.SharedScheduler",
-        "EXTENSIONS": {"crawler.backends.cluster.ClusterWorker": 600},
+        "SCHEDULER": "crawler.cluster.scheduler.SharedScheduler",
+        "EXTENSIONS": {"crawler.cluster.worker.ClusterWorker": 600},
         "SCHEDULER_QUEUE_KEY": f"dedup:{name}:%(spider)s:requests"})  # fmt: skip
     worker = ClusterWorker.from_crawler(crawler)
     gc.unfreeze()
@@ -297,11 +297,11 @@ def test_a_worker_exits_without_collecting_the_garbage_of_its_libraries(redis_ur
 
 
 def test_the_shared_scheduler_without_the_cluster_extension_is_refused():
-    from crawler.backends.cluster import validate
+    from crawler.cluster.worker import validate
     from crawler.config import SettingError
 
-    shared = {"SCHEDULER": "crawler.backends.scheduler.SharedScheduler"}
-    extension = "crawler.backends.cluster.ClusterWorker"
+    shared = {"SCHEDULER": "crawler.cluster.scheduler.SharedScheduler"}
+    extension = "crawler.cluster.worker.ClusterWorker"
     validate(Settings({**shared, "EXTENSIONS": {extension: 600}}))
     with pytest.raises(SettingError, match=r"EXTENSIONS.*ClusterWorker enabled"):
         validate(Settings({**shared, "EXTENSIONS": {extension: None}}))
@@ -342,14 +342,14 @@ def test_a_page_lost_to_a_storage_outage_goes_back_to_the_queue_and_a_bug_does_n
     from scrapy.utils.test import get_crawler
     from twisted.python.failure import Failure
 
-    from crawler.backends.scheduler import SharedScheduler
+    from crawler.cluster.scheduler import SharedScheduler
     from crawler.exceptions import Undecided
     from crawler.storage import StorageError
 
     name = f"test-{uuid.uuid4().hex[:10]}"
     crawler = get_crawler(_Spider, {
         "DEDUP_BACKEND": "redis", "REDIS_URL": redis_url, "DEDUP_NAMESPACE": name,
-        "SCHEDULER": "crawler.backends.scheduler.SharedScheduler",
+        "SCHEDULER": "crawler.cluster.scheduler.SharedScheduler",
         "DUPEFILTER_CLASS": "crawler.dupefilter.BloomDupeFilter",
         "SCHEDULER_QUEUE_KEY": f"dedup:{name}:%(spider)s:requests"})  # fmt: skip
     spider = _Spider.from_crawler(crawler)

@@ -264,7 +264,7 @@ def test_rows_lost_only_while_closing_still_fail_the_crawl(pg_url: str) -> None:
 
 TORN_LINE_CHILD = """
 import json, resource, signal, sys
-from crawler.droplog import DropLog, read_drop_log
+from crawler.outputs.droplog import DropLog, read_drop_log
 from crawler.vocab import Drop
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit: EFBIG instead of a kill
 path, limit = sys.argv[1], int(sys.argv[2])

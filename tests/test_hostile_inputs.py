@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from scrapy.settings import Settings
 
+from crawler.commands.preflight import check_settings
 from crawler.config import SettingError
-from crawler.preflight import check_settings
-from crawler.seeds import SHOWN_MAX, SeedError, parse_seeds
+from crawler.urls.seeds import SHOWN_MAX, SeedError, parse_seeds
 from tests.conftest import CrawlRun, run_crawl
 
 UNREACHED = "http://127.0.0.1:9"

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from crawler.content.text import is_binary, wide_encoding
 from crawler.middlewares.encoding import undeclared_wide_encoding
-from crawler.text import is_binary, wide_encoding
 
 WIDE = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
 
@@ -161,14 +161,14 @@ def test_wide_pages_are_stored_as_their_text(serve, crawl) -> None:
                                              ("PAGE_MAX_PARSE_CHARS", "lots")])  # fmt: skip
 def test_bad_bounds_are_refused_by_name(name: str, value: object) -> None:
     from crawler.config import SettingError
-    from crawler.pagebounds import PageBounds
+    from crawler.urls.pagebounds import PageBounds
 
     with pytest.raises(SettingError, match=name):
         PageBounds.from_settings({name: value})
 
 
 def test_a_misspelled_bound_is_caught() -> None:
-    from crawler.preflight import UnknownSettingError, check_unknown_settings
+    from crawler.commands.preflight import UnknownSettingError, check_unknown_settings
 
     with pytest.raises(UnknownSettingError, match="did you mean PAGE_MAX_PARSE_CHARS"):
         check_unknown_settings({"PAGE_MAX_PARSE_CHAR": 10})

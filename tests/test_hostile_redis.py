@@ -25,13 +25,13 @@ import scrapy
 
 from bench.cluster import Cluster, cluster_on, outcome, stat_sum, wait_for_hits
 from bench.ownservers import OwnRedis
-from crawler.backends.cluster import Member
 from crawler.backends.common import RedisBackendError, RedisRetry
-from crawler.backends.frontier import LeasedFrontier
 from crawler.backends.redis import RedisContentIndex, RedisSeenSet, connect
+from crawler.cluster.frontier import LeasedFrontier
+from crawler.cluster.worker import Member
 from crawler.signals import LEASE_META
 from crawler.sitegen import template_site
-from crawler.siteserver import SiteServer, serve_web
+from crawler.sitegen.server import SiteServer, serve_web
 from crawler.vocab import PageSignature
 
 REDIS_SERVER = "/usr/bin/redis-server"

@@ -24,9 +24,9 @@ import sqlalchemy as sa
 from scrapy.resolver import CachingThreadedResolver
 from twisted.internet import defer
 
-from crawler import scope as scope_module
 from crawler.config import SettingError
-from crawler.scope import (
+from crawler.urls import scope as scope_module
+from crawler.urls.scope import (
     Scope,
     guard_default,
     has_userinfo,
@@ -373,7 +373,7 @@ def test_guard_setting_and_default() -> None:
 def test_misspelled_scope_settings_are_refused(name, hint) -> None:
     from scrapy.settings import Settings
 
-    from crawler.preflight import check_settings
+    from crawler.commands.preflight import check_settings
 
     with pytest.raises(SettingError, match=f"did you mean {hint}\\?"):
         check_settings(Settings({name: "domain"}))

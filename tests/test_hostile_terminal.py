@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from crawler.console import ESCAPED_NOTE
+from crawler.commands.console import ESCAPED_NOTE
 from tests.conftest import ROOT, CrawlRun, run_crawl
 
 #: What a terminal would act on: C0 but tab and newline, DEL, C1.
@@ -242,7 +242,7 @@ def test_demo_usage_error_is_escaped(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
 def test_every_formula_start_is_neutralized_and_numbers_stay(start: str) -> None:
-    from crawler.formats import csv_cell
+    from crawler.outputs.formats import csv_cell
 
     assert csv_cell(start + "SUM(A1)") == "'" + start + "SUM(A1)"
     assert csv_cell(-3) == -3 and csv_cell(None) is None and csv_cell("/a") == "/a"

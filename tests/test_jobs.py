@@ -1,6 +1,6 @@
 """One job, one report: the runs of a JOBDIR crawl share a job id, and commands pick crawls.
 
-* :func:`crawler.jobstate.job_id` and the ``crawls.job``/``crawls.command`` columns (revision
+* :func:`crawler.state.jobstate.job_id` and the ``crawls.job``/``crawls.command`` columns (revision
   0007), on SQLite and the real PostgreSQL;
 * :func:`crawler.review.select_crawls` on real SQLite databases written through
   :class:`crawler.storage.Store` (hand-made rows, as in ``tests/test_review.py``);
@@ -26,8 +26,15 @@ import sqlalchemy as sa
 from alembic import command as alembic_command
 
 from crawler import review
-from crawler.jobstate import JOB_FILE, JobStateError, check_jobdir, job_id, read_job_id, state_dir
 from crawler.review import LATEST_JOB, CrawlDB, ReviewError
+from crawler.state.jobstate import (
+    JOB_FILE,
+    JobStateError,
+    check_jobdir,
+    job_id,
+    read_job_id,
+    state_dir,
+)
 from crawler.storage import Store, migrations, parse_url
 from tests.conftest import ROOT, crawl_command, run_crawl
 from tests.test_review import doc, drop

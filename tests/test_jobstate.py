@@ -1,4 +1,4 @@
-"""crawler.jobstate: snapshot + journal, replay, torn records, damaged files, durable lengths,
+"""crawler.state.jobstate: snapshot + journal, replay, torn records, damaged files, durable lengths,
 a real SIGKILL."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import textwrap
 
 import pytest
 
-from crawler import jobstate
-from crawler.bloom import LocalSeenSet
+from crawler.backends.bloom import LocalSeenSet
+from crawler.commands.preflight import check_settings as validate_settings
 from crawler.config import SettingError
-from crawler.jobstate import (
+from crawler.state import jobstate
+from crawler.state.jobstate import (
     JOURNAL,
     SNAPSHOT,
     SYNC,
@@ -27,8 +28,7 @@ from crawler.jobstate import (
     read_state,
     state_dir,
 )
-from crawler.journal import HEADER_SIZE, PendingRequest, encode_scheduled, frame, read_journal
-from crawler.preflight import check_settings as validate_settings
+from crawler.state.journal import HEADER_SIZE, PendingRequest, encode_scheduled, frame, read_journal
 
 from .conftest import ROOT
 
@@ -142,8 +142,8 @@ def test_damaged_snapshot_is_refused_before_the_crawl(tmp_path) -> None:
 
 KILLER = """
 import hashlib, os, signal, sys, time
-from crawler.bloom import LocalSeenSet
-from crawler.jobstate import JobState
+from crawler.backends.bloom import LocalSeenSet
+from crawler.state.jobstate import JobState
 fp = lambda i: hashlib.blake2b(str(i).encode(), digest_size=16).digest()
 seen = LocalSeenSet(10_000, 0.001)
 state = JobState(sys.argv[1], seen, snapshot_records=35)
@@ -235,7 +235,7 @@ def test_cut_at_every_record_boundary_and_mid_record(tmp_path, caplog) -> None:
             assert str(err.value).startswith(f"{state_dir(copy) / JOURNAL}: {cut} bytes, "
                                              f"shorter than the {durable} bytes made durable")
             continue
-        with caplog.at_level(logging.WARNING, "crawler.jobstate"):
+        with caplog.at_level(logging.WARNING, "crawler.state.jobstate"):
             _, again, pending = new_state(copy)
         whole = sum(1 for b in boundaries[1:] if b <= cut)
         assert {r.fp for r in pending} == {fp(i) for i in range(whole)}, cut
@@ -355,7 +355,7 @@ def test_a_restart_of_the_machine_mid_crawl_is_reported(tmp_path, caplog, closed
     if boot is not None:
         mark["boot"] = boot
     state.sync_path.write_text(json.dumps(mark))
-    with caplog.at_level(logging.WARNING, "crawler.jobstate"):
+    with caplog.at_level(logging.WARNING, "crawler.state.jobstate"):
         _, again, pending = new_state(tmp_path)
     assert len(pending) == 5
     assert ("the machine restarted while the crawl writing it ran" in caplog.text) == warned
@@ -383,7 +383,7 @@ def test_the_check_before_the_crawl_does_not_warn_twice(tmp_path, caplog) -> Non
     state.journal_path.write_bytes(state.journal_path.read_bytes()[:-2])
     mark = json.loads(state.sync_path.read_text())
     state.sync_path.write_text(json.dumps({**mark, "boot": "another-boot"}))
-    with caplog.at_level(logging.WARNING, "crawler.jobstate"):
+    with caplog.at_level(logging.WARNING, "crawler.state.jobstate"):
         validate_settings({"JOBDIR": str(tmp_path)})
         assert caplog.text == ""
         new_state(tmp_path)

@@ -38,10 +38,10 @@ import scrapy
 from scrapy.settings import Settings
 
 from bench.cluster import Cluster, cluster_on
-from crawler.backends import joincheck
 from crawler.backends.redis import RedisContentIndex, clear_namespace, connect
+from crawler.cluster import joincheck
 from crawler.sitegen import template_site
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -241,15 +241,15 @@ def test_the_shared_scheduler_never_flushes_whatever_its_settings(redis_url):
     a flush at start: opening and closing delete nothing (scrapy-redis's would empty both)."""
     from scrapy.utils.test import get_crawler
 
-    from crawler.backends.scheduler import SharedScheduler
+    from crawler.cluster.scheduler import SharedScheduler
 
     name = f"t-join-{uuid.uuid4().hex[:10]}"
     crawler = get_crawler(scrapy.Spider, {
         "REDIS_URL": redis_url, "DEDUP_BACKEND": "redis", "DEDUP_NAMESPACE": name,
         "SCHEDULER_QUEUE_KEY": "%(namespace)s:%(spider)s:requests",
-        "SCHEDULER_SERIALIZER": "crawler.backends.serializer",
+        "SCHEDULER_SERIALIZER": "crawler.cluster.serializer",
         "DUPEFILTER_CLASS": "crawler.dupefilter.BloomDupeFilter", "BLOOM_CAPACITY": 1000,
-        "REQUEST_FINGERPRINTER_CLASS": "crawler.fingerprint.CanonicalRequestFingerprinter",
+        "REQUEST_FINGERPRINTER_CLASS": "crawler.urls.fingerprint.CanonicalRequestFingerprinter",
         "SCHEDULER_PERSIST": False, "SCHEDULER_FLUSH_ON_START": False,
     })  # fmt: skip
     spider = crawler.spider = crawler._create_spider("web")
@@ -346,7 +346,7 @@ def test_a_storage_error_names_the_variable_the_user_set(crawl, pg_url, given):
 
 
 def test_every_recorded_setting_is_a_known_setting_read_as_its_component_reads_it():
-    from crawler.preflight import known_setting_names
+    from crawler.commands.preflight import known_setting_names
 
     names = [s.name for s in joincheck.JOIN_SETTINGS]
     assert names and len(set(names)) == len(names)

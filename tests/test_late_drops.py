@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 
 from crawler.backends.local import LocalContentIndex
-from crawler.droplog import DropLog, read_drop_log, replay_drop_log
+from crawler.content.template import TemplateFilter
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
+from crawler.outputs.droplog import DropLog, read_drop_log, replay_drop_log
 from crawler.pipelines.neardup import NearDuplicatePipeline
+from crawler.sitegen.server import SiteServer
 from crawler.sitegen.site import Page, Site
 from crawler.sitegen.text import TextMaker, load_words
-from crawler.siteserver import SiteServer
-from crawler.template import TemplateFilter
 from tests.conftest import ROOT, run_crawl
 
 ARTICLES = 4

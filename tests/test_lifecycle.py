@@ -1,4 +1,4 @@
-"""The lifecycle of a distributed crawl's Redis state (:mod:`crawler.backends.lifecycle`, ``scrapy
+"""The lifecycle of a distributed crawl's Redis state (:mod:`crawler.cluster.lifecycle`, ``scrapy
 crawlclear``), with real ``scrapy crawl`` workers on the real Redis and PostgreSQL.
 
 A crawl that ends is marked finished and every key of its namespace gets one deadline
@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 
 from bench.cluster import Cluster, fresh_schema, outcome, wait_for_hits
-from crawler.backends.lifecycle import CrawlState
 from crawler.backends.redis import clear_namespace, connect
+from crawler.cluster.lifecycle import CrawlState
 from crawler.sitegen import template_site
-from crawler.siteserver import SiteServer, serve_web
+from crawler.sitegen.server import SiteServer, serve_web
 from crawler.storage import Store
 from tests.conftest import ROOT
 

@@ -2,7 +2,7 @@
 reason code with a wrong article ("is a exact_duplicate", issue 26), and the
 :class:`crawler.logformatter.DedupLogFormatter` line of a dropped page stays one short line.
 
-The trap guard's line (:meth:`crawler.traps.TrapRules.follows`) is the one that put a reason
+The trap guard's line (:meth:`crawler.urls.traps.TrapRules.follows`) is the one that put a reason
 code after an article; it is driven here with real drops and Python's log capture.
 """
 
@@ -15,7 +15,7 @@ from scrapy.utils.test import get_crawler
 
 from crawler.exceptions import DuplicatePage
 from crawler.logformatter import DedupLogFormatter
-from crawler.traps import TrapRules, TrapSettings
+from crawler.urls.traps import TrapRules, TrapSettings
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, SOFT_404, Drop
 
 H = "http://a.test"
@@ -27,9 +27,9 @@ H = "http://a.test"
 def test_the_trap_guard_says_what_the_page_is_in_words(reason: str, words: str,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     rules = TrapRules(TrapSettings(duplicate_hops=0))
-    with caplog.at_level(logging.INFO, logger="crawler.traps"):
+    with caplog.at_level(logging.INFO, logger="crawler.urls.traps"):
         assert rules.follows(Drop(f"{H}/b", reason, f"{H}/a", 0), f"{H}/b") is None
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "crawler.traps"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "crawler.urls.traps"]
     assert line.startswith(f"Links not followed: {H}/b is {words} of {H}/a, ")
     assert reason not in line.split(" (trap guard")[0]  # the code only in the stat's name
 

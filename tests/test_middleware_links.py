@@ -13,11 +13,11 @@ from scrapy.http import HtmlResponse
 from scrapy.spidermiddlewares.urllength import UrlLengthMiddleware
 from scrapy.utils.test import get_crawler
 
+from crawler.commands.preflight import check_settings
 from crawler.config import SettingError
 from crawler.middlewares.links import TrapLimits, UrlNormalizationMiddleware
-from crawler.preflight import check_settings
 from crawler.sitegen import Page, Site
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 from settings import base as project_settings
 
 
@@ -154,7 +154,7 @@ def test_start_requests_are_processed() -> None:
 
 def test_first_drop_of_each_kind_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
     middleware, _ = _middleware()
-    caplog.set_level(logging.DEBUG, logger="crawler.linkrules")
+    caplog.set_level(logging.DEBUG, logger="crawler.urls.linkrules")
     trap = "http://e.com/" + "a/" * 40
     _run(middleware, [Request(f"ftp://e.com/{i}") for i in range(3)] + [Request("http://a..b/"),
                                                                           Request(trap)])
@@ -167,7 +167,7 @@ def test_first_drop_of_each_kind_logged_at_info(caplog: pytest.LogCaptureFixture
 
 def test_debug_setting_logs_every_drop(caplog: pytest.LogCaptureFixture) -> None:
     middleware, _ = _middleware(URLNORM_DEBUG=True)
-    caplog.set_level(logging.DEBUG, logger="crawler.linkrules")
+    caplog.set_level(logging.DEBUG, logger="crawler.urls.linkrules")
     _run(middleware, [Request(f"ftp://e.com/{i}") for i in range(3)])
     levels = [r.levelno for r in caplog.records]
     assert levels == [logging.INFO, logging.DEBUG, logging.DEBUG]

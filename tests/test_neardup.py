@@ -19,18 +19,18 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from crawler.backends.local import LocalContentIndex
+from crawler.commands.preflight import check_settings
 from crawler.config import SettingError
-from crawler.droplog import DropLog, read_drop_log
+from crawler.content.simhash import hamming
+from crawler.content.template import TemplateFilter
+from crawler.content.text import is_binary, main_tokens, visible_text
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.logformatter import DedupLogFormatter
+from crawler.outputs.droplog import DropLog, read_drop_log
 from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.pipelines.storage import document_row
-from crawler.preflight import check_settings
-from crawler.simhash import hamming
 from crawler.sitegen import demo_site, template_site
-from crawler.template import TemplateFilter
-from crawler.text import is_binary, main_tokens, visible_text
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, Drop
 
 BASE = "http://site.test"
@@ -479,8 +479,8 @@ def test_stored_binary_documents_are_left_out_of_the_index(tmp_path: Any) -> Non
 def test_template_site_end_to_end_crawl(crawl: Any) -> None:
     """A real crawl: distinct posts stored, mirrors dropped; table and JSON Lines agree."""
     pytest.importorskip("crawler.middlewares.links")
-    from crawler.droplog import read_drop_log, replay_drop_log
-    from crawler.siteserver import SiteServer
+    from crawler.outputs.droplog import read_drop_log, replay_drop_log
+    from crawler.sitegen.server import SiteServer
 
     site = template_site()
     with SiteServer(site) as server:
@@ -639,7 +639,7 @@ def test_a_hosts_new_owner_learns_its_template_from_storage(
             store.upsert_documents(rows)
         a.index.commit([row["canonical_url"] for row in rows])
         item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
-        # the mirror's URL is shorter: preferred (crawler.preference), so when it is known
+        # the mirror's URL is shorter: preferred (crawler.dedup.preference), so when it is known
         # for a duplicate it is kept instead of the original, which is demoted
         assert asyncio.run(b.process_item(item)).url == BASE + mirror
         if warm:
@@ -678,7 +678,7 @@ def _short_sites() -> tuple[list[bytes], list[bytes]]:
 
 
 def test_template_key_is_the_origin() -> None:
-    from crawler.template import template_key
+    from crawler.content.template import template_key
 
     assert template_key("http://Host.test:8001/a?b") == "http://host.test:8001"
     assert template_key("https://host.test/a") == "https://host.test"

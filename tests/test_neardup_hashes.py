@@ -1,11 +1,12 @@
-"""crawler.template.block_hashes: the batched form of crawler.template.block_hash."""
+"""crawler.content.template.block_hashes: the batched form of
+crawler.content.template.block_hash."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.template import block_hash, block_hashes
+from crawler.content.template import block_hash, block_hashes
 
 # Letters with compatibility forms, combining marks, case-fold expansions, ligatures, Hangul
 # jamo that compose, full-width digits, whitespace of every kind, line breaks and surrogates.
@@ -23,8 +24,8 @@ def test_block_hashes_equal_block_hash_of_each_block(blocks):
 
 
 def test_block_hashes_on_real_blocks():
+    from crawler.content.text import extract
     from crawler.sitegen import demo_site
-    from crawler.text import extract
 
     site = demo_site()
     checked = 0

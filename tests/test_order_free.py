@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from bench.cluster import cluster_on, stored_canonical, wait_for_hits
-from crawler.droplog import read_drop_log, replay_drop_log
+from crawler.outputs.droplog import read_drop_log, replay_drop_log
 from crawler.sitegen.orderweb import Member, OrderWeb, order_web
-from crawler.siteserver import SiteServer, serve_web
-from crawler.urlnorm import normalize_url
+from crawler.sitegen.server import SiteServer, serve_web
+from crawler.urls.urlnorm import normalize_url
 from tests.conftest import CrawlRun, run_crawl
 
 ORDERS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {

@@ -1,6 +1,6 @@
 """A person's word over the dedup rule (issue 26, items 1 and 2): the rules
-(:mod:`crawler.overrides`), the settle step obeying them (:mod:`crawler.settle`), ``scrapy
-dropped --keep/--drop/--distinct/--unset/--review`` applying them at once on a real crawl
+(:mod:`crawler.dedup.overrides`), the settle step obeying them (:mod:`crawler.dedup.settle`),
+``scrapy dropped --keep/--drop/--distinct/--unset/--review`` applying them at once on a real crawl
 database, and real crawls of the order web (:mod:`crawler.sitegen.orderweb`) in two fetch
 orders obeying them, from the database and from a rules file."""
 
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.cluster import cluster_on, stored_canonical
-from crawler.overrides import (
+from crawler.dedup.overrides import (
     CORRECT,
     DUPLICATE,
     NOT_DUPLICATE,
@@ -32,9 +32,9 @@ from crawler.overrides import (
     read_file,
     write_rule,
 )
-from crawler.settle import Neighbours, SettlePage, components, decide_group, plan
+from crawler.dedup.settle import Neighbours, SettlePage, components, decide_group, plan
 from crawler.sitegen.orderweb import OrderWeb, order_web
-from crawler.siteserver import SiteServer, serve_web
+from crawler.sitegen.server import SiteServer, serve_web
 from crawler.storage import Store
 from crawler.vocab import NEAR_DUPLICATE
 from tests.conftest import ROOT, CrawlRun, run_crawl
@@ -90,7 +90,7 @@ def test_a_host_rule_with_a_port_names_that_port_only() -> None:
 def test_a_rule_url_is_made_canonical_as_the_crawl_makes_its_urls() -> None:
     """With URLNORM_SORT_QUERY off the crawl keys ?b=1&a=2 as written: a rule made with the
     default policy (query sorted) never matched it."""
-    from crawler.urlnorm import UrlPolicy, normalize_url
+    from crawler.urls.urlnorm import UrlPolicy, normalize_url
 
     policy = UrlPolicy.from_settings({"URLNORM_SORT_QUERY": False})
     key = normalize_url("https://x.test/a?b=1&a=2", policy=policy)

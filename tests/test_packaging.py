@@ -1,7 +1,7 @@
 """What the package installs, and that it works where it is installed.
 
 * the wheel: the ``crawler`` package only (no top-level ``settings``, no ``crawler/sitegen``, no
-  ``crawler/siteserver.py``), ``py.typed``, the migrations, the ``scrapy`` settings entry point,
+  ``crawler/sitegen/server.py``), ``py.typed``, the migrations, the ``scrapy`` settings entry point,
   the optional dependencies only behind extras;
 * the migrations run from a zipped package (as scrapyd runs an egg), with a clean ``sys.path``;
 * (slow) a fresh venv with the wheel and its default dependencies only crawls a local site.
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from crawler.sitegen import demo_site
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 from tests.conftest import ROOT
 
 OPTIONAL_DISTRIBUTIONS = {"redis", "scrapy-redis", "psycopg", "psycopg-binary", "pybloom-live",
@@ -64,10 +64,11 @@ def test_the_wheel_holds_the_crawler_package_only(wheel):
                    + ".dist-info"}  # fmt: skip
     assert "crawler/py.typed" in names
     assert not [n for n in names if n.startswith("crawler/sitegen")]
-    assert "crawler/siteserver.py" not in names
+    assert "crawler/sitegen/server.py" not in names
     for needed in ("crawler/settings/__init__.py", "crawler/settings/base.py",
                    "crawler/settings/distributed.py", "crawler/storage/migrations/env.py",
-                   "crawler/storage/migrations/script.py.mako", "crawler/embed.py"):  # fmt: skip
+                   "crawler/storage/migrations/script.py.mako",
+                   "crawler/spiders/embed.py"):  # fmt: skip
         assert needed in names
     versions = [n for n in names if n.startswith("crawler/storage/migrations/versions/0")]
     checkout = sorted((ROOT / "crawler/storage/migrations/versions").glob("0*.py"))

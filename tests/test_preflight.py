@@ -1,4 +1,4 @@
-"""crawler.preflight: the settings checks are one explicit list, and each one runs.
+"""crawler.commands.preflight: the settings checks are one explicit list, and each one runs.
 
 Every check of :func:`settings_checks` is the function its component calls when it is built;
 here each is shown to refuse a bad value of a setting it owns through :func:`check_settings`
@@ -12,9 +12,9 @@ import subprocess
 import pytest
 from scrapy.settings import Settings
 
+from crawler.commands.preflight import check_settings, settings_checks
 from crawler.config import SettingError
 from crawler.extras import MissingExtraError
-from crawler.preflight import check_settings, settings_checks
 from tests.conftest import ROOT, crawl_command
 
 #: check name -> a setting it refuses (name, bad value)
@@ -22,19 +22,19 @@ BAD = {
     "check_scrapy_settings": ("DOWNLOAD_MAXSIZE", -1),
     "backend_name": ("DEDUP_BACKEND", "memcached"),
     "from_settings": ("URLNORM_SORT_QUERY", "maybe"),
-    "validate@crawler.linkrules": ("TRAP_MAX_PATH_DEPTH", 0),
-    "validate@crawler.traps": ("TRAP_PATH_MAX_QUERY_VARIANTS", -1),
+    "validate@crawler.urls.linkrules": ("TRAP_MAX_PATH_DEPTH", 0),
+    "validate@crawler.urls.traps": ("TRAP_PATH_MAX_QUERY_VARIANTS", -1),
     "scope_setting": ("SCOPE", "planet"),
     "private_guard_setting": ("BLOCK_PRIVATE_ADDRESSES", "sometimes"),
     "spider_settings": ("DEDUP_EARLY_SKIP", "maybe"),
-    "validate@crawler.pagebounds": ("LINKS_PER_PAGE_MAX", -1),
+    "validate@crawler.urls.pagebounds": ("LINKS_PER_PAGE_MAX", -1),
     "read_settings": ("BLOOM_ERROR_RATE", 2),
     "check_jobdir": ("JOBDIR_SNAPSHOT_SECONDS", -1),
     "settings_params": ("SIMHASH_MAX_DISTANCE", 99),
     "validate@crawler.storage.check": ("STORAGE_BATCH_SIZE", 0),
     "droplog_settings": ("DROPPED_LOG_RETRY_TIMES", -1),
-    "validate@crawler.backends.cluster": ("DISTRIBUTED_PREFETCH", 0),
-    "validate@crawler.backends.joincheck": ("SCHEDULER_QUEUE_KEY", "%(host)s:requests"),
+    "validate@crawler.cluster.worker": ("DISTRIBUTED_PREFETCH", 0),
+    "validate@crawler.cluster.joincheck": ("SCHEDULER_QUEUE_KEY", "%(host)s:requests"),
     "retry_settings": ("REDIS_RETRY_SECONDS", -1),
     "namespace_setting": ("DEDUP_NAMESPACE", "crawl42:web"),
     "interval_setting": ("DEDUP_PROGRESS_INTERVAL", -3),
@@ -79,7 +79,7 @@ def test_good_settings_pass() -> None:
 
 
 def test_a_typo_of_any_known_setting_is_refused_naming_the_setting_meant() -> None:
-    from crawler.preflight import UnknownSettingError, check_unknown_settings
+    from crawler.commands.preflight import UnknownSettingError, check_unknown_settings
 
     cases = {"DOWNLOAD_DELY": "DOWNLOAD_DELAY", "CONCURRENT_REQUEST": "CONCURRENT_REQUESTS",
              "ROBOTSTXT_OBAY": "ROBOTSTXT_OBEY", "download_delay": "DOWNLOAD_DELAY",
@@ -91,7 +91,7 @@ def test_a_typo_of_any_known_setting_is_refused_naming_the_setting_meant() -> No
 
 
 def test_a_mistyped_secret_is_not_echoed() -> None:
-    from crawler.preflight import UnknownSettingError, check_unknown_settings
+    from crawler.commands.preflight import UnknownSettingError, check_unknown_settings
 
     with pytest.raises(UnknownSettingError) as info:
         check_unknown_settings({"AWS_SECRET_ACESS_KEY": "hunter2"})
@@ -100,7 +100,7 @@ def test_a_mistyped_secret_is_not_echoed() -> None:
 
 
 def test_an_unknown_name_far_from_every_known_one_is_returned_not_refused() -> None:
-    from crawler.preflight import check_unknown_settings
+    from crawler.commands.preflight import check_unknown_settings
 
     names = {"MYADDON_FOO": 1, "BENCH_STATS_FILE": "s.json", "SPLASH_URL": "http://x/",
              "DOWNLOAD_DELAY": 1}  # fmt: skip
@@ -116,7 +116,7 @@ def test_nothing_the_project_or_scrapy_sets_is_unknown(monkeypatch) -> None:
     from scrapy.utils.project import get_project_settings
 
     from crawler.commands import crawl, parse
-    from crawler.preflight import check_unknown_settings
+    from crawler.commands.preflight import check_unknown_settings
 
     monkeypatch.setenv("SCRAPY_PROJECT", "dedup_crawler")  # as scrapyd runs a job
     for profile in ("crawler.settings", "crawler.settings.distributed"):
@@ -163,7 +163,8 @@ def test_crawl_warns_about_an_unknown_setting_that_is_no_typo_and_runs(tmp_path,
                     "CLOSESPIDER_PAGECOUNT=3", url=demo_server.base_url + "/")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
-    warned = [line for line in result.stderr.splitlines() if "[crawler.preflight] WARNING" in line]
+    warned = [line for line in result.stderr.splitlines()
+              if "[crawler.commands.preflight] WARNING" in line]
     assert [line.split("WARNING: ")[1] for line in warned] == [
         f"Setting {name} is not one Scrapy, scrapy-redis or dedup-crawler reads, nor a typo of "
         "one: left to the add-on that reads it" for name in ("BENCH_STATS_FILE", "MYADDON_FOO")]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.scope import embedded_ipv4, is_private_address
+from crawler.urls.scope import embedded_ipv4, is_private_address
 
 
 @pytest.mark.parametrize(("address", "reaches"), [

@@ -1,8 +1,9 @@
-"""crawler.progress.DedupProgress: progress numbers, the summary in stats and log, settings.
+"""crawler.extensions.progress.DedupProgress: progress numbers, the summary in stats and log,
+settings.
 
 Unit tests drive the extension through a real Scrapy crawler's stats collector and signals
 (``scrapy.utils.test.get_crawler``) with a hand-advanced clock, drops counted in the stats as
-the pipeline's :class:`~crawler.pipelines.drops.DropWriter` counts them; one real crawl checks
+the pipeline's :class:`~crawler.dedup.drops.DropWriter` counts them; one real crawl checks
 that the summary reaches the log and the ``crawls`` row.
 """
 
@@ -19,11 +20,11 @@ from scrapy.signalmanager import SignalManager
 from scrapy.utils.test import get_crawler
 
 from crawler.closing import CLOSE_REASON_STAT
+from crawler.commands.preflight import check_settings as validate_settings
 from crawler.config import SettingError
-from crawler.pipelines.counts import Counts
-from crawler.pipelines.drops import DropWriter
-from crawler.preflight import check_settings as validate_settings
-from crawler.progress import (
+from crawler.dedup.counts import Counts
+from crawler.dedup.drops import DropWriter
+from crawler.extensions.progress import (
     SUMMARY_PREFIX,
     DedupProgress,
     approx_duration,
@@ -85,9 +86,9 @@ def test_progress_line_is_logged(wired: tuple, caplog: pytest.LogCaptureFixture)
     crawler, ext, clock = wired
     crawler.stats.set_value("response_received_count", 7)
     clock.now += 1
-    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+    with caplog.at_level(logging.INFO, logger="crawler.extensions.progress"):
         ext.log_progress()
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "crawler.extensions.progress"]
     assert line == ("Dedup progress: 7 fetched, 0 stored, dropped 0 exact + 0 near, "
                     "0 duplicate URLs filtered, Bloom 0.00% full, 7.0 pages/s")
 
@@ -102,7 +103,7 @@ def test_summary_goes_to_stats_and_log(wired: tuple, caplog: pytest.LogCaptureFi
     crawler.stats.set_value("dedup/bloom/urls", 25)
     crawler.stats.set_value("dedup/bloom/capacity", 1000)
     clock.now += 4
-    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+    with caplog.at_level(logging.INFO, logger="crawler.extensions.progress"):
         crawler.signals.send_catch_log(signals.spider_closed, spider=None, reason="finished")
     stats = crawler.stats.get_stats()
     assert {k[len(SUMMARY_PREFIX):]: v for k, v in stats.items() if k.startswith(SUMMARY_PREFIX)
@@ -110,7 +111,7 @@ def test_summary_goes_to_stats_and_log(wired: tuple, caplog: pytest.LogCaptureFi
                   "exact_duplicate": 1, "near_duplicate": 3, "dropped": 4, "override": 0,
                   "duplicate_rate": 0.2, "urls_filtered": 0, "bloom_fill_ratio": 0.0,
                   "elapsed_seconds": 4.0, "pages_per_second": 5.0}
-    (block,) = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    (block,) = [r.getMessage() for r in caplog.records if r.name == "crawler.extensions.progress"]
     assert block.startswith("Dedup summary (finished):")
     assert "dropped by distance     0:1 1:3" in block
     assert "duplicate rate          20.0% of decided pages" in block
@@ -126,9 +127,9 @@ def test_the_summary_rate_is_rounded_once_as_the_report_rounds_it(wired: tuple,
     for _ in range(4):
         _dup(crawler, "near_duplicate", 1)
     crawler.stats.set_value("item_scraped_count", 17)
-    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+    with caplog.at_level(logging.INFO, logger="crawler.extensions.progress"):
         crawler.signals.send_catch_log(signals.spider_closed, spider=None, reason="finished")
-    (block,) = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    (block,) = [r.getMessage() for r in caplog.records if r.name == "crawler.extensions.progress"]
     assert "duplicate rate          19.0% of decided pages" in block
 
 
@@ -190,9 +191,9 @@ def test_a_real_crawl_stores_the_summary(demo_server: Any, tmp_path: Any) -> Non
 
 def _line(ext: DedupProgress, caplog: pytest.LogCaptureFixture) -> str:
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+    with caplog.at_level(logging.INFO, logger="crawler.extensions.progress"):
         ext.log_progress()
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "crawler.extensions.progress"]
     return line
 
 
@@ -216,7 +217,7 @@ def test_progress_line_shows_the_queue_and_an_estimate(caplog: pytest.LogCapture
 
 def test_distributed_estimate_is_the_whole_queue_at_every_live_workers_rate(
         caplog: pytest.LogCaptureFixture) -> None:
-    from crawler.backends.clusterstats import CrawlTotals
+    from crawler.cluster.stats import CrawlTotals
 
     crawler = get_crawler(settings_dict={"DEDUP_PROGRESS_INTERVAL": 0})
     clock = Clock()
@@ -272,10 +273,11 @@ def test_pages_a_persons_rule_drops_are_said_apart_from_duplicates(
     crawler.stats.set_value("response_received_count", 10)
     crawler.stats.set_value("item_scraped_count", 4)
     clock.now += 1
-    with caplog.at_level(logging.INFO, logger="crawler.progress"):
+    with caplog.at_level(logging.INFO, logger="crawler.extensions.progress"):
         ext.log_progress()
         crawler.signals.send_catch_log(signals.spider_closed, spider=None, reason="finished")
-    line, block = [r.getMessage() for r in caplog.records if r.name == "crawler.progress"]
+    line, block = [r.getMessage() for r in caplog.records
+                   if r.name == "crawler.extensions.progress"]
     assert "dropped 0 exact + 1 near + 5 by a person's rule, " in line
     assert "dropped by a rule       5 (a person's drop rule: not duplicates)" in block
     assert "duplicate rate          20.0% of decided pages" in block  # 1 of 5, rules apart

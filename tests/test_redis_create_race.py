@@ -43,7 +43,7 @@ from crawler.backends.redis import RedisContentIndex, RedisSeenSet, clear_namesp
 from crawler.backends.redis.keys import LAYOUT
 from crawler.config import SettingError
 from crawler.sitegen import template_site
-from crawler.siteserver import SiteServer, serve_web
+from crawler.sitegen.server import SiteServer, serve_web
 from tests.conftest import ROOT
 from tests.test_backends_local import chash, key_chunks, page
 
@@ -275,7 +275,7 @@ def test_a_long_load_keeps_its_claim(redis_url, base):
 ZYGOTE = r"""
 import json, os, sys, traceback
 import numpy, redis, scrapy.cmdline, sqlalchemy  # noqa: F401 - warm imports
-import crawler.backends.cluster, crawler.backends.scheduler, crawler.pipelines, crawler.spiders
+import crawler.cluster.worker, crawler.cluster.scheduler, crawler.pipelines, crawler.spiders
 assert "twisted.internet.reactor" not in sys.modules, "the reactor must be installed per worker"
 for line in sys.stdin:
     env, commands = json.loads(line)

@@ -22,11 +22,11 @@ import pytest
 
 from bench.cluster import Cluster, cluster_on, outcome, stored_canonical, wait_for_hits
 from bench.ownservers import OwnRedis, wait_until
-from crawler.backends.generation import GenerationFence, RedisRolledBack
 from crawler.backends.redis import connect
-from crawler.simhash import hamming
+from crawler.cluster.generation import GenerationFence, RedisRolledBack
+from crawler.content.simhash import hamming
 from crawler.sitegen import template_site
-from crawler.siteserver import SiteServer, serve_web, web_duplicate_groups
+from crawler.sitegen.server import SiteServer, serve_web, web_duplicate_groups
 from crawler.storage import Store
 
 

@@ -1,4 +1,4 @@
-"""Seeds from a Redis key, the scrapy-redis way (:mod:`crawler.backends.startlist`), and
+"""Seeds from a Redis key, the scrapy-redis way (:mod:`crawler.cluster.startlist`), and
 ``scrapy demo --serve``: on the real Redis and PostgreSQL, with real worker processes.
 
 * two distributed workers started with no seeds wait (still running, the INFO line naming the
@@ -30,9 +30,9 @@ import pytest
 
 from bench.cluster import Cluster, Worker, cluster_on, outcome
 from crawler.backends.redis import clear_namespace, connect
-from crawler.backends.startlist import StartList, entry_seed, redis_cli, start_key
+from crawler.cluster.startlist import StartList, entry_seed, redis_cli, start_key
 from crawler.sitegen import template_site
-from crawler.siteserver import serve_web
+from crawler.sitegen.server import serve_web
 from tests.conftest import ROOT
 
 WAIT_LINE = "waiting for seeds: "

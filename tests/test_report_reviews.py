@@ -1,8 +1,8 @@
 """The report learns from reviews (crawler.report.reviews), and its words and percentages
 (crawler.report.wording): one function per percentage, counts that agree with their noun.
 
-Labels and scores are checked on plain :class:`crawler.overrides.Review` objects; the report of
-a hand-made crawl database (tests.test_review.build_db) with reviews recorded by
+Labels and scores are checked on plain :class:`crawler.dedup.overrides.Review` objects; the report
+of a hand-made crawl database (tests.test_review.build_db) with reviews recorded by
 :func:`crawler.review.actions.add_review` checks the decision list, the history, the what-if
 columns, the advice and ``--format json``.
 """
@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawler import report
-from crawler.overrides import CORRECT, WRONG, Review
+from crawler.dedup.overrides import CORRECT, WRONG, Review
 from crawler.report import reviews
 from crawler.report.html import render_html
 from crawler.report.markup import SETTING_UNITS, human

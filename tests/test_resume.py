@@ -55,7 +55,7 @@ UNCOMMITTED_BOUND = (SETTINGS["CONCURRENT_REQUESTS"]
 @pytest.fixture(scope="module")
 def site_server():
     from crawler.sitegen import link_heavy_site
-    from crawler.siteserver import SiteServer
+    from crawler.sitegen.server import SiteServer
 
     with SiteServer(link_heavy_site(pages=PAGES, links_per_page=LINKS, seed=3)) as server:
         yield server
@@ -191,8 +191,8 @@ def test_bloom_full_stops_the_crawl_with_a_failing_exit(site_server, tmp_path) -
 
 
 def _middle_record(data: bytes) -> int:
-    """The offset of the middle record of a journal (``crawler.journal`` format)."""
-    from crawler.journal import HEADER_SIZE
+    """The offset of the middle record of a journal (``crawler.state.journal`` format)."""
+    from crawler.state.journal import HEADER_SIZE
 
     starts, pos = [], HEADER_SIZE
     while pos < len(data):
@@ -251,7 +251,7 @@ def test_a_power_cut_loses_no_page(tmp_path) -> None:
     led to their *scheduled* ones; they are fetched again rather than trusted to storage, so on
     a chain of pages (each links only the next) every page still ends stored exactly once."""
     from crawler.sitegen import link_heavy_site
-    from crawler.siteserver import SiteServer
+    from crawler.sitegen.server import SiteServer
 
     with SiteServer(link_heavy_site(pages=80, links_per_page=1, seed=5)) as server:
         crawl = Crawl(server, tmp_path, STORAGE_BATCH_SIZE=1, STORAGE_BATCH_SECONDS=0.05)

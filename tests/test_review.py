@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawler import review
+from crawler.content.simhash import to_hex, to_unsigned
+from crawler.content.simindex import block_layout
 from crawler.review import CrawlDB, DropFilter, ReviewError
-from crawler.simhash import to_hex, to_unsigned
-from crawler.simindex import block_layout
 from crawler.storage import Store, to_signed64
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from crawler.sitegen import demo_site
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 from tests.test_packaging import source_copy
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -209,9 +209,9 @@ def test_a_job_that_fails_its_checks_says_so_in_its_log(scrapyd, tmp_path):
     lines = job_log(base, typo)
     print(f"job {typo}\n" + "\n".join(lines))
     assert log_records(lines) == [
-        ("crawler.preflight", "ERROR", "error: unknown setting SIMHASH_MAX_DISTANSE='2': did you "
-                                       "mean SIMHASH_MAX_DISTANCE?"),
-        ("crawler.preflight", "ERROR", "exit status 2: the crawl did not start"),
+        ("crawler.commands.preflight", "ERROR",
+         "error: unknown setting SIMHASH_MAX_DISTANSE='2': did you mean SIMHASH_MAX_DISTANCE?"),
+        ("crawler.commands.preflight", "ERROR", "exit status 2: the crawl did not start"),
     ], lines  # fmt: skip
     assert len(lines) == 2, lines
     assert not db.exists()
@@ -226,10 +226,10 @@ def test_a_job_that_fails_its_checks_says_so_in_its_log(scrapyd, tmp_path):
     assert any("Scrapy" in message and "started" in message
                for _, _, message in log_records(lines))  # logging was set up  # fmt: skip
     assert log_records(lines)[-2:] == [
-        ("crawler.preflight", "ERROR", f"error: cannot open sqlite:///{missing}: directory "
-                                       f"{missing.parent} does not exist (create it or change "
-                                       "STORAGE_URL)"),
-        ("crawler.preflight", "ERROR", "exit status 1: the crawl did not start"),
+        ("crawler.commands.preflight", "ERROR",
+         f"error: cannot open sqlite:///{missing}: directory {missing.parent} does not exist "
+         "(create it or change STORAGE_URL)"),
+        ("crawler.commands.preflight", "ERROR", "exit status 1: the crawl did not start"),
     ], lines[-5:]  # fmt: skip
     assert lines[-1].endswith("exit status 1: the crawl did not start"), lines[-5:]
 

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.formats import (
+from crawler.outputs.formats import (
     is_masked,
     is_secret_param,
     mask_settings,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.seeds import SeedError, load_seeds, parse_seeds, seeds_from_args
+from crawler.urls.seeds import SeedError, load_seeds, parse_seeds, seeds_from_args
 
 
 def test_comments_blank_lines_and_default_scheme():
@@ -92,7 +92,7 @@ def test_seeds_and_urls_arguments_combine(tmp_path):
 def test_url_host_matches_urlsplit_on_canonical_urls():
     from urllib.parse import urlsplit
 
-    from crawler.urlnorm import url_host as canonical_host
+    from crawler.urls.urlnorm import url_host as canonical_host
 
     for url in [
         "http://example.com/",
@@ -107,7 +107,7 @@ def test_url_host_matches_urlsplit_on_canonical_urls():
 def test_a_10mb_line_is_refused_unread(tmp_path):
     import tracemalloc
 
-    from crawler.seeds import LINE_MAX_BYTES
+    from crawler.urls.seeds import LINE_MAX_BYTES
 
     path = tmp_path / "huge.txt"
     with path.open("wb") as out:

@@ -17,7 +17,7 @@ from alembic import command as alembic_command
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.setfp import MODULUS, CrawlSets, SetFingerprint, element, page_element
+from crawler.content.setfp import MODULUS, CrawlSets, SetFingerprint, element, page_element
 from crawler.storage import StorageError, Store, migrations, parse_url
 from tests.test_storage import db_url, doc, drop, pg_schema_url  # noqa: F401 (fixtures)
 

@@ -1,5 +1,6 @@
-"""The settle step: the preference order (crawler.preference), the rule (crawler.settle) and its
-storage side on real SQLite files and the real PostgreSQL server (crawler.storage.settle), and
+"""The settle step: the preference order (crawler.dedup.preference), the rule
+(crawler.dedup.settle) and its storage side on real SQLite files and the real PostgreSQL server
+(crawler.storage.settle), and
 ``scrapy settle``. The rule's outcome must not depend on the order pages are given in."""
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.droplog import read_drop_log, replay_drop_log, row_record
-from crawler.preference import explain, preference_key, seed_hosts
-from crawler.settle import Neighbours, SettlePage, components, decide_group, plan
+from crawler.dedup.preference import explain, preference_key, seed_hosts
+from crawler.dedup.settle import Neighbours, SettlePage, components, decide_group, plan
+from crawler.outputs.droplog import read_drop_log, replay_drop_log, row_record
 from crawler.storage import Store
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
 from tests.conftest import ROOT, fresh_pg_schema

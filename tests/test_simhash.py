@@ -10,7 +10,7 @@ import simhash as simhash_pkg
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.simhash import (
+from crawler.content.simhash import (
     content_hash,
     feature_hash,
     features,
@@ -21,7 +21,7 @@ from crawler.simhash import (
     to_signed,
     to_unsigned,
 )
-from crawler.text import extract, tokens
+from crawler.content.text import extract, tokens
 
 DOCS = sorted(glob.glob("/usr/share/doc/python3.11/html/**/*.html", recursive=True))
 

@@ -8,9 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy.settings import Settings
 
-from crawler import config, simindex
-from crawler.preflight import check_settings
-from crawler.simindex import BUFFER_SIZE, SimIndex, block_layout, rotl, settings_params
+from crawler import config
+from crawler.commands.preflight import check_settings
+from crawler.content import simindex
+from crawler.content.simindex import BUFFER_SIZE, SimIndex, block_layout, rotl, settings_params
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 

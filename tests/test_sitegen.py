@@ -21,7 +21,7 @@ from crawler.sitegen import (
     template_site,
 )
 from crawler.sitegen.demo import TRAP_DEPTH
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 
 BASE = "http://localhost:8000"
 MIRROR_BLOCKS = re.compile(

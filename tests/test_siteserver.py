@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from crawler.sitegen import Page, Site, demo_site
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 
 
 def small_site() -> Site:

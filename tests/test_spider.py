@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.sitegen import Page, Site, demo_site, link_heavy_site
-from crawler.siteserver import SiteServer
-from crawler.urlnorm import InvalidUrl, normalize_url
+from crawler.sitegen.server import SiteServer
+from crawler.urls.urlnorm import InvalidUrl, normalize_url
 from tests.conftest import CrawlRun, run_crawl
 
 pytestmark = pytest.mark.slow
@@ -147,7 +147,7 @@ def test_early_skip_changes_nothing_but_the_work_done(tmp_path):
 
 
 def test_fetch_url_keeps_the_link_as_found_but_gives_it_the_policy_host():
-    from crawler.linkrules import fetch_url
+    from crawler.urls.linkrules import fetch_url
 
     assert fetch_url("http://Example.com/a?utm_source=x#f", "http://example.com/a") == (
         "http://Example.com/a?utm_source=x"
@@ -198,8 +198,8 @@ def _outcome(href: str, base: str) -> str:
 @given(href=_hrefs, base1=_bases, base2=_bases)
 @settings(max_examples=400, deadline=None)
 def test_link_memo_key_covers_what_normalize_url_reads(href, base1, base2):
-    from crawler.linkrules import LinkMemo
-    from crawler.linkrules import memo_table as _table_for
+    from crawler.urls.linkrules import LinkMemo
+    from crawler.urls.linkrules import memo_table as _table_for
 
     memo = LinkMemo()
     href = href.strip()
@@ -210,8 +210,8 @@ def test_link_memo_key_covers_what_normalize_url_reads(href, base1, base2):
 
 
 def test_link_memo_does_not_memoize_what_reads_the_whole_base():
-    from crawler.linkrules import LinkMemo
-    from crawler.linkrules import memo_table as _table_for
+    from crawler.urls.linkrules import LinkMemo
+    from crawler.urls.linkrules import memo_table as _table_for
 
     memo = LinkMemo()
     tables = memo.tables("http://h/d/page?q=1")
@@ -223,7 +223,7 @@ def test_link_memo_does_not_memoize_what_reads_the_whole_base():
 
 
 def test_link_memo_is_bounded():
-    from crawler.linkrules import LinkMemo
+    from crawler.urls.linkrules import LinkMemo
 
     memo = LinkMemo(size=10)
     absolute = memo.tables("http://h/d/")[0]
@@ -257,10 +257,10 @@ def test_links_are_exactly_what_normalizing_each_one_gives():
     from scrapy.utils.response import get_base_url
     from scrapy.utils.test import get_crawler
 
-    from crawler.fingerprint import fingerprint_url
-    from crawler.linkrules import fetch_url
-    from crawler.linkrules import memo_table as _table_for
     from crawler.spiders.web import WebSpider, html_tree
+    from crawler.urls.fingerprint import fingerprint_url
+    from crawler.urls.linkrules import fetch_url
+    from crawler.urls.linkrules import memo_table as _table_for
 
     crawler = get_crawler(WebSpider, {"DEDUP_EARLY_SKIP": False})
     spider = WebSpider.from_crawler(crawler, urls="http://h/")
@@ -307,10 +307,10 @@ def test_early_skip_asks_about_the_links_of_a_page_in_one_batch():
     from scrapy.http import HtmlResponse, Request
     from scrapy.utils.test import get_crawler
 
-    from crawler.bloom import LocalSeenSet
+    from crawler.backends.bloom import LocalSeenSet
     from crawler.dupefilter import BloomDupeFilter
-    from crawler.fingerprint import fingerprint_url
     from crawler.spiders.web import WebSpider, html_tree
+    from crawler.urls.fingerprint import fingerprint_url
 
     crawler = get_crawler(WebSpider)
     spider = WebSpider.from_crawler(crawler, urls="http://h/")
@@ -346,7 +346,7 @@ def test_a_link_another_page_is_still_requesting_is_skipped_unless_that_page_is_
     from scrapy.http import HtmlResponse, Request
     from scrapy.utils.test import get_crawler
 
-    from crawler.bloom import LocalSeenSet
+    from crawler.backends.bloom import LocalSeenSet
     from crawler.dupefilter import BloomDupeFilter
     from crawler.spiders.web import WebSpider, html_tree
 
@@ -528,7 +528,7 @@ def test_a_dupefilter_without_the_early_skip_contract_means_no_early_skip():
     from scrapy.http import HtmlResponse, Request
     from scrapy.utils.test import get_crawler
 
-    from crawler.bloom import LocalSeenSet
+    from crawler.backends.bloom import LocalSeenSet
     from crawler.dupefilter import BloomDupeFilter, EarlySkip, early_skip_of
     from crawler.spiders.web import WebSpider, html_tree
 

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from crawler import config
 from crawler.backends.local import LocalContentIndex, PageSignature
-from crawler.preflight import check_settings
-from crawler.simindex import content_key, url_key
+from crawler.commands.preflight import check_settings
+from crawler.content.simindex import content_key, url_key
 from crawler.storage import (
     Base,
     StorageError,
@@ -283,7 +283,7 @@ def _linking_home(links: list[str]) -> bytes:
 
 def test_a_recrawl_meeting_other_spellings_updates_the_stored_pages(db_url: str, tmp_path):
     from crawler.sitegen import Page, Site
-    from crawler.siteserver import SiteServer
+    from crawler.sitegen.server import SiteServer
     from tests.conftest import run_crawl
 
     pages = {path: Page(f"<html><head><title>{path}</title></head><body><p>{text}</p>"
@@ -351,7 +351,7 @@ def test_stores_opening_at_once_migrate_once(db_url: str) -> None:
 
 def test_a_crawl_log_starts_with_our_migration_line_not_alembic_setup(tmp_path) -> None:
     from crawler.sitegen import Page, Site
-    from crawler.siteserver import SiteServer
+    from crawler.sitegen.server import SiteServer
     from tests.conftest import run_crawl
 
     site = Site(name="one", pages={"/": Page(b"<html><body><p>One page.</p></body></html>")})

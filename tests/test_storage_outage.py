@@ -23,7 +23,7 @@ import pytest
 from bench.cluster import Cluster, cluster_on, outcome, stat_sum, wait_for_hits
 from bench.ownservers import NoServer, OwnPostgres
 from crawler.sitegen import template_site
-from crawler.siteserver import SiteServer, serve_web
+from crawler.sitegen.server import SiteServer, serve_web
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.template import KeptPage, TemplateFilter, block_hash
+from crawler.content.template import KeptPage, TemplateFilter, block_hash
 
 TEMPLATE = ["Menu home about contact", "Cookie notice for everyone", "Footer links and legal"]
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from crawler.template import KeptPage, block_hash, young_distinct
-from crawler.text import (
+from crawler.content.template import KeptPage, block_hash, young_distinct
+from crawler.content.text import (
     ENGLISH_MARKERS,
     ENGLISH_MIN_MARKERS,
     ENGLISH_MIN_SHARE,
@@ -137,7 +137,7 @@ def test_is_binary_never_raises(body: bytes) -> None:
 
 
 def test_huge_pages_are_read_up_to_the_cap() -> None:
-    from crawler import text as text_module
+    from crawler.content import text as text_module
 
     head = "<p>" + "word " * 100 + "</p>"
     html = "<html><body>" + head + "<p>" + "x" * text_module.MAX_HTML_CHARS + "</p><p>tail</p>"
@@ -445,8 +445,8 @@ def test_a_cjk_line_is_short_by_its_words_not_its_bigrams() -> None:
 
 # --- nesting depth bounded (issue 23, item 5) ----------------------------------------------------
 
-from crawler import text as _text  # noqa: E402
-from crawler.pagebounds import MAX_DEPTH, _shallow, bound_depth  # noqa: E402
+from crawler.content import text as _text  # noqa: E402
+from crawler.urls.pagebounds import MAX_DEPTH, _shallow, bound_depth  # noqa: E402
 
 
 def _tree_shape(html: str) -> tuple[int, int]:

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet import defer
 
-from crawler.linkrules import fetch_url
-from crawler.urlnorm import normalize_url
+from crawler.urls.linkrules import fetch_url
+from crawler.urls.urlnorm import normalize_url
 from tests.conftest import run_crawl
 from tests.test_hostile_scope import LocalhostResolver, VirtualHosts
 

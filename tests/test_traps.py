@@ -1,12 +1,12 @@
-"""crawler.traps, the library: learned parameters, budgets, which pages' links are followed."""
+"""crawler.urls.traps, the library: learned parameters, budgets, which pages' links are followed."""
 
 from __future__ import annotations
 
 import pytest
 
 from crawler.config import SettingError
-from crawler.linkrules import LinkRules
-from crawler.traps import CrawlBudget, ParamLearner, TrapRules, TrapSettings, split_query
+from crawler.urls.linkrules import LinkRules
+from crawler.urls.traps import CrawlBudget, ParamLearner, TrapRules, TrapSettings, split_query
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, SOFT_404, Drop
 
 H = "http://h.test"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crawler.sitegen import Page, Site
-from crawler.siteserver import SiteServer
+from crawler.sitegen.server import SiteServer
 from tests.conftest import run_crawl
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""crawler.urlnorm: the policy table (DESIGN.md, "URL normalization policy") and properties."""
+"""crawler.urls.urlnorm: the policy table (DESIGN.md, "URL normalization policy") and properties."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from crawler import urlnorm
+from crawler.commands.preflight import check_settings
 from crawler.config import SettingError
-from crawler.preflight import check_settings
-from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
+from crawler.urls import urlnorm
+from crawler.urls.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
 
 RFC_BASE = "http://a/b/c/d;p?q"
 

@@ -1,4 +1,5 @@
-"""WARC output (crawler.warc): real crawls of generated sites, read back with warcio and its CLI.
+"""WARC output (crawler.outputs.warc): real crawls of generated sites, read back with warcio and
+its CLI.
 
 The demo crawl (byte-identical copies, advert/date mirrors, canonical swaps) runs once per module
 with a small ``WARC_MAX_SIZE`` so it also rotates; every archive is checked against the crawl
@@ -29,17 +30,17 @@ from scrapy.http import HtmlResponse, Request
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler import config
+from crawler.content.text import extract, is_binary
+from crawler.outputs.warc import check_warc, split_output, warc_options
+from crawler.outputs.warc.capture import capture_of, wants_page
+from crawler.outputs.warc.extension import WarcWriter
+from crawler.outputs.warc.files import OPEN_SUFFIX, WarcFiles, file_name
+from crawler.outputs.warc.index import index_path
+from crawler.outputs.warc.records import Capture, sha1_digest
 from crawler.sitegen import Site, demo_site, link_heavy_site
+from crawler.sitegen.server import SiteServer
 from crawler.sitegen.site import page
-from crawler.siteserver import SiteServer
-from crawler.text import extract, is_binary
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE
-from crawler.warc import check_warc, split_output, warc_options
-from crawler.warc.capture import capture_of, wants_page
-from crawler.warc.extension import WarcWriter
-from crawler.warc.files import OPEN_SUFFIX, WarcFiles, file_name
-from crawler.warc.index import index_path
-from crawler.warc.records import Capture, sha1_digest
 from tests.conftest import ROOT, crawl_command, run_crawl
 
 WARCIO = [str(Path(sys.executable).with_name("warcio"))]  # the CLI of this venv
@@ -677,7 +678,7 @@ def test_the_middleware_sends_every_exchange_and_keeps_pages_for_their_fate():
     from scrapy.utils.test import get_crawler
 
     from crawler import signals as dedup_signals
-    from crawler.warc.capture import CAPTURE_META, RawCaptureMiddleware
+    from crawler.outputs.warc.capture import CAPTURE_META, RawCaptureMiddleware
 
     crawler = get_crawler(settings_dict={"WARC_OUTPUT": "out/"})
     crawler._apply_settings()  # stats and the fingerprinter, as a crawl start makes them
@@ -728,8 +729,8 @@ def test_a_page_the_settle_step_stores_again_gets_a_kept_record(tmp_path):
 
 
 def test_an_index_that_fails_is_one_error_line_and_the_crawl_goes_on(tmp_path, caplog):
-    from crawler.warc import WarcOptions
-    from crawler.warc.index import Packaging
+    from crawler.outputs.warc import WarcOptions
+    from crawler.outputs.warc.index import Packaging
 
     files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
     good = _capture("http://h/page", b"<p>a page</p>")
@@ -739,12 +740,12 @@ def test_an_index_that_fails_is_one_error_line_and_the_crawl_goes_on(tmp_path, c
     broken = tmp_path / "broken.warc.gz"  # gone before its index was made (a cleanup job)
     options = WarcOptions("out/", tmp_path, "t", 10**9, "response", wacz=True)
     packaging = Packaging(options, files, "test", lambda: "a crawl")
-    with caplog.at_level("ERROR", logger="crawler.warc.index"):
+    with caplog.at_level("ERROR", logger="crawler.outputs.warc.index"):
         packaging.file_closed(warc, 0)
         packaging.file_closed(broken, 0)
         packaging.finish()
     assert packaging.indexes == [index_path(warc)] and packaging.failed == [broken]
-    (message,) = [r.getMessage() for r in caplog.records if r.name == "crawler.warc.index"]
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "crawler.outputs.warc.index"]
     assert "broken.warc.gz" in message and "\n" not in message
     assert not index_path(broken).exists()
     (package,) = packaging.packages  # the whole file is still packaged
@@ -819,7 +820,7 @@ def test_a_failed_write_is_cut_back_and_later_records_read(tmp_path, monkeypatch
             raise OSError(28, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr("crawler.warc.files.os.write", full_disk)
+    monkeypatch.setattr("crawler.outputs.warc.files.os.write", full_disk)
     writer.exchange(_capture("http://h/2", b"<p>two</p>"))  # lost, with one error line
     writer.exchange(_capture("http://h/3", b"<p>three</p>"))
     files.close()
@@ -834,7 +835,7 @@ def test_a_page_fetched_twice_or_refreshed_away_is_still_archived(tmp_path):
     from scrapy.http import Response
 
     from crawler.exceptions import Undecided
-    from crawler.warc.capture import CAPTURE_META
+    from crawler.outputs.warc.capture import CAPTURE_META
 
     files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
     writer = WarcWriter(files)

@@ -1,7 +1,7 @@
 """Replay of the crawl's WARC files in a real pywb: every exchange, as the server sent it.
 
 The demo site is crawled with ``WARC_OUTPUT`` (rotating, so revisits cross files). The site
-server logs what it answered to each request (:class:`crawler.siteserver.Exchange`); each URL
+server logs what it answered to each request (:class:`crawler.sitegen.server.Exchange`); each URL
 the crawl fetched is then asked of pywb 2.10 as ``/COLL/TIMESTAMPid_/URL`` (``id_``: the
 archived bytes, nothing rewritten; a revisit resolves to the original's payload) and must come
 back as a capture with the status, ``Location`` and body SHA-1 the server sent. Three
@@ -48,7 +48,7 @@ import pytest
 
 from crawler import defaults
 from crawler.sitegen import demo_site
-from crawler.siteserver import Exchange, SiteServer
+from crawler.sitegen.server import Exchange, SiteServer
 from tests.conftest import IN_CI, ROOT, run_crawl
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 a dead worker's hosts are served again within seconds, and a held-up reactor does not kill.
 
 The frontier's rules are checked on the real Redis with the frontier itself and real
-memberships (:class:`crawler.backends.cluster.Member`), one step at a time; then end to end
+memberships (:class:`crawler.cluster.worker.Member`), one step at a time; then end to end
 with worker processes (:mod:`bench.sharing`, on the harness of :mod:`bench.cluster`): the
 site servers stamp every request, so "served again" and "two workers on one host closer than
 ``DOWNLOAD_DELAY``" are read where they happen.
@@ -21,12 +21,12 @@ from scrapy import Request
 from bench.cluster import close_requests, cluster_on, outcome
 from bench.sharing import DELAY, join_late, kill_and_time, web
 from crawler import defaults
-from crawler.backends.cluster import Member, validate
-from crawler.backends.frontier import LeasedFrontier
-from crawler.backends.heartbeat import Heartbeat, interval
 from crawler.backends.redis import clear_namespace, connect
+from crawler.cluster.frontier import LeasedFrontier
+from crawler.cluster.heartbeat import Heartbeat, interval
+from crawler.cluster.worker import Member, validate
 from crawler.config import SettingError
-from crawler.siteserver import serve_web
+from crawler.sitegen.server import serve_web
 
 # --- the frontier's rules, one pop at a time ---------------------------------------------------
 

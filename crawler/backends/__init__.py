@@ -1,6 +1,6 @@
 """Backends behind one factory, keyed by ``DEDUP_BACKEND``.
 
-``local`` (default): the Bloom filter (:mod:`crawler.bloom`) and the content index
+``local`` (default): the Bloom filter (:mod:`crawler.backends.bloom`) and the content index
 (:mod:`crawler.backends.local`) live in this process. ``redis``: both live in Redis
 (:mod:`crawler.backends.redis`) and are shared by every crawler process on that server.
 
@@ -115,7 +115,7 @@ def make_seen_set(settings: SettingsLike, **kwargs: Any) -> SeenSet:
         from crawler.backends.redis import RedisSeenSet
 
         return RedisSeenSet.from_settings(settings, **kwargs)
-    from crawler.bloom import LocalSeenSet
+    from crawler.backends.bloom import LocalSeenSet
 
     return LocalSeenSet.from_settings(settings, **kwargs)
 

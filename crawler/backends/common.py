@@ -19,10 +19,10 @@ while Redis is away (it can neither queue, pop nor decide a page without it). Ev
 retried is safe to run twice, in case the first ran and only its reply was lost: Bloom adds,
 index decisions (a page decided again is a new version of itself), commits, acks, requeues,
 releases and the membership renewal are idempotent; the frontier's push and pop carry a token
-(:mod:`crawler.backends.frontier`) whose replay returns the first run's reply. The bulk load at
+(:mod:`crawler.cluster.frontier`) whose replay returns the first run's reply. The bulk load at
 start (``hincrby`` of counters, raw appends) is not retried (:meth:`RedisBacked._call_once`).
 
-They are here so that the crawl command, the settings checks and :mod:`crawler.backends.cluster`
+They are here so that the crawl command, the settings checks and :mod:`crawler.cluster.worker`
 can be imported by a default install; the Redis client itself is imported on first use.
 """
 
@@ -39,7 +39,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crawler import config, defaults
-from crawler.formats import mask_url as mask_url  # re-exported: this module's name for it
+from crawler.outputs.formats import mask_url as mask_url  # re-exported: this module's name for it
 
 if TYPE_CHECKING:
     import redis

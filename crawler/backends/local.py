@@ -1,9 +1,10 @@
 """In-process content index: exact copies and near duplicates among kept pages.
 
-Every kept page is a *row* (ids in insertion order). Three :class:`~crawler.simindex.SimIndex`
-tables key the rows: the 64-bit :func:`~crawler.simindex.content_key` of the content hash
-(k = 0), the 64-bit :func:`~crawler.simindex.url_key` of the canonical URL (k = 0), and the
-SimHash (k = ``SIMHASH_MAX_DISTANCE``). Two kinds of row:
+Every kept page is a *row* (ids in insertion order). Three
+:class:`~crawler.content.simindex.SimIndex` tables key the rows: the 64-bit
+:func:`~crawler.content.simindex.content_key` of the content hash (k = 0), the 64-bit
+:func:`~crawler.content.simindex.url_key` of the canonical URL (k = 0), and the SimHash (k =
+``SIMHASH_MAX_DISTANCE``). Two kinds of row:
 
 * a row added in this process (:meth:`~LocalContentIndex.check_and_add`, :meth:`load`) keeps
   its URL and canonical URL in one append-only UTF-8 blob with an offsets array, and its
@@ -48,7 +49,7 @@ import numpy as np
 # PageSignature, Match, Record (crawler.vocab) and KeyChunk, Resolver (crawler.backends) are
 # importable from here too, where they used to live
 from crawler.backends import KeyChunk, Resolver
-from crawler.simindex import SimIndex, content_key, settings_params, url_key
+from crawler.content.simindex import SimIndex, content_key, settings_params, url_key
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, Match, PageSignature, Record
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Scrapy's own ``crawl`` builds the crawler first and lets a bad argument explode inside it (a
 ``ValueError`` in a spider's ``__init__`` prints a traceback). This command runs the checks of
-:mod:`crawler.preflight` first: bad input exits 2 with one line, an unreachable or
+:mod:`crawler.commands.preflight` first: bad input exits 2 with one line, an unreachable or
 misconfigured server exits 1. It also exits 1 when the crawl ended for a reason that means it
 is incomplete (``bloom_full``, ``storage_error``, ``jobdir_error``, ``redis_error``,
 ``droplog_error``), also when that failure came while the crawl was already closing
@@ -11,7 +11,7 @@ server or a bucket that stopped answering while the crawl ran: Scrapy logs it an
 
 With ``LOG_FILE`` set (scrapyd sets it for every job, shows that file and keeps no exit
 status), the one line it prints on failing also ends that file, with the exit status
-(:func:`crawler.console.echo_to_log_file`).
+(:func:`crawler.commands.console.echo_to_log_file`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 
 from crawler.closing import CLOSE_REASON_STAT
-from crawler.console import echo_to_log_file
-from crawler.preflight import preflight_input, preflight_servers
+from crawler.commands.console import echo_to_log_file
+from crawler.commands.preflight import preflight_input, preflight_servers
 
 if TYPE_CHECKING:
     import argparse
@@ -41,20 +41,21 @@ class Command(ScrapyCrawlCommand):
         return "Run a spider, after checking its seeds, settings and database"
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        """Scrapy's options, then :func:`crawler.preflight.preflight_input`. Scrapy calls this
-        before it sets up logging and prints its start-up banner, so a bad seed or setting is
+        """Scrapy's options, then :func:`crawler.commands.preflight.preflight_input`. Scrapy calls
+        this before it sets up logging and prints its start-up banner, so a bad seed or setting is
         the only output."""
         super().process_options(args, opts)
         if len(args) != 1:
             return  # Scrapy's usage error comes from run()
         assert self.settings is not None
-        from crawler.feeds import apply_export_fields
+        from crawler.outputs.feeds import apply_export_fields
 
         preflight_input(self.settings, opts.spargs, args[0])
         apply_export_fields(self.settings)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        """:func:`crawler.preflight.preflight_servers` once logging is set up (a migration is
+        """:func:`crawler.commands.preflight.preflight_servers` once logging is set up (a migration
+        is
         logged), then crawl."""
         if len(args) != 1:
             super().run(args, opts)  # Scrapy's usage errors

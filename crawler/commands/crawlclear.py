@@ -5,7 +5,7 @@
     scrapy crawlclear NS [--redis URL] [--yes] [--force]
 
 ``NS`` is the crawl's ``DEDUP_NAMESPACE``; its keys are every key of the namespace
-(:mod:`crawler.backends.lifecycle`: ``{REDIS_KEY_PREFIX}:NS`` and everything under
+(:mod:`crawler.cluster.lifecycle`: ``{REDIS_KEY_PREFIX}:NS`` and everything under
 ``{REDIS_KEY_PREFIX}:NS:``, the start list ``NS:web:start_urls`` (``REDIS_START_URLS_KEY``) and
 a queue key recorded outside the namespace, never the keys of a namespace named ``NS:...``),
 deleted with ``SCAN`` and ``UNLINK`` in batches of 500. ``--redis`` defaults
@@ -33,8 +33,8 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler import defaults
-from crawler.console import with_safe_output
-from crawler.formats import mask_url
+from crawler.commands.console import with_safe_output
+from crawler.outputs.formats import mask_url
 
 if TYPE_CHECKING:
     import argparse
@@ -65,7 +65,7 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from crawler.preflight import check_typos
+        from crawler.commands.preflight import check_typos
 
         check_typos(self.settings)
         if len(args) != 1 or not args[0].strip():
@@ -83,9 +83,9 @@ class Command(ScrapyCommand):
 
     def _clear(self, ns: str, url: str, opts: argparse.Namespace) -> int:
         from crawler.backends.common import namespace, settings_of_namespace
-        from crawler.backends.lifecycle import CrawlState
         from crawler.backends.redis import connect
-        from crawler.backends.startlist import start_key
+        from crawler.cluster.lifecycle import CrawlState
+        from crawler.cluster.startlist import start_key
 
         assert self.settings is not None
         crawl = settings_of_namespace(self.settings, ns)

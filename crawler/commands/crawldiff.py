@@ -10,7 +10,7 @@
 a SQLite file path; a missing file is reported, never created. A database at an older schema is
 migrated first, as a crawl would (revision 0005 computes the fingerprints of its crawls).
 
-First the verdict in O(1), from the fingerprints each crawl records (:mod:`crawler.setfp`):
+First the verdict in O(1), from the fingerprints each crawl records (:mod:`crawler.content.setfp`):
 the URLs stored, the content hashes stored and the (URL, content) pairs, each as a count and
 32 hex digits. ``same`` when all three are equal: the crawls stored the same URLs with the same
 contents (but with probability about 2**-128). Otherwise the pages are read and the differences
@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.console import quiet_stdout, with_safe_output
+from crawler.commands.console import quiet_stdout, with_safe_output
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Iterator
 
-    from crawler.setfp import CrawlSets
+    from crawler.content.setfp import CrawlSets
     from crawler.storage import Store
 
 DEFAULT_LIMIT = 50
@@ -139,7 +139,7 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from crawler.preflight import check_typos
+        from crawler.commands.preflight import check_typos
 
         check_typos(self.settings)
         if len(args) != 2:

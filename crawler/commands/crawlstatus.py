@@ -16,7 +16,7 @@ it last reported), the workers' totals, and the database's totals for the crawl 
 dropped rows of every ``crawls`` row whose ``job`` is the crawl id: ``--db``, default
 ``STORAGE_URL``; one line says so when the database cannot be read). What each number is and
 where it comes from: :mod:`crawler.backends.redis.status` and
-:mod:`crawler.backends.clusterstats`.
+:mod:`crawler.cluster.stats`.
 
 ``--list``: every namespace under ``REDIS_KEY_PREFIX`` with a crawl in Redis: crawl id, start,
 state, queued/leased, live workers, keys and approximate memory (``MEMORY USAGE`` summed over
@@ -37,7 +37,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler import defaults
-from crawler.console import quiet_stdout, with_safe_output
+from crawler.commands.console import quiet_stdout, with_safe_output
 
 if TYPE_CHECKING:
     import argparse
@@ -78,7 +78,7 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from crawler.preflight import check_typos
+        from crawler.commands.preflight import check_typos
 
         check_typos(self.settings)
         if args:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.console import quiet_stdout, with_safe_output
+from crawler.commands.console import quiet_stdout, with_safe_output
 
 if TYPE_CHECKING:
     import argparse
@@ -80,7 +80,7 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from crawler.preflight import check_typos
+        from crawler.commands.preflight import check_typos
 
         check_typos(self.settings)
         if args:
@@ -176,7 +176,7 @@ class Command(ScrapyCommand):
 def render(data: dict[str, Any], fmt: str) -> str:
     """The report as ``fmt``: JSON (indented) or the HTML page."""
     if fmt == "json":  # escaped also for a file: `cat report.json` must be safe
-        from crawler.formats import terminal_safe
+        from crawler.outputs.formats import terminal_safe
 
         return terminal_safe(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
     from crawler.report.html import render_html
@@ -189,6 +189,6 @@ def write_output(output: str, text: str) -> None:
     if output == "-":
         sys.stdout.write(text)
         return
-    from crawler.atomicfile import write_atomic
+    from crawler.state.atomicfile import write_atomic
 
     write_atomic(output, text)

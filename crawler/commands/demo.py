@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.console import with_safe_output
+from crawler.commands.console import with_safe_output
 
 if TYPE_CHECKING:
     import argparse
 
     from crawler.sitegen import Site
-    from crawler.siteserver import SiteServer
+    from crawler.sitegen.server import SiteServer
 
 OUTPUTS = (
     "crawl.db", "crawl.db-wal", "crawl.db-shm", "dropped.jsonl", "stats.json", "crawl.log",
@@ -121,7 +121,7 @@ def start_server(site: Site, out: Path, opts: argparse.Namespace) -> SiteServer:
     """Serve the site; with ``--keep``, on the previous run's port when it is free."""
     import json
 
-    from crawler.siteserver import SiteServer
+    from crawler.sitegen.server import SiteServer
 
     port = opts.port
     if port is None and opts.keep:
@@ -143,7 +143,7 @@ def serve(site: Site, out: Path, opts: argparse.Namespace) -> int:
     """``--serve``: the site until Ctrl-C, the distributed crawl's commands printed."""
     import time
 
-    from crawler.siteserver import SiteServer
+    from crawler.sitegen.server import SiteServer
 
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -170,7 +170,7 @@ def serve_banner(site: Site, base_url: str, seeds: Path) -> str:
     """What ``--serve`` prints: the site's URL and the commands of a distributed crawl of it."""
     import uuid
 
-    from crawler.backends.startlist import redis_cli
+    from crawler.cluster.startlist import redis_cli
 
     namespace = f"demo-{uuid.uuid4().hex[:6]}"  # a finished namespace is not crawled again
     redis = redis_cli(os.environ.get("DEDUP_REDIS_URL", "redis://127.0.0.1:6379/0"))
@@ -266,7 +266,7 @@ def drops_by_reason(log: Path, crawl_id: object = None) -> dict[str, int]:
     is given. Unreadable lines are skipped."""
     import json
 
-    from crawler.droplog import replay_drop_log
+    from crawler.outputs.droplog import replay_drop_log
 
     if not log.exists():
         return {}
@@ -340,7 +340,7 @@ def summary(site: Site, stats: dict[str, Any], out: Path, requests: int) -> str:
     """The text printed after the crawl: what happened next to what the site contains."""
     db = out / "crawl.db"
     in_db = count_documents(db)
-    from crawler.progress import SUMMARY_PREFIX
+    from crawler.extensions.progress import SUMMARY_PREFIX
 
     # the progress summary's count: storage's rows less pages moved to dropped later
     stored = stats.get(SUMMARY_PREFIX + "pages_stored", stats.get("storage/documents", in_db))

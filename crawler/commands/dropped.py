@@ -18,12 +18,12 @@ the terminal's width: the most common origin is printed once above the table and
 paths; a row too wide for one line puts the kept page on a second line. A URL is never cut
 (a path longer than the terminal runs past its edge), so every URL or path it prints can be
 pasted into ``--explain``. ``json`` is one complete record per line; ``csv`` has a header, a
-cell with a comma, a quote or a control character is quoted (:func:`crawler.formats.csv_line`),
-and a text cell starting with ``=``, ``+``, ``-``, ``@``, tab or CR gets a leading ``'`` (a
-spreadsheet would run it as a formula); numeric columns stay numbers. On a terminal every
-format shows the control characters of crawled text escaped
-(:func:`crawler.console.safe_output`); ``csv`` written to a file or a pipe keeps them as they
-are, inside the quoted cell (the data is not rewritten), and ``json`` escapes them as JSON
+cell with a comma, a quote or a control character is quoted
+(:func:`crawler.outputs.formats.csv_line`), and a text cell starting with ``=``, ``+``, ``-``,
+``@``, tab or CR gets a leading ``'`` (a spreadsheet would run it as a formula); numeric columns
+stay numbers. On a terminal every format shows the control characters of crawled text escaped
+(:func:`crawler.commands.console.safe_output`); ``csv`` written to a file or a pipe keeps them as
+they are, inside the quoted cell (the data is not rewritten), and ``json`` escapes them as JSON
 does (``\\u001b``: decoded, the text is the page's).
 
 Explaining::
@@ -35,7 +35,8 @@ URL may be any spelling the listing prints: a path (``/a/b?q=1``, looked up on e
 it matches pages on several hosts the command names them and stops), a URL with or without its
 scheme or trailing slash, or the canonical form.
 
-Overruling a decision, and reviewing one (:mod:`crawler.overrides`, :mod:`crawler.review.actions`)::
+Overruling a decision, and reviewing one (:mod:`crawler.dedup.overrides`,
+:mod:`crawler.review.actions`)::
 
     scrapy dropped --keep URL|PATTERN|host:NAME [--note TEXT] [--file FILE]  # never a duplicate
     scrapy dropped --drop URL|PATTERN|host:NAME [--note TEXT] [--file FILE]  # never stored
@@ -68,7 +69,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.console import quiet_stdout, terminal_width, with_safe_output
+from crawler.commands.console import quiet_stdout, terminal_width, with_safe_output
 from crawler.vocab import OVERRIDE
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ class Command(ScrapyCommand):
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         from crawler import review
-        from crawler.preflight import check_typos
+        from crawler.commands.preflight import check_typos
 
         check_typos(self.settings)
         if args:
@@ -401,7 +402,7 @@ def write_rules(rules: list[Any], fmt: str) -> None:
     if not rules:
         print("no overrides: the dedup rule decides every page")
         return
-    from crawler.overrides import rule_key
+    from crawler.dedup.overrides import rule_key
 
     last = {rule_key(rule): rule for rule in rules}  # a crawl obeys the last of each target
     for rule in rules:
@@ -477,7 +478,7 @@ def write_records(records: list[DropRecord], fmt: str, out: TextIO, width: int |
     ``quiet``: the table prints nothing for no records (the reason is already on stderr).
     """
     from crawler import review  # lazily: Scrapy imports every command module
-    from crawler.formats import csv_cell, csv_line
+    from crawler.outputs.formats import csv_cell, csv_line
 
     if fmt == "json":
         for record in records:
@@ -495,7 +496,8 @@ def write_records(records: list[DropRecord], fmt: str, out: TextIO, width: int |
 
 def _data_stream(out: TextIO) -> TextIO:
     """Where a data format is written: ``out`` on a terminal (its control characters shown
-    escaped, :class:`crawler.console.SafeStream`), else the stream it wraps: a file or a pipe
+    escaped, :class:`crawler.commands.console.SafeStream`), else the stream it wraps: a file or a
+    pipe
     gets the data unchanged."""
     raw = getattr(out, "stream", None)
     return out if raw is None or out.isatty() else raw

@@ -6,12 +6,12 @@
                   [--format jsonlines|json|csv|xml]
 
 A feed given to ``scrapy crawl`` (``-o``, ``FEEDS``) is written by the process that crawls,
-from storage when it closes (:mod:`crawler.feeds.stored`): in a distributed crawl every worker
-writes its own pages, and a page a later ``scrapy settle`` stores again is in no such feed.
+from storage when it closes (:mod:`crawler.outputs.feeds.stored`): in a distributed crawl every
+worker writes its own pages, and a page a later ``scrapy settle`` stores again is in no such feed.
 This command writes the crawl's stored set, read from storage whenever it is run: the pages
 the crawl stored (its ``crawl_documents`` rows, the set its fingerprints are sums of), each as
 its ``documents`` row holds it now, as ``scrapy crawl -o`` writes them with storage on
-(:mod:`crawler.feeds.rows`: the fields of :data:`crawler.items.EXPORT_FIELDS`,
+(:mod:`crawler.outputs.feeds.rows`: the fields of :data:`crawler.items.EXPORT_FIELDS`,
 ``fingerprint_text`` computed from the exported pages' texts; SimHash as 16 hex digits, times
 ISO 8601 UTC). No HTML: storage keeps none.
 
@@ -43,7 +43,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.console import quiet_stdout, with_safe_output
+from crawler.commands.console import quiet_stdout, with_safe_output
 
 if TYPE_CHECKING:
     import argparse
@@ -83,7 +83,7 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from crawler.preflight import check_typos
+        from crawler.commands.preflight import check_typos
 
         check_typos(self.settings)
         if args:
@@ -145,7 +145,7 @@ def _target(output: str) -> Iterator[IO[bytes]]:
 
 class TerminalBytes(io.RawIOBase):
     """A binary stream onto a terminal: the UTF-8 feed written to it goes to ``text`` (the
-    command's stdout, which shows control characters escaped: :func:`crawler.console.
+    command's stdout, which shows control characters escaped: :func:`crawler.commands.console.
     safe_output`), so a feed printed on a terminal cannot drive it; a file or a pipe gets
     the feed's bytes unchanged."""
 
@@ -165,12 +165,12 @@ class TerminalBytes(io.RawIOBase):
 def write_feed(db: CrawlDB, owners: list[int], fmt: str, out: IO[bytes]) -> int:
     """Export the stored pages of crawls ``owners`` (their ``crawl_documents`` rows; the
     ``documents`` rows of those crawls in a database older than revision 0005) to ``out``, as
-    ``scrapy crawl -o`` writes them (:func:`crawler.feeds.rows.stored_items`); returns how
+    ``scrapy crawl -o`` writes them (:func:`crawler.outputs.feeds.rows.stored_items`); returns how
     many."""
     from scrapy import exporters
 
-    from crawler.feeds.rows import stored_items
     from crawler.items import EXPORT_FIELDS
+    from crawler.outputs.feeds.rows import stored_items
 
     exporter = getattr(exporters, EXPORTERS[fmt])(out, fields_to_export=list(EXPORT_FIELDS))
     exporter.start_exporting()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.commands.parse import Command as ScrapyParseCommand
 
-from crawler.preflight import preflight_input, preflight_servers
+from crawler.commands.preflight import preflight_input, preflight_servers
 
 if TYPE_CHECKING:
     import argparse

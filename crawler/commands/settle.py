@@ -25,7 +25,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler import config, defaults
-from crawler.console import with_safe_output
+from crawler.commands.console import with_safe_output
 
 if TYPE_CHECKING:
     import argparse
@@ -57,17 +57,17 @@ class Command(ScrapyCommand):
 
     @with_safe_output
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from crawler.preflight import check_typos
+        from crawler.commands.preflight import check_typos
 
         check_typos(self.settings)
         if args:
             raise UsageError("scrapy settle takes no arguments", print_help=False)
-        from crawler.droplog import DropLog, row_record
-        from crawler.overrides import OverrideError
+        from crawler.dedup.overrides import OverrideError
+        from crawler.outputs.droplog import DropLog, row_record
         from crawler.storage import StorageError, Store, settle_options
         from crawler.storage.overrides import rules_of
         from crawler.storage.reader import ReviewError, resolve_db_url
-        from crawler.urlnorm import UrlPolicy
+        from crawler.urls.urlnorm import UrlPolicy
 
         assert self.settings is not None
         try:

@@ -9,7 +9,7 @@ markup then ends up stored as the page's text.
 
 This downloader middleware sets the encoding of a text response that has neither a BOM nor a
 charset in its ``Content-Type`` when its first bytes are ASCII characters in one of those
-encodings (:func:`crawler.text.wide_encoding`: ``<\\0h\\0`` is UTF-16-LE, ``\\0\\0\\0<``
+encodings (:func:`crawler.content.text.wide_encoding`: ``<\\0h\\0`` is UTF-16-LE, ``\\0\\0\\0<``
 UTF-32-BE). Each is counted as ``dedup/encoding_detected/<encoding>``; the first is logged at
 INFO. A declared charset is trusted, even a wrong one. At order 580 it runs after
 ``HttpCompressionMiddleware`` (590) has decompressed the body.
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.http import TextResponse
 from w3lib.encoding import http_content_type_encoding, read_bom
 
-from crawler.text import wide_encoding
+from crawler.content.text import wide_encoding
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -6,8 +6,8 @@ without end is read until ``DOWNLOAD_TIMEOUT`` (measured: 1 GiB of ``X-Filler`` 
 three tries, 1.6 GB of RSS); ``DOWNLOAD_MAXSIZE`` counts body bytes only.
 
 :class:`HeaderLimitDownloadHandler` (the ``http``/``https`` handler of every profile; it is
-:class:`crawler.politeness.PoliteDownloadHandler` with the bound) counts the status line and
-the header lines as they arrive, line endings included. Past ``DOWNLOAD_MAX_HEADER_BYTES``
+:class:`crawler.middlewares.politeness.PoliteDownloadHandler` with the bound) counts the status
+line and the header lines as they arrive, line endings included. Past ``DOWNLOAD_MAX_HEADER_BYTES``
 (default 256 KiB, Chrome's own limit, so a page a browser loads is never refused) or
 ``DOWNLOAD_MAX_HEADER_COUNT`` lines (default 500; Python's ``http.client``, under ``requests``
 and ``urllib``, refuses more than 100) the connection is dropped at once, before the rest is
@@ -35,7 +35,7 @@ from scrapy.exceptions import DownloadFailedError, IgnoreRequest
 
 from crawler import config, defaults
 from crawler.config import SettingsLike
-from crawler.politeness import PoliteDownloadHandler
+from crawler.middlewares.politeness import PoliteDownloadHandler
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -1,16 +1,16 @@
 """Spider middleware that keeps unschedulable links and spider traps out of the frontier.
 
 A request the spider outputs (start requests included) that carries ``meta["canonical_url"]``
-passes: the web spider judges every link it extracts with :class:`crawler.linkrules.LinkRules`
-and sets the key, and its seeds, chosen by the user, are checked by :mod:`crawler.seeds`
+passes: the web spider judges every link it extracts with :class:`crawler.urls.linkrules.LinkRules`
+and sets the key, and its seeds, chosen by the user, are checked by :mod:`crawler.urls.seeds`
 (not by the trap limits). Any other request is judged
 here by the same rules, without a host scope (Scrapy's offsite middleware keeps another
 spider's scope): a scheme other than http(s) or a URL that
-:func:`~crawler.urlnorm.normalize_url` refuses is dropped as ``dedup/links_not_http``, a trap
+:func:`~crawler.urls.urlnorm.normalize_url` refuses is dropped as ``dedup/links_not_http``, a trap
 as ``urlnorm/trap/<kind>``; a request kept gets ``meta["canonical_url"]``.
 
 The first drop of each kind is logged at INFO and the rest only counted; ``URLNORM_DEBUG``
-logs every one at DEBUG with its referer (:class:`crawler.linkrules.DropNotes`, shared with
+logs every one at DEBUG with its referer (:class:`crawler.urls.linkrules.DropNotes`, shared with
 the spider). It replaces Scrapy's ``UrlLengthMiddleware``, which ``settings/base.py``
 disables (it measured the raw URL under another stat name).
 """
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
-from crawler.linkrules import DropNotes, LinkRules, TrapLimits
+from crawler.urls.linkrules import DropNotes, LinkRules, TrapLimits
 
 if TYPE_CHECKING:
     from scrapy import Request

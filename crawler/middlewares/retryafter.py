@@ -14,7 +14,7 @@ pause too, for requests already queued in the slot when ``DOWNLOAD_DELAY`` is se
 ``Retry-After`` that is missing or unreadable leaves the retry to ``RetryMiddleware`` (at once).
 
 The pause is this process's: in the distributed profile a host is leased to one worker at a time
-(:mod:`crawler.backends.frontier`), so the worker that owns it pauses it; a worker that takes
+(:mod:`crawler.cluster.frontier`), so the worker that owns it pauses it; a worker that takes
 the host over later (the owner died) does not know of the pause.
 
 Stats: ``retry/retry_after`` (retries paused), ``retry/retry_after_capped`` (pauses cut to

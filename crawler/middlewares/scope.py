@@ -1,17 +1,18 @@
 """Downloader middleware that holds the crawl's scope on redirects and guards private addresses.
 
-The spider's :class:`~crawler.scope.Scope` (``spider.scope``) judges its links; this
+The spider's :class:`~crawler.urls.scope.Scope` (``spider.scope``) judges its links; this
 middleware applies the same scope to everything else, so a redirect cannot leave the crawl:
 
 * a 3xx answer is judged *before* Scrapy's ``RedirectMiddleware`` (600) follows it: a target
   out of scope (``scope/redirect_offsite``) or with credentials (``scope/redirect_userinfo``)
   is not followed; the 3xx response goes on to the spider's errback like any error status, so
   the request's fate is recorded (JOBDIR journal, distributed lease) as for any failure; a
-  target that is followed gets the host a link would (:func:`crawler.linkrules.fetch_url`: no
+  target that is followed gets the host a link would (:func:`crawler.urls.linkrules.fetch_url`: no
   trailing dot), so ``g.localhost.`` shares the robots.txt and download slot of ``g.localhost``;
 * a seed (a depth-0 request) redirecting to the ``www.`` host of its own host or to its apex
-  brings that host into scope (:meth:`~crawler.scope.Scope.adopt`; INFO, ``scope/hosts_added``);
-  the worker that downloads the redirected request adopts it too (distributed profile);
+  brings that host into scope (:meth:`~crawler.urls.scope.Scope.adopt`; INFO,
+  ``scope/hosts_added``); the worker that downloads the redirected request adopts it too
+  (distributed profile);
 * every request entering the scheduler is checked again (``request_scheduled``): a meta-refresh
   redirect out of scope is refused there (``scope/redirect_offsite``, ``scope/offsite`` for any
   other request) and its chain reported finished (:data:`crawler.signals.request_finished`).
@@ -31,7 +32,7 @@ hosts they bring into scope are exempt. Limit: the download resolves the name ag
 not caught, nor is an address reached through a proxy.
 
 The first refusal of each kind is logged at INFO and the rest counted
-(:class:`~crawler.linkrules.DropNotes`, ``URLNORM_DEBUG`` for every one).
+(:class:`~crawler.urls.linkrules.DropNotes`, ``URLNORM_DEBUG`` for every one).
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ from w3lib.url import safe_url_string
 from zope.interface import implementer
 
 from crawler import signals as dedup_signals
-from crawler.fingerprint import chain_fingerprints
-from crawler.linkrules import DropNotes, fetch_url
-from crawler.scope import (
+from crawler.urls.fingerprint import chain_fingerprints
+from crawler.urls.linkrules import DropNotes, fetch_url
+from crawler.urls.scope import (
     Scope,
     guard_default,
     has_userinfo,
@@ -62,7 +63,7 @@ from crawler.scope import (
     private_guard_setting,
     site_key,
 )
-from crawler.urlnorm import InvalidUrl, normalize_url, url_host
+from crawler.urls.urlnorm import InvalidUrl, normalize_url, url_host
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

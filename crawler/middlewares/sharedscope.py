@@ -1,8 +1,8 @@
 """Downloader middleware of the distributed profile: one scope for the whole crawl.
 
-A worker's :class:`~crawler.scope.Scope` is built from its own seeds, but a host's requests go
-to whichever worker owns it (:mod:`crawler.backends.frontier`): a worker started without seeds
-(they come from Redis, :mod:`crawler.backends.startlist`), or with other seeds than the worker
+A worker's :class:`~crawler.urls.scope.Scope` is built from its own seeds, but a host's requests go
+to whichever worker owns it (:mod:`crawler.cluster.frontier`): a worker started without seeds
+(they come from Redis, :mod:`crawler.cluster.startlist`), or with other seeds than the worker
 that queued a request, would judge that host's links offsite and its private address refused.
 So the crawl's seeds are shared in Redis (``{base}:seeds``):
 
@@ -27,8 +27,8 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.backends.common import RedisBackendError
 from crawler.closing import stop_on_redis_error
-from crawler.scope import Scope
-from crawler.urlnorm import InvalidUrl, normalize_url
+from crawler.urls.scope import Scope
+from crawler.urls.urlnorm import InvalidUrl, normalize_url
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -45,7 +45,7 @@ class SharedScopeMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SharedScopeMiddleware:
-        from crawler.backends.startlist import takes_start_list
+        from crawler.cluster.startlist import takes_start_list
 
         if not takes_start_list(crawler.settings):
             raise NotConfigured
@@ -58,7 +58,7 @@ class SharedScopeMiddleware:
         return scope if isinstance(scope, Scope) else None
 
     def spider_opened(self, spider: Spider) -> None:
-        from crawler.backends.startlist import share_scope, start_list
+        from crawler.cluster.startlist import share_scope, start_list
 
         if self._scope() is None:
             return
@@ -80,7 +80,7 @@ class SharedScopeMiddleware:
             return
         if scope.contains(canonical):
             return
-        from crawler.backends.startlist import share_scope
+        from crawler.cluster.startlist import share_scope
 
         try:
             if share_scope(self.crawler):

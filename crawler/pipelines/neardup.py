@@ -2,7 +2,7 @@
 
 For each :class:`~crawler.items.PageItem`, in this order:
 
-1. :class:`~crawler.pipelines.pages.Fingerprinter` (steps 1 to 4 there): a binary page is
+1. :class:`~crawler.dedup.pages.Fingerprinter` (steps 1 to 4 there): a binary page is
    passed through; any other gets its visible text, fingerprint blocks (the learned template
    of its origin left out), content hash and SimHash (None: too short, exact copies only).
 2. The content index (``DEDUP_BACKEND``: :mod:`crawler.backends.local` or Redis, the
@@ -14,23 +14,23 @@ For each :class:`~crawler.items.PageItem`, in this order:
    again, so it is dropped only against a stored page, or decided anew when that worker died.
 3. On a young host (its template unknown) a near match on the same host is confirmed only if
    the page adds little text of its own to it; in the distributed profile a host new to this
-   worker first learns its template from storage (:mod:`crawler.pipelines.hosts`).
-4. The preferred copy (:mod:`crawler.preference`): when the new page is preferred to its match
+   worker first learns its template from storage (:mod:`crawler.dedup.hosts`).
+4. The preferred copy (:mod:`crawler.dedup.preference`): when the new page is preferred to its match
    (the match names it canonical, it is on a seed's host, its URL is shorter...), the new page
-   is kept instead and the match demoted (:mod:`crawler.pipelines.preferred`). The settle step
-   at the end of the crawl re-decides whole groups by the same order (:mod:`crawler.settle`).
+   is kept instead and the match demoted (:mod:`crawler.dedup.preferred`). The settle step
+   at the end of the crawl re-decides whole groups by the same order (:mod:`crawler.dedup.settle`).
 5. A duplicate raises :class:`~crawler.exceptions.DuplicatePage` carrying its
    :class:`~crawler.vocab.Drop`, built here once and handed to storage and the drop log by
-   :class:`~crawler.pipelines.drops.DropWriter` (stats ``dedup/<reason>``,
+   :class:`~crawler.dedup.drops.DropWriter` (stats ``dedup/<reason>``,
    ``dedup/distance/<d>``). A kept page gets ``content_hash`` and ``simhash`` (``dedup/kept``)
    and teaches the template filter; an earlier page whose refreshed fingerprint now matches is
    a late drop, and so is the page itself (dropped at once) when its own arrival taught the
-   template (:mod:`crawler.pipelines.hosts`). Kept pages of a shared index count for other
+   template (:mod:`crawler.dedup.hosts`). Kept pages of a shared index count for other
    workers once storage committed them (``batch_committed``).
 
-The other parts: :mod:`crawler.pipelines.stored` (what is read from storage: the index
+The other parts: :mod:`crawler.dedup.stored` (what is read from storage: the index
 loaded at open with ``SIMHASH_PERSIST``, a match's stored text and canonical link) and
-:mod:`crawler.pipelines.outage` (the Redis-outage policy: the crawl stops with
+:mod:`crawler.dedup.outage` (the Redis-outage policy: the crawl stops with
 ``redis_error``, pages not checked are dropped unchecked).
 """
 
@@ -47,27 +47,28 @@ from scrapy.utils.asyncio import run_in_thread, sleep
 from crawler import config, defaults
 from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_content_index
-from crawler.backends.joincheck import off_when_refused
-from crawler.droplog import DropLog
+from crawler.cluster.joincheck import off_when_refused
+from crawler.content.simindex import settings_params
+
+# block_hashes and template_key live in crawler.content.template; bench.pipeline_eval reads them
+# here
+from crawler.content.template import KeptPage, TemplateFilter, block_hashes, template_key
+from crawler.dedup.counts import Counts
+from crawler.dedup.drops import DropWriter, storage_enabled
+from crawler.dedup.hosts import HostTemplates
+from crawler.dedup.outage import GuardedIndex, StorageOutage
+from crawler.dedup.overrides import DROP, Override, Overrides, overrides_file
+from crawler.dedup.pages import Candidate, Fingerprinter
+from crawler.dedup.preference import seed_hosts
+from crawler.dedup.preferred import PreferenceRule
+from crawler.dedup.soft404 import Soft404Pages
+from crawler.dedup.stored import StoredPages
 from crawler.exceptions import DuplicatePage
-from crawler.overrides import DROP, Override, Overrides, overrides_file
-from crawler.pipelines.counts import Counts
-from crawler.pipelines.drops import DropWriter, storage_enabled
-from crawler.pipelines.hosts import HostTemplates
-from crawler.pipelines.outage import GuardedIndex, StorageOutage
-from crawler.pipelines.pages import Candidate, Fingerprinter
-from crawler.pipelines.preferred import PreferenceRule
-from crawler.pipelines.soft404 import Soft404Pages
+from crawler.outputs.droplog import DropLog
 from crawler.pipelines.storage import seed_urls
-from crawler.pipelines.stored import StoredPages
-from crawler.preference import seed_hosts
-from crawler.simindex import settings_params
 from crawler.storage.engine import StorageError
 from crawler.storage.overrides import load_overrides
-
-# block_hashes and template_key live in crawler.template; bench.pipeline_eval reads them here
-from crawler.template import KeptPage, TemplateFilter, block_hashes, template_key
-from crawler.urlnorm import UrlPolicy
+from crawler.urls.urlnorm import UrlPolicy
 from crawler.vocab import OVERRIDE, PENDING, Drop, Match, PageSignature
 
 T = TypeVar("T")
@@ -112,7 +113,7 @@ def validate(settings: config.SettingsLike) -> tuple[int, int, bool, bool]:
 class EarlyDecision(Protocol):
     """What the spider asks of the crawl's dedup pipeline before it yields a page: the page's
     fate (``decide``: its Drop, None when kept), so that the links of a duplicate are not
-    followed (:mod:`crawler.traps`), and ``soft404(item)``: a host's soft-404 probe page to
+    followed (:mod:`crawler.urls.traps`), and ``soft404(item)``: a host's soft-404 probe page to
     drop the pages like it (``soft_404``). A crawl without such a pipeline
     (:func:`early_decision_of` answers None) follows every page's links."""
 
@@ -168,7 +169,7 @@ class NearDuplicatePipeline:
                                         prefer_canonical)  # fmt: skip
         self.soft404s = Soft404Pages(self.fingerprinter, k, self.counts)
         self.crawler = crawler
-        self.overrides = Overrides()  # a person's rules (crawler.overrides), read at open
+        self.overrides = Overrides()  # a person's rules (crawler.dedup.overrides), read at open
         self.hosts.protected = self._protected
         # (STORAGE_URL, file, the URL policy the file's URLs are made canonical with)
         self.overrides_from: tuple[str | None, str, UrlPolicy | None] = (None, "", None)
@@ -194,7 +195,7 @@ class NearDuplicatePipeline:
             settings.get("STORAGE_URL", defaults.STORAGE_URL) if storage_enabled(settings)
             else None, overrides_file(settings), UrlPolicy.from_settings(settings))
         if owner and stored.enabled:  # a new host owner learns the host's template first
-            from crawler.backends.cluster import member
+            from crawler.cluster.worker import member
 
             pipe.hosts.warm_since = member(crawler).started()
         crawler.signals.connect(pipe.batch_committed, signal=dedup_signals.batch_committed)
@@ -252,7 +253,7 @@ class NearDuplicatePipeline:
         return None
 
     def soft404(self, item: Any) -> None:
-        """``item`` is a host's soft-404 probe page (:mod:`crawler.pipelines.soft404`)."""
+        """``item`` is a host's soft-404 probe page (:mod:`crawler.dedup.soft404`)."""
         self.soft404s.probe(item)
 
     async def process_item(self, item: Any) -> Any:
@@ -358,13 +359,13 @@ class NearDuplicatePipeline:
     def _protected(self, canonical_url: str, match: Match) -> bool:
         """A person's rule keeps the kept page ``canonical_url`` beside ``match`` (a keep rule
         names it, or a distinct rule parts the two): its refreshed fingerprint never demotes
-        it (:class:`~crawler.pipelines.hosts.HostTemplates`)."""
+        it (:class:`~crawler.dedup.hosts.HostTemplates`)."""
         return bool(self.overrides) and (self.overrides.kept(canonical_url) or bool(
             self.overrides.distinct(canonical_url, match.canonical_url or match.url)))
 
     def _overridden(self, item: Any, page: Candidate | None) -> DuplicatePage:
         """The drop of a page a person's drop rule names: reason ``override``, no kept page,
-        its fingerprints kept (stored again if the rule goes: :mod:`crawler.settle`)."""
+        its fingerprints kept (stored again if the rule goes: :mod:`crawler.dedup.settle`)."""
         url = str(ItemAdapter(item).get("url") or "")
         if page is None:
             return self.drops.dropped(Drop(url, OVERRIDE, "", None))
@@ -428,7 +429,7 @@ def _owner(crawler: Crawler) -> str:
     them (``DEDUP_BACKEND=redis`` with a shared scheduler), else ``""``."""
     if backend_name(crawler.settings) != "redis":
         return ""
-    from crawler.backends.cluster import member, shared_scheduler
+    from crawler.cluster.worker import member, shared_scheduler
 
     return member(crawler).id if shared_scheduler(crawler.settings) else ""
 

@@ -3,14 +3,14 @@
 * At open: records a ``crawls`` row and publishes its id as the stat ``dedup/crawl_id``
   (:data:`crawler.signals.CRAWL_ID_STAT`, where other components read it) and as this
   pipeline's attribute ``crawl_id``. With ``JOBDIR`` the row carries the job id of
-  ``JOBDIR/dedup/job.json`` (:func:`crawler.jobstate.job_id`, created by the first run), so
+  ``JOBDIR/dedup/job.json`` (:func:`crawler.state.jobstate.job_id`, created by the first run), so
   every run of a resumed crawl names the same job; ``command`` is ``parse`` when ``scrapy
   parse`` runs the spider (it replaces the spider's ``start``), else ``crawl``.
 * ``process_item`` queues a ``documents`` row; the ``item_dropped`` signal queues a
   ``dropped`` row for a :class:`~crawler.exceptions.DuplicatePage`, from its
   :class:`~crawler.vocab.Drop` and the item (text cut to ``DROPPED_TEXT_MAX_CHARS``); the
   ``page_demoted`` signal moves a stored page to ``dropped`` (its ``drop``). Both drops come
-  from :class:`crawler.pipelines.drops.DropWriter`, which writes the drop log from the rows
+  from :class:`crawler.dedup.drops.DropWriter`, which writes the drop log from the rows
   this pipeline commits. Any dropped page's request fingerprints join the batch too, so the
   dupefilter journal hears of every finished page.
 * A batch is written when it holds ``STORAGE_BATCH_SIZE`` rows or ``STORAGE_BATCH_SECONDS``
@@ -19,7 +19,7 @@
   every request fingerprint and lease of the batch, the stored pages' canonical URLs and the
   drop rows (see :mod:`crawler.signals`), and its handlers are awaited before the next batch:
   the drop log's lines of the batch are written, retried while it fails
-  (:mod:`crawler.pipelines.drops`). While more than 10 batches wait, ``process_item``
+  (:mod:`crawler.dedup.drops`). While more than 10 batches wait, ``process_item``
   waits too (back-pressure instead of unbounded memory).
 * A failed write is retried ``STORAGE_RETRY_TIMES`` times (delay ``STORAGE_RETRY_BACKOFF``
   doubling, at most 30 s) with the batch kept in memory. Still failing: an error naming the URL
@@ -27,7 +27,7 @@
   many rows were not stored (``storage/unsaved``; rows lost only then fail the crawl too:
   :func:`crawler.closing.close_crawl`, finish reason ``storage_error``, exit 1).
 * In a distributed crawl each batch's transaction also advances the crawl's Redis commit
-  counter (:mod:`crawler.backends.generation`): a Redis found older than storage aborts the
+  counter (:mod:`crawler.cluster.generation`): a Redis found older than storage aborts the
   batch (nothing of it acknowledged), one ERROR line, finish reason ``redis_rolled_back``.
   A row the database refuses as bad data is isolated by writing the
   batch row by row; only that row is rejected, logged and counted.
@@ -54,16 +54,16 @@ from twisted.internet.defer import Deferred
 from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.backends.common import RedisBackendError
-from crawler.backends.generation import (
+from crawler.closing import close_crawl, stop_on_redis_error
+from crawler.cluster.generation import (
     REDIS_ROLLED_BACK,
     GenerationFence,
     RedisRolledBack,
     report_rolled_back,
 )
-from crawler.backends.joincheck import off_when_refused
-from crawler.closing import close_crawl, stop_on_redis_error
+from crawler.cluster.joincheck import off_when_refused
+from crawler.dedup.overrides import OverrideError
 from crawler.exceptions import DuplicatePage, Undecided
-from crawler.overrides import OverrideError
 from crawler.storage import (
     SettleOptions,
     StorageError,
@@ -75,7 +75,7 @@ from crawler.storage import (
 )
 from crawler.storage.overrides import rules_of
 from crawler.storage.retry import RetryPolicy
-from crawler.urlnorm import UrlPolicy
+from crawler.urls.urlnorm import UrlPolicy
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -188,7 +188,7 @@ def run_command(spider: Any) -> str:
 def _dedup_runs(crawler: Crawler) -> bool:
     """Whether the crawl decides duplicates (the near-duplicate pipeline runs): only then
     does it settle."""
-    from crawler.pipelines.drops import pipeline_enabled
+    from crawler.dedup.drops import pipeline_enabled
     from crawler.pipelines.neardup import NearDuplicatePipeline
 
     return pipeline_enabled(crawler.settings, NearDuplicatePipeline)
@@ -198,7 +198,7 @@ def _job(crawler: Crawler | None) -> str | None:
     jobdir = crawler.settings.get("JOBDIR") if crawler is not None else None
     if not jobdir:
         return None
-    from crawler.jobstate import job_id
+    from crawler.state.jobstate import job_id
 
     return job_id(jobdir)
 
@@ -290,7 +290,7 @@ class StoragePipeline:
     def _start_crawl(self, spider: Any, name: str,
                      settings: dict[str, Any]) -> tuple[int, str | None]:
         """The new crawl's id and job (blocking: file and database work, in a thread)."""
-        from crawler.backends.cluster import distributed_member
+        from crawler.cluster.worker import distributed_member
 
         job, worker = _job(self.crawler), None
         me = distributed_member(self.crawler)
@@ -374,7 +374,7 @@ class StoragePipeline:
         return UrlPolicy.from_settings(self.crawler.settings) if self.crawler else None
 
     async def _settle(self, options: SettleOptions) -> None:
-        """Re-decide the duplicate groups that changed (:mod:`crawler.settle`) once every
+        """Re-decide the duplicate groups that changed (:mod:`crawler.dedup.settle`) once every
         batch is committed; the moves' drop log lines go out as a last ``batch_committed``.
         A failure leaves the crawl unsettled (``crawls.settled_at`` NULL: the next crawl or
         ``scrapy settle`` takes it in) and is logged, never lost."""
@@ -423,7 +423,7 @@ class StoragePipeline:
         its own row (blocking): whichever does it last has seen every worker row closed before
         it, so two workers closing at once cannot both leave it open. Redis unreachable now:
         the row stays open, nothing else is lost."""
-        from crawler.backends.cluster import crawl_is_done
+        from crawler.cluster.worker import crawl_is_done
 
         try:
             if self.crawler is None or not crawl_is_done(self.crawler):

@@ -2,7 +2,7 @@
 
 ``totals`` counts every page decided: ``pages`` = ``kept`` + ``dropped`` (``exact_duplicate``
 + ``near_duplicate``) + ``soft_404`` + ``override``, the last the pages a person's drop rule
-dropped (:mod:`crawler.overrides`; "dropped by a person's rule" on the page). Those were never
+dropped (:mod:`crawler.dedup.overrides`; "dropped by a person's rule" on the page). Those were never
 compared with any page, so they are left out of the duplicate rate, numerator and denominator:
 ``duplicate_rate`` = ``dropped`` / ``compared`` (``pages`` - ``override``), and out of the
 distances, what-if and decisions (:mod:`crawler.report.population`). ``by_host`` rows count
@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from crawler import review
-from crawler.formats import host_of, mask_settings
-from crawler.overrides import Overrides
+from crawler.dedup.overrides import Overrides
+from crawler.outputs.formats import host_of, mask_settings
 from crawler.report import reviews
 from crawler.report.decisions import decisions, largest_groups
 from crawler.report.distances import Ruled, effective_edges, neighbours
@@ -37,7 +37,7 @@ from crawler.report.population import (
     sample_population,
 )
 from crawler.report.whatif import NEAR_MISS_EXTRA, WHATIF_EXTRA, histogram, near_misses, what_if
-from crawler.urlnorm import UrlPolicy
+from crawler.urls.urlnorm import UrlPolicy
 from crawler.vocab import OVERRIDE, SOFT_404
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ def _by_host(pop: Population, by_person: list[dict[str, Any]]) -> list[dict[str,
 
 def ignored_params(stats: list[dict[str, Any]]) -> dict[str, list[str]]:
     """``{host: [parameter]}``: the query parameters the crawls learned to ignore per host
-    (stats ``urlnorm/ignored_params/<host>``, :mod:`crawler.traps`)."""
+    (stats ``urlnorm/ignored_params/<host>``, :mod:`crawler.urls.traps`)."""
     learned: dict[str, set[str]] = {}
     for one in stats:
         for key, value in one.items():

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from crawler import review
-from crawler.formats import mask_url
+from crawler.outputs.formats import mask_url
 
 if TYPE_CHECKING:
     from collections.abc import Collection

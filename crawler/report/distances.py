@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from crawler.overrides import DISTINCT
+from crawler.dedup.overrides import DISTINCT
 from crawler.review import REASONS
-from crawler.urlnorm import InvalidUrl, normalize_url
+from crawler.urls.urlnorm import InvalidUrl, normalize_url
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
-    from crawler.overrides import Overrides
+    from crawler.dedup.overrides import Overrides
     from crawler.report.population import Population
-    from crawler.urlnorm import UrlPolicy
+    from crawler.urls.urlnorm import UrlPolicy
 
 NO_NEIGHBOUR = 255  # a nearest distance where no other page has a SimHash
 _CHUNK_CELLS = 2_000_000  # pairs per numpy chunk: 16 MB of uint64 at a time
@@ -31,7 +31,7 @@ _DECIDED = ("kept", "prior")
 
 @dataclass(frozen=True)
 class Ruled:
-    """What a person's rules (:mod:`crawler.overrides`) say of a report's pages, by index:
+    """What a person's rules (:mod:`crawler.dedup.overrides`) say of a report's pages, by index:
     ``kept``, the pages a keep rule names (never dropped, at any threshold); ``apart``, the
     pairs (earlier, later) a distinct rule names (never duplicates of each other). ``k``: the
     crawl's threshold, within which a keep rule is what kept a page beside its near twin."""

@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawler.formats import mask_url, terminal_safe
+from crawler.outputs.formats import mask_url, terminal_safe
 from crawler.report.wording import noun_for, percent, plural
 
 KEPT_COLOUR, DROPPED_COLOUR = "#4c78a8", "#e45756"

@@ -1,7 +1,7 @@
 """The pages a report is about (:class:`Population`): every page the dedup rule decided on, in
 decision order, and a uniform sample of them when there are too many to compare exactly.
 
-A page a person's drop rule dropped (reason ``override``, :mod:`crawler.overrides`) is not one
+A page a person's drop rule dropped (reason ``override``, :mod:`crawler.dedup.overrides`) is not one
 of them: the rule dropped it before any comparison, so no page was compared with it and no
 threshold would change its fate. The report counts it in its totals on a row of its own
 (:func:`overridden`)."""
@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crawler.formats import host_of
+from crawler.outputs.formats import host_of
 from crawler.storage import ReviewError, optional_time
 from crawler.vocab import OVERRIDE
 

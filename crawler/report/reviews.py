@@ -1,8 +1,8 @@
 """What people said about the crawl's decisions: the review history, and the reviews as labels
 that score every threshold of the what-if table.
 
-A review (:class:`crawler.overrides.Review`) judges one decision on a pair of pages; its
-:attr:`~crawler.overrides.Review.label` says what the pair truly is (a duplicate or not). Only
+A review (:class:`crawler.dedup.overrides.Review`) judges one decision on a pair of pages; its
+:attr:`~crawler.dedup.overrides.Review.label` says what the pair truly is (a duplicate or not). Only
 the newest review of each pair counts as its label (``CrawlDB.latest_reviews``). Every review of
 the database counts, whichever crawl it judged: a label is about two pages, not about one run.
 
@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crawler.overrides import CORRECT, DUPLICATE, WRONG
+from crawler.dedup.overrides import CORRECT, DUPLICATE, WRONG
 from crawler.report.wording import percent, plural
 from crawler.review import iso_utc
 from crawler.vocab import OVERRIDE, SOFT_404
@@ -31,7 +31,7 @@ from crawler.vocab import OVERRIDE, SOFT_404
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from crawler.overrides import Review
+    from crawler.dedup.overrides import Review
 
 REVIEWS_LISTED = 100  # reviews listed in the history, newest first
 

@@ -5,7 +5,7 @@ server's buttons (:mod:`crawler.review.serve`). Each action opens the crawl data
 one row (and the rules file when one is given) and answers an :class:`Outcome` with one line
 for a person.
 
-An override is applied **at once**: the settle step (:mod:`crawler.settle`) re-decides the
+An override is applied **at once**: the settle step (:mod:`crawler.dedup.settle`) re-decides the
 groups of the pages the rules name, with the settings the crawl recorded (``k``,
 ``SIMHASH_PERSIST``, ``DEDUP_CANONICAL``): a page a keep rule names is stored again from its
 drop row (its text as the drop row kept it, ``DROPPED_TEXT_MAX_CHARS``), a stored page a drop
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from crawler import defaults
-from crawler.droplog import DropLog, row_record
-from crawler.overrides import (
+from crawler.content.simhash import hamming
+from crawler.dedup.overrides import (
     CORRECT,
     DISTINCT,
     DROPPED_DECISION,
@@ -41,14 +41,14 @@ from crawler.overrides import (
     read_file,
     write_rule,
 )
+from crawler.outputs.droplog import DropLog, row_record
 from crawler.review.crawldb import CrawlDB
 from crawler.review.explanation import crawl_thresholds, int_setting
 from crawler.review.urls import resolve_url
-from crawler.simhash import hamming
 from crawler.storage import ReviewError, StorageError, Store
 from crawler.storage.overrides import load_overrides
 from crawler.storage.settle import Settled
-from crawler.urlnorm import UrlPolicy
+from crawler.urls.urlnorm import UrlPolicy
 from crawler.vocab import KEPT_REASON, OVERRIDE
 
 Known = Iterable[str | None] | None
@@ -70,7 +70,8 @@ class Outcome:
 
 def add_override(db_url: str, action: str, target: str, other: str = "", note: str = "",
                  file: str | None = None, known: Known = None) -> Outcome:
-    """Record ``action target [other]`` (:func:`crawler.overrides.make_override`; a page URL may
+    """Record ``action target [other]`` (:func:`crawler.dedup.overrides.make_override`; a page URL
+    may
     be any spelling ``scrapy dropped`` prints), write it to ``file`` too, and apply it."""
     with CrawlDB.open(db_url, known or ()) as db:
         crawl = _crawl_settings(db)

@@ -57,7 +57,7 @@ class Explanation:
     lines_only_kept: Counter[str]
     notes: list[str] = field(default_factory=list)
     rule: str | None = None  # "canonical": the canonical rule chose which page to keep
-    # the rule of the preference order (crawler.preference) that puts the kept page first
+    # the rule of the preference order (crawler.dedup.preference) that puts the kept page first
     preferred_by: str = ""
 
     @property
@@ -68,11 +68,12 @@ class Explanation:
 def block_ranges(blocks: int) -> list[tuple[int, int]]:
     """``(start, width)`` of each block table, in bits from the most significant bit.
 
-    The layout of :func:`crawler.simindex.block_layout`: 64 bits cut into ``blocks`` contiguous
-    blocks, the first ``64 % blocks`` one bit wider. Two fingerprints within k bits agree on at
-    least one of ``k + 1`` blocks (pigeonhole), which is how the index finds the candidate.
+    The layout of :func:`crawler.content.simindex.block_layout`: 64 bits cut into ``blocks``
+    contiguous blocks, the first ``64 % blocks`` one bit wider. Two fingerprints within k bits
+    agree on at least one of ``k + 1`` blocks (pigeonhole), which is how the index finds the
+    candidate.
     """
-    from crawler.simindex import block_layout
+    from crawler.content.simindex import block_layout
 
     return block_layout(max(1, min(64, blocks)))
 
@@ -158,8 +159,8 @@ def explain(db: CrawlDB, url: str) -> Explanation:
 def _preferred_by(db: CrawlDB, row: dict[str, Any], kept_row: dict[str, Any]) -> str:
     """Which rule of the preference order puts the kept page before the dropped one ("" when
     none does: an older crawl's first-fetched decision)."""
-    from crawler.preference import explain as first_difference
-    from crawler.preference import preference_key, seed_hosts
+    from crawler.dedup.preference import explain as first_difference
+    from crawler.dedup.preference import preference_key, seed_hosts
 
     crawl_id = row.get("crawl_id")
     seeds = db.crawl(crawl_id).get("seeds") if crawl_id in db.crawl_ids() else None
@@ -204,7 +205,7 @@ def _decision_rows(db: CrawlDB, url: str) -> tuple[dict[str, Any], dict[str, Any
 def _content_hash(text: str) -> str | None:
     """The pipeline's content hash of a visible text (None when that module is unavailable)."""
     try:
-        from crawler.simhash import content_hash
+        from crawler.content.simhash import content_hash
     except ImportError:
         return None
     return content_hash(text)

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crawler.formats import host_of
-from crawler.simhash import to_hex
+from crawler.content.simhash import to_hex
+from crawler.outputs.formats import host_of
 from crawler.storage import ReviewError, optional_time
 from crawler.vocab import (
     CANONICAL_RULE,
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 
 REASONS = (EXACT_DUPLICATE, NEAR_DUPLICATE)
-#: Every reason a page is dropped for: the content decisions, soft 404s (crawler.traps) and a
-#: person's drop rule (crawler.overrides).
+#: Every reason a page is dropped for: the content decisions, soft 404s (crawler.urls.traps) and a
+#: person's drop rule (crawler.dedup.overrides).
 ALL_REASONS = (*REASONS, SOFT_404, OVERRIDE)
 #: Every rule of a drop made after the page was first decided (``dropped.rule``).
 RULES = (CANONICAL_RULE, PREFERRED_RULE, REFRESHED_RULE, REPOINTED_RULE, SETTLED_RULE)
@@ -194,7 +194,7 @@ def read_log(path: str | Path, flt: DropFilter | None = None) -> list[DropRecord
     path = Path(path)
     if not path.is_file():
         raise ReviewError(f"drop log {path} does not exist; pass the DROPPED_LOG file of a crawl")
-    from crawler.droplog import replay_drop_log
+    from crawler.outputs.droplog import replay_drop_log
 
     records = [DropRecord.from_log(obj) for obj in replay_drop_log(_log_objects(path)).values()]
     records.sort(key=lambda r: optional_time(r.time) or datetime.min.replace(tzinfo=UTC),
@@ -203,7 +203,7 @@ def read_log(path: str | Path, flt: DropFilter | None = None) -> list[DropRecord
 
 
 def _log_objects(path: Path) -> Iterator[dict[str, Any]]:
-    from crawler.droplog import read_drop_log  # tolerant of a torn last line
+    from crawler.outputs.droplog import read_drop_log  # tolerant of a torn last line
 
     try:
         yield from read_drop_log(path)

@@ -8,7 +8,7 @@ import difflib
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from crawler.simhash import to_hex
+from crawler.content.simhash import to_hex
 
 if TYPE_CHECKING:
     from crawler.review.explanation import Explanation

@@ -7,4 +7,6 @@ Nothing here needs a server or an extra. ``scrapy crawl web -s STORAGE_URL=...``
 modules, so ``SCRAPY_SETTINGS_MODULE=settings.distributed`` works from the project root.
 """
 
+__floor__ = "component"
+
 from crawler.settings.base import *  # noqa: F403

@@ -65,7 +65,7 @@ WARC_WACZ = _d.WARC_WACZ  # one WACZ package of the crawl's WARC files at the en
 
 # --- URL dedup ----------------------------------------------------------------------------------
 # Request fingerprints over method + canonical URL + body, shared by every component:
-REQUEST_FINGERPRINTER_CLASS = "crawler.fingerprint.CanonicalRequestFingerprinter"
+REQUEST_FINGERPRINTER_CLASS = "crawler.urls.fingerprint.CanonicalRequestFingerprinter"
 DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # Bloom-filter seen set
 DUPEFILTER_DEBUG = False  # log every filtered request, not only the first
 DEDUP_EARLY_SKIP = _d.DEDUP_EARLY_SKIP  # skip already-seen links before building a Request
@@ -136,7 +136,7 @@ SPIDER_MIDDLEWARES = {
 }
 DOWNLOADER_MIDDLEWARES: dict[str, int | None] = {
     # raw response for the WARC (above HttpCompression 590 and HttpCache 900: sees it first)
-    "crawler.warc.RawCaptureMiddleware": 950,
+    "crawler.outputs.warc.RawCaptureMiddleware": 950,
     # SCOPE for redirects, BLOCK_PRIVATE_ADDRESSES (above Redirect 600: sees a 3xx first)
     "crawler.middlewares.scope.ScopeMiddleware": 650,
     # robots.txt 5xx/unreachable: host held, disallow all until it answers; 4xx: allow all
@@ -150,10 +150,10 @@ DOWNLOADER_MIDDLEWARES: dict[str, int | None] = {
 EXTENSIONS = {
     # feeds (-o, FEEDS) get the crawl's stored pages once storage is final (Scrapy's replaced)
     "scrapy.extensions.feedexport.FeedExporter": None,
-    "crawler.feeds.stored.StoredFeedExporter": 0,
+    "crawler.outputs.feeds.stored.StoredFeedExporter": 0,
     # the Dedup progress line replaces Scrapy's "Crawled N pages (at N pages/min)"
     "scrapy.extensions.logstats.LogStats": None,
-    "crawler.progress.DedupProgress": 500,  # progress line + dedup summary (before StatsFile)
-    "crawler.warc.WarcWriter": 800,  # WARC records once storage commits a page's fate
-    "crawler.statsfile.StatsFile": 900,  # STATS_FILE writer
+    "crawler.extensions.progress.DedupProgress": 500,  # progress line + summary (before StatsFile)
+    "crawler.outputs.warc.WarcWriter": 800,  # WARC records once storage commits a page's fate
+    "crawler.extensions.statsfile.StatsFile": 900,  # STATS_FILE writer
 }

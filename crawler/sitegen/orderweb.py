@@ -31,10 +31,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from crawler.simhash import features, fingerprint, hamming
+from crawler.content.simhash import features, fingerprint, hamming
+from crawler.content.text import block_tokens, extract, main_tokens
 from crawler.sitegen.site import Page, Site, escape, page, slugify
 from crawler.sitegen.text import TextMaker
-from crawler.text import block_tokens, extract, main_tokens
 
 ARTICLES = 24
 NOTES = 12

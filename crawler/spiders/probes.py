@@ -1,13 +1,13 @@
-"""Soft-404 probes of the ``web`` spider (``TRAP_SOFT404_PROBE``, :mod:`crawler.traps`).
+"""Soft-404 probes of the ``web`` spider (``TRAP_SOFT404_PROBE``, :mod:`crawler.urls.traps`).
 
 The first page of each origin (``scheme://host:port``) that this process gets starts one
-download of a random path no page links (:func:`crawler.traps.probe_path`): in the distributed
+download of a random path no page links (:func:`crawler.urls.traps.probe_path`): in the distributed
 profile, by the worker that holds the host, so the host's politeness holds across workers (a
 worker that takes the host over probes it again). The probe is downloaded through the engine, not
 the scheduler (``engine.download_async``: the downloader middlewares, robots.txt and the host's
 download delay apply; no dupefilter, no JOBDIR journal, no distributed lease), so the worker
 that starts it is the one that gets its answer. A 200 HTML answer, not redirected, teaches the
-dedup pipeline the origin's soft 404 (:mod:`crawler.pipelines.soft404`). The origin's pages,
+dedup pipeline the origin's soft 404 (:mod:`crawler.dedup.soft404`). The origin's pages,
 seeds aside (never soft 404s), wait for the probe before they are decided (at most
 :data:`PROBE_WAIT_SECONDS`), so that each
 is measured against it. A probe that fails (robots.txt, an error, a timeout) teaches nothing.
@@ -25,14 +25,14 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from crawler.traps import origin_of, probe_path
+from crawler.urls.traps import origin_of, probe_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from scrapy.crawler import Crawler
 
-    from crawler.traps import TrapRules
+    from crawler.urls.traps import TrapRules
 
 logger = logging.getLogger(__name__)
 

@@ -2,13 +2,13 @@
 
 Behaviour:
 
-* Seeds are read by :mod:`crawler.seeds` (the ``crawl`` command has already refused a bad file)
+* Seeds are read by :mod:`crawler.urls.seeds` (the ``crawl`` command has already refused a bad file)
   and scheduled *through* the dupefilter, so a seed linked from its own page is fetched once.
 * With no seeds, in the distributed profile, the seeds come from a Redis key
   (``redis-cli lpush web:start_urls URL``, scrapy-redis's convention): the worker waits for
-  them and :mod:`crawler.backends.startlist` hands them to :meth:`WebSpider.add_seeds`, which
+  them and :mod:`crawler.cluster.startlist` hands them to :meth:`WebSpider.add_seeds`, which
   widens the scope as they arrive.
-* The crawl stays within its :class:`~crawler.scope.Scope` (``SCOPE``: the seeds' exact hosts
+* The crawl stays within its :class:`~crawler.urls.scope.Scope` (``SCOPE``: the seeds' exact hosts
   and ports by default, IDN hosts in punycode), for links here and for redirects in
   :mod:`crawler.middlewares.scope` (no ``allowed_domains``: Scrapy's rule differs).
 * Links come from ``<a href>`` and ``<area href>`` of HTML responses, resolved against
@@ -29,13 +29,13 @@ Behaviour:
   ``dupefilter/filtered + dedup/links_skipped_seen`` is the same with the skip on or off);
   with ``DUPEFILTER_DEBUG`` each skipped link is logged by the dupefilter's ``note_skipped``;
   the links to follow as ``dedup/links_extracted``.
-* Every link is judged once by :class:`crawler.linkrules.LinkRules` (the stats keys of the
+* Every link is judged once by :class:`crawler.urls.linkrules.LinkRules` (the stats keys of the
   links not followed: ``dedup/links_not_http``, ``dedup/links_offsite``,
   ``urlnorm/trap/<kind>``; the first of each logged at INFO), and its verdict (fingerprint or
-  stats key) is memoized across pages by :class:`crawler.linkrules.LinkMemo`, exactly: a link
+  stats key) is memoized across pages by :class:`crawler.urls.linkrules.LinkMemo`, exactly: a link
   spelled as on an earlier page is not normalized again unless it becomes a request. The
   requests the spider yields carry their canonical URL, so the middleware does not judge them
-  again. Seeds are the user's choice: they are checked by :mod:`crawler.seeds` (http(s), a
+  again. Seeds are the user's choice: they are checked by :mod:`crawler.urls.seeds` (http(s), a
   host), not by the trap limits.
 * Canonical links: the page a response names canonical (a ``Link: <...>; rel="canonical"`` header,
   else the first ``<link rel="canonical" href>`` of the HTML) is resolved against the base URL and
@@ -48,7 +48,7 @@ Behaviour:
   counted as ``dedup/canonical/missing``. Pages naming another page: ``dedup/canonical/named``.
 * One :class:`~crawler.items.PageItem` per HTML response; other responses (and failures) send
   :data:`crawler.signals.request_finished` so the JOBDIR journal knows they are done.
-* Decided before its links (:mod:`crawler.traps`): ``parse`` asks the dedup pipeline for the
+* Decided before its links (:mod:`crawler.urls.traps`): ``parse`` asks the dedup pipeline for the
   page's fate (:class:`~crawler.pipelines.neardup.EarlyDecision`) before it yields the page's
   links, so a duplicate's links are not followed (``TRAP_FOLLOW_LINKS_OF``) and a page's
   decision teaches the parameters its host ignores (folded out of its links from then on); the
@@ -57,7 +57,7 @@ Behaviour:
   or path budget are not followed (``urlnorm/trap/host_pages``, ``.../query_variants``; the
   budgets count the requests the scheduler took, through ``request_scheduled`` and
   ``request_dropped``). At most ``LINKS_PER_PAGE_MAX`` links and ``PAGE_MAX_PARSE_CHARS``
-  characters of a page are read (:mod:`crawler.pagebounds`).
+  characters of a page are read (:mod:`crawler.urls.pagebounds`).
 * Soft-404 probes (``TRAP_SOFT404_PROBE``, :mod:`crawler.spiders.probes`): the first page of
   an origin this process gets starts the download of a random path no page links (by the
   worker that holds the host, in the distributed profile); its 200 answer teaches the dedup
@@ -81,11 +81,14 @@ from scrapy.utils.response import get_base_url
 
 from crawler import config, defaults
 from crawler import signals as dedup_signals
-from crawler.backends.startlist import takes_start_list
+from crawler.cluster.startlist import takes_start_list
+from crawler.content.text import extract, is_binary, media_type
 from crawler.dupefilter import early_skip_of
-from crawler.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
 from crawler.items import PageItem
-from crawler.linkrules import (
+from crawler.pipelines.neardup import early_decision_of
+from crawler.spiders.probes import Soft404Probes
+from crawler.urls.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
+from crawler.urls.linkrules import (
     NOT_HTTP,
     OFFSITE,
     SKIP_SCHEMES,
@@ -96,14 +99,11 @@ from crawler.linkrules import (
     fetch_url,
     memo_table,
 )
-from crawler.pagebounds import PageBounds
-from crawler.pipelines.neardup import early_decision_of
-from crawler.scope import Scope
-from crawler.seeds import Seeds, seeds_from_args
-from crawler.spiders.probes import Soft404Probes
-from crawler.text import extract, is_binary, media_type
-from crawler.traps import TrapRules, TrapSettings
-from crawler.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
+from crawler.urls.pagebounds import PageBounds
+from crawler.urls.scope import Scope
+from crawler.urls.seeds import Seeds, seeds_from_args
+from crawler.urls.traps import TrapRules, TrapSettings
+from crawler.urls.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -120,7 +120,7 @@ logger = logging.getLogger(__name__)
 
 def spider_settings(settings: SettingsLike) -> tuple[bool, bool]:
     """``(DEDUP_EARLY_SKIP, DEDUP_CANONICAL)``, checked (SettingError); the spider's other
-    settings are its :class:`~crawler.linkrules.LinkRules`' and ``DropNotes``'."""
+    settings are its :class:`~crawler.urls.linkrules.LinkRules`' and ``DropNotes``'."""
     return (config.get_bool(settings, "DEDUP_EARLY_SKIP", defaults.DEDUP_EARLY_SKIP),
             config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL))
 
@@ -181,7 +181,7 @@ class WebSpider(Spider):
 
     def add_seeds(self, seeds: Seeds) -> list[Request]:
         """Seeds arriving while the crawl runs (the start list of the distributed profile,
-        :mod:`crawler.backends.startlist`): keyed by the crawl's policy, added to the seeds
+        :mod:`crawler.cluster.startlist`): keyed by the crawl's policy, added to the seeds
         and the scope; their requests, for the engine to schedule."""
         seeds = seeds.keyed(self.policy)
         self.seeds.urls += seeds.urls
@@ -194,7 +194,8 @@ class WebSpider(Spider):
         """Bring more seeds' sites (canonical URLs) into the scope; how many were new."""
         return self.scope.add_seeds(canonical)
 
-    # --- traps (crawler.traps) ----------------------------------------------------------------
+    # --- traps (crawler.urls.traps)
+    # ----------------------------------------------------------------
 
     async def _decide(self, item: PageItem) -> Drop | None:
         """The page's fate from the dedup pipeline (None: kept, or no such pipeline)."""
@@ -243,7 +244,7 @@ class WebSpider(Spider):
 
     async def parse(self, response: Response, **kwargs: Any) -> AsyncIterator[Any]:
         """The page's item, after its links (module doc): the page is decided first, so the
-        links of a duplicate are not followed (:mod:`crawler.traps`); the links go to the
+        links of a duplicate are not followed (:mod:`crawler.urls.traps`); the links go to the
         scheduler before the item goes to storage, so a page is never committed before the
         links it promised."""
         if not isinstance(response, HtmlResponse):
@@ -388,7 +389,7 @@ class WebSpider(Spider):
     ) -> tuple[list[tuple[bytes, str, str | None]], dict[str, list[str]]]:
         """``([(fingerprint, href, canonical or None)], {stats key: [href]})``: the links of a
         page to follow in page order, and those not followed by :class:`LinkRules`' reason.
-        Only the first ``LINKS_PER_PAGE_MAX`` links are judged (:mod:`crawler.pagebounds`)."""
+        Only the first ``LINKS_PER_PAGE_MAX`` links are judged (:mod:`crawler.urls.pagebounds`)."""
         # One loop, no per-link helper calls: this runs for every link of every page.
         absolute, rooted, relative = self.link_memo.tables(base)
         links: list[tuple[bytes, str, str | None]] = []
@@ -496,7 +497,7 @@ IGNORED_PARAMS_STAT = "urlnorm/ignored_params/"
 #: ``request.meta`` key of a request for a page another page names canonical.
 CANONICAL_TARGET_META = "dedup_canonical_target"
 #: ``request.meta`` key: how many duplicate pages in a row led to the request (absent: none;
-#: :meth:`crawler.traps.TrapRules.follows`).
+#: :meth:`crawler.urls.traps.TrapRules.follows`).
 DUP_HOPS_META = "dedup_duplicate_hops"
 
 
@@ -522,7 +523,8 @@ def canonical_href(response: Response, root: Any) -> str | None:
 
 def html_tree(response: HtmlResponse, max_chars: int = defaults.PAGE_MAX_PARSE_CHARS) -> Any:
     """The lxml root of ``response``, parsed as ``response.selector`` parses it, but only its
-    first ``max_chars`` characters (0: all; ``PAGE_MAX_PARSE_CHARS``, :mod:`crawler.pagebounds`).
+    first ``max_chars`` characters (0: all; ``PAGE_MAX_PARSE_CHARS``,
+    :mod:`crawler.urls.pagebounds`).
 
     Not cached on the response: ``response.selector`` keeps the selector on the response and
     the selector keeps the response, a reference cycle that holds each page's tree (C memory)

@@ -18,7 +18,7 @@ applied on open; a database at a newer revision than this code is refused):
     dedup (JSON) and the final stats (JSON); the JOBDIR ``job`` it belongs to (every run of one
     JOBDIR shares it; NULL without JOBDIR) and its ``command`` (``crawl`` | ``parse``); and the
     order-free fingerprints of what it stored
-    (:mod:`crawler.setfp`: ``url_fingerprint``/``url_count``, ``content_fingerprint``/
+    (:mod:`crawler.content.setfp`: ``url_fingerprint``/``url_count``, ``content_fingerprint``/
     ``content_count``, ``page_fingerprint``, 32 hex digits each), updated in every batch's
     transaction, so two crawls compare in O(1).
 ``crawl_documents``
@@ -67,7 +67,7 @@ Modules, one idea each:
 
 from __future__ import annotations
 
-from crawler.formats import jsonable
+from crawler.outputs.formats import jsonable
 from crawler.storage.check import (
     SettleOptions,
     check_storage,

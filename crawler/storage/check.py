@@ -1,5 +1,5 @@
 """The storage settings, checked before a crawl: without connecting (:func:`validate`, in
-:func:`crawler.preflight.settings_checks`) and by connecting and migrating
+:func:`crawler.commands.preflight.settings_checks`) and by connecting and migrating
 (:func:`check_storage`)."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class SettleOptions(NamedTuple):
 def settle_options(settings: SettingsLike) -> SettleOptions | None:
     """``DEDUP_SETTLE`` and what the settle step reads of the dedup settings, checked; None
     when it is off."""
-    from crawler.simindex import settings_params
+    from crawler.content.simindex import settings_params
 
     if not config.get_bool(settings, "DEDUP_SETTLE", defaults.DEDUP_SETTLE):
         return None

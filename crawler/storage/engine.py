@@ -20,7 +20,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DataError, DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.pool import StaticPool
 
-from crawler import formats
+from crawler.outputs import formats
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_CONNECT_TIMEOUT_S = 10  # a firewalled host fails in seconds, not minutes
@@ -44,7 +44,7 @@ class StorageError(Exception):
 
 def mask_url(url: str | URL) -> str:
     """``url`` with its secrets replaced by ``***`` by the project's one rule,
-    :func:`crawler.formats.mask_url` (the user info's password and password-like query
+    :func:`crawler.outputs.formats.mask_url` (the user info's password and password-like query
     parameters such as ``?password=``); also for strings that fail to parse."""
     if isinstance(url, URL):
         # SQLAlchemy's own hide_password keeps ``?password=``: render in full, then mask.

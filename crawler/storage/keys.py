@@ -16,8 +16,9 @@ class KeyArrays:
     """A chunk of :meth:`Store.iter_key_arrays`: one entry per document, in id order.
 
     ``ids`` (int64), ``simhash`` (uint64, 0 where ``has_simhash`` is False), ``has_simhash``
-    (bool), ``content_keys`` and ``canonical_keys`` (uint64: :func:`crawler.simindex.content_key`
-    and :func:`crawler.simindex.url_key` of the stored strings).
+    (bool), ``content_keys`` and ``canonical_keys`` (uint64:
+    :func:`crawler.content.simindex.content_key` and :func:`crawler.content.simindex.url_key` of
+    the stored strings).
     """
 
     ids: np.ndarray

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from crawler.setfp import ZERO_HEX, CrawlSets, SetFingerprint
+from crawler.content.setfp import ZERO_HEX, CrawlSets, SetFingerprint
 from crawler.storage.types import Fingerprint64, UTCDateTime, utcnow
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT identity.
@@ -45,18 +45,18 @@ class Crawl(Base):
     seeds: Mapped[list[str] | None] = mapped_column(sa.JSON)
     settings: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     stats: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
-    # revision 0007: the JOBDIR job this run belongs to (crawler.jobstate.job_id; NULL without
+    # revision 0007: the JOBDIR job this run belongs to (crawler.state.jobstate.job_id; NULL without
     # JOBDIR) and the command that ran it ("crawl" | "parse"; NULL before 0007)
     job: Mapped[str | None] = mapped_column(sa.String(64))
     command: Mapped[str | None] = mapped_column(sa.String(16))
-    # revision 0008: when the settle step last re-decided this crawl's groups (crawler.settle)
+    # revision 0008: when the settle step last re-decided this crawl's groups (crawler.dedup.settle)
     settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # revision 0010: a distributed crawl (``job`` = its id) has one ``distributed`` row for the
     # whole crawl and one row per worker (``worker`` = its membership id, ``parent_id`` = the
     # ``distributed`` row)
     worker: Mapped[str | None] = mapped_column(sa.String(255))
     parent_id: Mapped[int | None] = mapped_column(sa.BigInteger, index=True)
-    # order-free fingerprints of what the crawl stored (crawler.setfp; revision 0005), kept
+    # order-free fingerprints of what the crawl stored (crawler.content.setfp; revision 0005), kept
     # up to date in each batch's transaction from ``crawl_documents``
     url_fingerprint: Mapped[str] = mapped_column(sa.String(32), default=ZERO_HEX,
                                                  server_default=ZERO_HEX)
@@ -74,7 +74,7 @@ class Crawl(Base):
     )
 
     def sets(self) -> CrawlSets:
-        """The recorded fingerprints (:class:`crawler.setfp.CrawlSets`)."""
+        """The recorded fingerprints (:class:`crawler.content.setfp.CrawlSets`)."""
         return crawl_sets(self.url_fingerprint, self.url_count, self.content_fingerprint,
                           self.content_count, self.page_fingerprint)
 
@@ -115,7 +115,7 @@ class Document(Base):
     crawl_id: Mapped[int | None] = mapped_column(
         sa.ForeignKey("crawls.id", ondelete="SET NULL"), index=True
     )
-    # derived on write (signed form of crawler.simindex.content_key / url_key): the content
+    # derived on write (signed form of crawler.content.simindex.content_key / url_key): the content
     # index loads these integers instead of hashing every stored string (revision 0002)
     content_key: Mapped[int | None] = mapped_column(sa.BigInteger)
     canonical_key: Mapped[int | None] = mapped_column(sa.BigInteger)
@@ -157,7 +157,7 @@ class Dropped(Base):
     # "preferred" (a preferred twin came), "settled" (the settle step re-decided its group)
     rule: Mapped[str | None] = mapped_column(sa.String(32))
     # revision 0008: what the page's documents row would hold, so the settle step can store
-    # it again (crawler.settle)
+    # it again (crawler.dedup.settle)
     canonical_link: Mapped[str | None] = mapped_column(sa.Text)
     status: Mapped[int | None] = mapped_column(sa.Integer)
     content_type: Mapped[str | None] = mapped_column(sa.String(255))
@@ -205,7 +205,7 @@ def sets_columns(sets: CrawlSets) -> dict[str, Any]:
 
 class RedisGeneration(Base):
     """The highest commit counter of a distributed crawl's Redis that storage recorded
-    (revision 0009; :mod:`crawler.backends.generation`)."""
+    (revision 0009; :mod:`crawler.cluster.generation`)."""
 
     __tablename__ = "redis_generations"
 
@@ -215,7 +215,7 @@ class RedisGeneration(Base):
 
 
 class OverrideRow(Base):
-    """A person's override of the dedup rule (revision 0011; :mod:`crawler.overrides`):
+    """A person's override of the dedup rule (revision 0011; :mod:`crawler.dedup.overrides`):
     ``keep`` or ``drop`` of ``target`` (a canonical URL, a URL pattern with ``*`` or
     ``host:NAME``), or ``distinct`` of ``target`` and ``other``. One row per target (per pair):
     a new rule replaces the row in the same transaction."""
@@ -233,7 +233,7 @@ class OverrideRow(Base):
 
 
 class ReviewRow(Base):
-    """A person's verdict on one decision (revision 0011; :class:`crawler.overrides.Review`):
+    """A person's verdict on one decision (revision 0011; :class:`crawler.dedup.overrides.Review`):
     ``url`` was ``decision`` (``dropped`` as a duplicate of ``other``, or ``kept`` beside it)
     and the person says ``verdict`` (``correct`` | ``wrong``). Every review is kept: the
     newest of a pair is its state, the others its history."""

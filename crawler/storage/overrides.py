@@ -2,8 +2,8 @@
 (the Store's), read by :class:`OverrideReader` (a review command's reflected database, where
 an older database without the tables has none).
 
-Rows become :class:`crawler.overrides.Override` and :class:`crawler.overrides.Review`; the
-rules themselves (matching, the file) are :mod:`crawler.overrides`'.
+Rows become :class:`crawler.dedup.overrides.Override` and :class:`crawler.dedup.overrides.Review`;
+the rules themselves (matching, the file) are :mod:`crawler.dedup.overrides`'.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from crawler.overrides import DISTINCT, Override, Overrides, Review, read_file
+from crawler.dedup.overrides import DISTINCT, Override, Overrides, Review, read_file
 from crawler.storage.base import StoreBase
 from crawler.storage.models import OverrideRow, ReviewRow
 from crawler.storage.reader import ReaderBase
 from crawler.storage.types import optional_time, utcnow
-from crawler.urlnorm import UrlPolicy
+from crawler.urls.urlnorm import UrlPolicy
 
 
 def override_of(row: Mapping[Any, Any]) -> Override:

@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from crawler.simhash import to_unsigned
+from crawler.content.simhash import to_unsigned
 from crawler.storage.engine import first_line
 from crawler.storage.reader import CrawlReader, ReviewError
 from crawler.storage.rows import chunked
@@ -158,7 +158,7 @@ def _lookups(url: str, table: sa.Table) -> list[tuple[str, str]]:
     """Where to look a URL up: as given, then its canonical form (as the crawl keyed it)."""
     out = [(c, url) for c in ("url", "canonical_url") if c in table.c]
     try:
-        from crawler.urlnorm import normalize_url
+        from crawler.urls.urlnorm import normalize_url
 
         canonical = normalize_url(url)
     except (ImportError, ValueError):

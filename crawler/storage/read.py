@@ -85,7 +85,8 @@ class ReadSide(StoreBase):
     def kept_page(self, kind: str, key: int) -> tuple[str, str, int | None, str] | None:
         """``(url, canonical_url, simhash, canonical_link or "")`` of the latest stored page
         whose SimHash (``kind`` ``"s"``) or content key (``"x"``,
-        :func:`crawler.simindex.content_key`) is ``key`` (unsigned), None when none is: how the
+        :func:`crawler.content.simindex.content_key`) is ``key`` (unsigned), None when none is: how
+        the
         shared content index names a kept page."""
         t = self.documents
         column = sa.type_coerce(t.c.simhash, sa.BigInteger) if kind == "s" else t.c.content_key
@@ -109,7 +110,8 @@ class ReadSide(StoreBase):
 
     def latest_version(self, canonical_key: int) -> tuple[int | None, int | None] | None:
         """``(simhash, content_key)`` (unsigned, or None) of the latest stored page whose
-        canonical key (:func:`crawler.simindex.url_key`) is ``canonical_key``; None if none."""
+        canonical key (:func:`crawler.content.simindex.url_key`) is ``canonical_key``; None if
+        none."""
         t = self.documents
         stmt = (sa.select(sa.type_coerce(t.c.simhash, sa.BigInteger), t.c.content_key)
                 .where(t.c.canonical_key == to_signed64(canonical_key))

@@ -20,8 +20,8 @@ from typing import Any, Self
 
 import sqlalchemy as sa
 
-from crawler import formats
-from crawler.simhash import to_unsigned
+from crawler.content.simhash import to_unsigned
+from crawler.outputs import formats
 from crawler.storage.engine import first_line, mask_url
 
 FINGERPRINT_COLUMNS = ("simhash", "duplicate_simhash")

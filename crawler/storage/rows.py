@@ -12,7 +12,7 @@ from typing import Any
 
 from crawler import defaults
 from crawler.config import SettingsLike
-from crawler.formats import jsonable, mask_settings
+from crawler.outputs.formats import jsonable, mask_settings
 from crawler.storage.engine import mask_url
 from crawler.storage.models import MAX_LENGTHS, TEXT_COLUMNS
 
@@ -36,7 +36,7 @@ def clean_text(value: Any) -> Any:
 
 def dedup_settings(settings: SettingsLike) -> dict[str, Any]:
     """The settings that shape dedup decisions, as recorded in ``crawls.settings``, with every
-    secret masked (:func:`crawler.formats.mask_settings`)."""
+    secret masked (:func:`crawler.outputs.formats.mask_settings`)."""
     names = [str(name) for name in settings]  # type: ignore[attr-defined]
     picked = {
         name: settings.get(name)

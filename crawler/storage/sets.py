@@ -1,4 +1,5 @@
-"""The crawls' set fingerprints (:mod:`crawler.setfp`; revision 0005): kept in step with every
+"""The crawls' set fingerprints (:mod:`crawler.content.setfp`; revision 0005): kept in step with
+every
 batch, and read back (:class:`SetsSide`)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from crawler.setfp import CrawlSets
+from crawler.content.setfp import CrawlSets
 from crawler.storage.base import StoreBase
 from crawler.storage.models import SET_COLUMNS, crawl_sets, sets_columns
 

@@ -1,5 +1,6 @@
 """The settle step's storage side (:class:`SettleSide`): read the pages of the groups that
-changed, re-decide them by :mod:`crawler.settle`'s rule and apply the moves, in ONE transaction.
+changed, re-decide them by :mod:`crawler.dedup.settle`'s rule and apply the moves, in ONE
+transaction.
 
 Which pages: every stored document with a content hash, and for each canonical URL not stored,
 its latest drop row of reason ``exact_duplicate``, ``near_duplicate`` or ``override`` (a person's
@@ -33,9 +34,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from crawler.overrides import DROP, Overrides
-from crawler.preference import seed_hosts
-from crawler.settle import Plan, SettlePage, Verdict, plan
+from crawler.dedup.overrides import DROP, Overrides
+from crawler.dedup.preference import seed_hosts
+from crawler.dedup.settle import Plan, SettlePage, Verdict, plan
 from crawler.storage.base import StoreBase
 from crawler.storage.rows import chunked
 from crawler.storage.types import utcnow
@@ -94,9 +95,9 @@ class SettleSide(WriteSide, StoreBase):
         """Settle the groups that changed (module docstring). ``crawl_id``: the crawl settling
         now (marked settled with the others). ``everything``: re-decide every group, not only
         changed ones. ``max_chars``: text kept in a drop row made from a stored page.
-        ``seeds``: the seeds' hosts (:func:`crawler.preference.seed_hosts`); None: those of
+        ``seeds``: the seeds' hosts (:func:`crawler.dedup.preference.seed_hosts`); None: those of
         every crawl recorded (in ``scope``), so the crawl and ``scrapy settle`` agree.
-        ``overrides``: a person's rules (:mod:`crawler.overrides`), obeyed first; the groups
+        ``overrides``: a person's rules (:mod:`crawler.dedup.overrides`), obeyed first; the groups
         of every page they name are re-decided too, and so are those of the pages ``touched``
         names (rules just replaced or removed). ``named_only``: only those groups, and no
         crawl marked settled (a rule recorded while crawls may still run: they settle their

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from crawler.formats import jsonable
-from crawler.simhash import hamming
-from crawler.simindex import content_key, url_key
+from crawler.content.simhash import hamming
+from crawler.content.simindex import content_key, url_key
+from crawler.outputs.formats import jsonable
 from crawler.storage.models import DOCUMENT_COLUMNS, DROPPED_COLUMNS, Crawl, RedisGeneration
 from crawler.storage.rows import build_row, chunked
 from crawler.storage.sets import SetsSide
@@ -32,7 +32,7 @@ class Fence(Protocol):
     """What a batch's transaction asks before it commits (:meth:`WriteSide.write_batch`):
     ``bump(recorded)`` is given the generation storage recorded for ``key`` and returns the new
     one, or raises to abort the transaction (the shared Redis went back in time:
-    :class:`crawler.backends.generation.GenerationFence`)."""
+    :class:`crawler.cluster.generation.GenerationFence`)."""
 
     key: str
 
@@ -350,7 +350,7 @@ def demoted_row(found: Any, demotion: Mapping[str, Any], now: Any,
                 ) -> dict[str, Any]:
     """The ``dropped`` row of a demoted page, from its ``documents`` row ``found``: its text
     cut to ``max_chars`` (0: none), or whole when ``max_chars`` is absent (a person's drop
-    rule, which must be reversible: :mod:`crawler.overrides`)."""
+    rule, which must be reversible: :mod:`crawler.dedup.overrides`)."""
     text = found["text"]
     whole = "max_chars" not in demotion
     limit = len(text or "") if whole else int(demotion.get("max_chars") or 0)

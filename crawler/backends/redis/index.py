@@ -27,7 +27,7 @@ from crawler.backends.redis.index_lua import (
 from crawler.backends.redis.keys import page_args
 from crawler.backends.redis.loading import IndexLoading
 from crawler.backends.redis.pending import PendingEntries
-from crawler.simindex import settings_params, url_key
+from crawler.content.simindex import settings_params, url_key
 from crawler.vocab import Match, PageSignature
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ change between versions; a namespace written with another k, block count or layo
 **Seen set** (:mod:`crawler.backends.redis.seen`), keys under ``{base}:bloom``:
 
 * ``{base}:bloom`` hash: the layer specs (``m{i}``, ``k{i}``, ``c{i}`` from
-  :func:`crawler.bloom.bloom_size`, the same capacities and tightened rates as the local
+  :func:`crawler.backends.bloom.bloom_size`, the same capacities and tightened rates as the local
   filter), ``active`` layers, ``n{i}`` keys per layer, ``count``, ``config`` (JSON of n, p);
 * ``{base}:bloom:{layer}:{shard}`` strings of bits, :data:`SHARD_BITS` (256 MiB) each, under
   the 512 MiB string limit.
@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from crawler.simindex import block_layout, content_key, url_key
+from crawler.content.simindex import block_layout, content_key, url_key
 
 SHARD_BITS = 2**31
 MAX_LAYERS = 8  # 2**7 x BLOOM_CAPACITY keys; keeps every m far below the 2**48 index limit
@@ -61,7 +61,8 @@ U64 = 2**64 - 1
 
 
 def fp16(key: bytes) -> bytes:
-    """At least 12 uniform bytes for the script (short keys stretched as crawler.bloom does)."""
+    """At least 12 uniform bytes for the script (short keys stretched as
+    crawler.backends.bloom does)."""
     if len(key) >= 16:
         return bytes(key[:16])
     return hashlib.blake2b(bytes(key), digest_size=16).digest()

@@ -7,7 +7,7 @@ A page kept by worker ``owner`` enters the index *pending* (keys ``:p``, ``:pc``
 :class:`crawler.backends.redis.index.RedisContentIndex`: :meth:`~PendingEntries.commit` (the
 owner's storage committed these pages), :meth:`~PendingEntries.pending_of` and
 :meth:`~PendingEntries.reclaim` (a dead worker's entries, by
-:mod:`crawler.backends.cluster`; a leaving worker's own at close).
+:mod:`crawler.cluster.worker`; a leaving worker's own at close).
 """
 
 from __future__ import annotations

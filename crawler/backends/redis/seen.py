@@ -1,7 +1,7 @@
 """The shared seen set of the distributed profile: a Bloom filter in Redis.
 
 :class:`RedisSeenSet` satisfies :class:`crawler.backends.SeenSet` with the figures of
-:class:`crawler.bloom.LocalSeenSet`; every process of one namespace sees one set, and each
+:class:`crawler.backends.bloom.LocalSeenSet`; every process of one namespace sees one set, and each
 test-and-set is one Lua script (:mod:`crawler.backends.redis.bloom_lua`). Keys:
 :mod:`crawler.backends.redis.keys`.
 """
@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import redis
 
-from crawler import bloom, defaults
+from crawler import defaults
+from crawler.backends import bloom
 from crawler.backends.common import RedisBacked, keys_lost, namespace, retry_policy
 from crawler.backends.redis.bloom_lua import BLOOM_CREATE_LUA, BLOOM_LUA, BLOOM_TEST_MANY_LUA
 from crawler.backends.redis.connection import clear_namespace, connect, namespace_mismatch
@@ -29,7 +30,7 @@ logger = logging.getLogger(__name__)
 class RedisSeenSet(RedisBacked):
     """Bloom-filter seen set in Redis, shared by every process of one namespace.
 
-    Same protocol and figures as :class:`crawler.bloom.LocalSeenSet`: ``add`` is an atomic
+    Same protocol and figures as :class:`crawler.backends.bloom.LocalSeenSet`: ``add`` is an atomic
     test-and-set (one Lua script); ``BLOOM_ON_FULL="grow"`` adds layers in Redis (up to 8),
     ``"stop"`` sets :attr:`full`. ``BLOOM_VERIFY`` is not available here (it is a local disk
     set); the rate of the Redis filter is the configured p.

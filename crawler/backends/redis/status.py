@@ -1,8 +1,8 @@
 """A distributed crawl as Redis sees it, read-only: what ``scrapy crawlstatus`` prints and what
 the last worker to close logs.
 
-Keys read (their writers: :mod:`crawler.backends.cluster`, :mod:`crawler.backends.frontier`,
-:mod:`crawler.backends.redis.seen`, :mod:`crawler.backends.clusterstats`):
+Keys read (their writers: :mod:`crawler.cluster.worker`, :mod:`crawler.cluster.frontier`,
+:mod:`crawler.backends.redis.seen`, :mod:`crawler.cluster.stats`):
 
 * ``{base}:meta`` hash: ``started`` (ms), ``crawl`` (the crawl id), ``finished`` (ms, when set),
   ``queue`` (the frontier key, when it lies outside ``{base}:``);

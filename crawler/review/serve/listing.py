@@ -17,14 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crawler.formats import host_of
+from crawler.outputs.formats import host_of
 from crawler.review.records import ALL_REASONS, iso_utc
 from crawler.vocab import OVERRIDE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from crawler.overrides import Override, Overrides, Review
+    from crawler.dedup.overrides import Override, Overrides, Review
     from crawler.review.crawldb import CrawlDB
 
 #: The reasons the list filters on: every reason a page is dropped for, and a person's rule.
@@ -64,7 +64,7 @@ class Drop:
 
 def canonical_key(url: str) -> str:
     """The canonical URL an override names for ``url`` (``url`` itself if it does not parse)."""
-    from crawler.urlnorm import normalize_url
+    from crawler.urls.urlnorm import normalize_url
 
     try:
         return normalize_url(url)

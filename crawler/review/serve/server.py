@@ -33,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qs, urlsplit
 
-from crawler.overrides import Override, OverrideError, Overrides, read_file
+from crawler.dedup.overrides import Override, OverrideError, Overrides, read_file
 from crawler.review import actions
 from crawler.review.crawldb import CrawlDB
 from crawler.review.serve import pages

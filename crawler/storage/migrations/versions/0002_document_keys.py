@@ -1,10 +1,10 @@
 """documents.content_key and documents.canonical_key: the content index loads without hashing.
 
 Two signed BIGINT columns computed at write time by :class:`crawler.storage.Store`:
-``content_key`` = :func:`crawler.simindex.content_key` of ``content_hash`` (NULL without one)
-and ``canonical_key`` = :func:`crawler.simindex.url_key` of ``canonical_url`` (or ``url`` when
-empty). Existing rows are backfilled here in batches of 10,000 by id (about 5 s per 10**6 rows
-on SQLite), in the migration's transaction. The covering index
+``content_key`` = :func:`crawler.content.simindex.content_key` of ``content_hash`` (NULL without
+one) and ``canonical_key`` = :func:`crawler.content.simindex.url_key` of ``canonical_url`` (or
+``url`` when empty). Existing rows are backfilled here in batches of 10,000 by id (about 5 s per
+10**6 rows on SQLite), in the migration's transaction. The covering index
 ``ix_documents_keys (id, simhash, content_key, canonical_key)`` lets the index load read those
 four integers without walking the page text: on SQLite a text over ~4 KB sits in overflow
 pages that a table scan must follow to reach the columns stored after it; on PostgreSQL it
@@ -22,7 +22,7 @@ import logging
 import sqlalchemy as sa
 from alembic import op
 
-from crawler.simindex import content_key, url_key
+from crawler.content.simindex import content_key, url_key
 from crawler.storage import to_signed64
 
 revision = "0002"

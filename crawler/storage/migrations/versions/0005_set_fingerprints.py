@@ -1,10 +1,11 @@
 """crawls set fingerprints and crawl_documents: two crawls compared in O(1).
 
 ``crawls`` gains ``url_fingerprint``, ``content_fingerprint``, ``page_fingerprint`` (32 hex
-digits: order-free sums modulo 2**128 of xxh3-128 element fingerprints, :mod:`crawler.setfp`),
-``url_count`` and ``content_count``. ``crawl_documents (crawl_id, canonical_url, content_hash)``
-records the pages each crawl stored: a re-crawl into the same database moves ``documents`` rows
-to the new crawl, and these rows keep what the earlier crawl stored (the sums are over them).
+digits: order-free sums modulo 2**128 of xxh3-128 element fingerprints,
+:mod:`crawler.content.setfp`), ``url_count`` and ``content_count``. ``crawl_documents (crawl_id,
+canonical_url, content_hash)`` records the pages each crawl stored: a re-crawl into the same
+database moves ``documents`` rows to the new crawl, and these rows keep what the earlier crawl
+stored (the sums are over them).
 
 Existing crawls are filled in here from ``documents``, in the migration's transaction: each
 row with a ``crawl_id`` becomes a page of that crawl (the latest row by id when two share a
@@ -26,7 +27,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql, sqlite
 
-from crawler.setfp import ZERO_HEX, CrawlSets
+from crawler.content.setfp import ZERO_HEX, CrawlSets
 
 revision = "0005"
 down_revision = "0004"

@@ -4,8 +4,8 @@
 or SQLite; existing rows read NULL):
 
 ``job``
-    The job id kept in ``JOBDIR/dedup/job.json`` (:func:`crawler.jobstate.job_id`): every run of
-    one JOBDIR (the first, each resume after a kill or a Ctrl-C) records the same id. NULL for a
+    The job id kept in ``JOBDIR/dedup/job.json`` (:func:`crawler.state.jobstate.job_id`): every run
+    of one JOBDIR (the first, each resume after a kill or a Ctrl-C) records the same id. NULL for a
     run without JOBDIR, and for every crawl recorded before this revision.
 ``command``
     ``crawl`` or ``parse`` (``scrapy parse`` opens the pipelines too and records a crawl that

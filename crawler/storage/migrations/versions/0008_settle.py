@@ -1,6 +1,6 @@
 """dropped keeps what a document row needs, and crawls.settled_at: the settle step.
 
-The settle step (:mod:`crawler.settle`, :mod:`crawler.storage.settle`) may store again a page
+The settle step (:mod:`crawler.dedup.settle`, :mod:`crawler.storage.settle`) may store again a page
 that was dropped (its kept twin was itself dropped later in favour of a page too far from it).
 So a ``dropped`` row keeps what its ``documents`` row would hold besides title and text:
 ``canonical_link`` (the page it names canonical: the preference order reads it), ``status``,

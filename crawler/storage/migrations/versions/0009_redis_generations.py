@@ -2,7 +2,7 @@
 
 One row per distributed crawl (``crawl``: the namespace and the moment its first worker joined,
 ``DEDUP_NAMESPACE@started``), holding the highest value of the crawl's Redis commit counter that
-a committed storage batch recorded (:class:`crawler.backends.generation.GenerationFence`). A
+a committed storage batch recorded (:class:`crawler.cluster.generation.GenerationFence`). A
 Redis restored from an older snapshot holds a smaller counter than this row: the crawl stops
 instead of losing what the newer Redis knew.
 

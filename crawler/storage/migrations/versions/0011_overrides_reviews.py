@@ -1,7 +1,7 @@
 """overrides and reviews: a person's word over the dedup rule, and their verdicts on decisions.
 
 ``overrides``
-    One row per rule (:mod:`crawler.overrides`): ``action`` (``keep`` | ``drop`` |
+    One row per rule (:mod:`crawler.dedup.overrides`): ``action`` (``keep`` | ``drop`` |
     ``distinct``), ``target`` (a canonical URL, a URL pattern with ``*`` or ``host:NAME``),
     ``other`` (the second URL of a ``distinct`` pair, else ``""``), ``note``, ``created_at``.
     Every later crawl into the database, and the settle step, obey them.

@@ -1,0 +1,245 @@
+"""``SharedScheduler``: the scrapy-redis scheduler on our leased frontier (``SCHEDULER``).
+
+scrapy-redis 0.9.1 builds the Redis client, the serializer and the dupefilter from settings; this
+subclass keeps that and replaces the rest:
+
+* the queue is :class:`crawler.cluster.frontier.LeasedFrontier` (``SCHEDULER_QUEUE_CLASS`` is
+  not read): host-partitioned, and a popped request is leased, not removed;
+* ``enqueue_request`` records the URL in the shared Bloom seen set and queues the request in one
+  Lua call (the dupefilter still fingerprints, counts and logs); a request that carries a lease
+  (a redirect or a retry of a popped request) acknowledges it in the same call;
+* ``next_request`` takes ``DISTRIBUTED_PREFETCH`` leased requests per Redis call and hands them
+  out one by one; ``has_pending_requests`` is about those alone (whether the *shared* crawl is
+  done is :class:`crawler.cluster.worker.ClusterWorker`'s question); the same call reports
+  the leases whose download ended since (``request_left_downloader``), so a host another
+  worker takes over waits only for the requests still on the wire;
+* leases are acknowledged when their outcome is durable: ``crawler.signals.batch_committed``
+  (the page stored or its drop committed), ``crawler.signals.request_finished`` (no page: an
+  error status, a failure, a non-HTML body), ``spider_error`` and ``item_error`` (the page is
+  lost to a bug: counted as ``dedup/shared/leases_failed``, never retried forever);
+* a page the dedup pipeline left :class:`~crawler.exceptions.Undecided` (its storage was
+  unavailable) is not done: its lease goes back to the queue at once
+  (``dedup/shared/leases_requeued``), for any worker to fetch again;
+* it never deletes the shared state: ``flush`` does nothing, so neither
+  ``SCHEDULER_PERSIST=False`` (at close) nor ``SCHEDULER_FLUSH_ON_START`` (at open) empties the
+  queue or the seen set other workers use (both are refused at join anyway,
+  :mod:`crawler.cluster.joincheck`); the queue key follows ``DEDUP_NAMESPACE``
+  (:func:`crawler.backends.common.queue_key`);
+* it avoids the two APIs of scrapy-redis that Scrapy 2.19 deprecates (``spider=`` on stats,
+  ``Spider.log``).
+
+Its Redis client is its own (:func:`crawler.backends.redis.connect`, not scrapy-redis's, whose
+``REDIS_PARAMS`` retry a timed-out call by themselves): calls are retried for up to
+``REDIS_RETRY_SECONDS`` by :class:`crawler.backends.common.RedisRetry`, each one safe to run
+twice (:mod:`crawler.cluster.frontier`).
+
+Stats: ``scheduler/enqueued/redis``, ``scheduler/dequeued/redis``, ``dedup/shared/leases_acked``,
+``dedup/shared/leases_failed``, ``dedup/shared/hosts_stolen``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.utils.misc import load_object
+from scrapy_redis.scheduler import Scheduler
+
+from crawler import config, defaults
+from crawler import signals as dedup_signals
+from crawler.backends.common import queue_key, redis_errors, retry_policy
+from crawler.backends.redis import connect
+from crawler.cluster import joincheck
+from crawler.cluster import worker as cluster
+from crawler.cluster.frontier import LeasedFrontier, LeaseLost, handover_ms
+from crawler.exceptions import Undecided
+from crawler.signals import LEASE_META
+from crawler.storage.engine import StorageError
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class SharedScheduler(Scheduler):
+    """scrapy-redis's ``Scheduler`` on the leased frontier (see the module docstring)."""
+
+    df: Any  # our BloomDupeFilter, built by scrapy-redis (from_spider) or by open()
+    queue: LeasedFrontier
+    crawler: Crawler | None = None
+    _refused: joincheck.CrawlRefused | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SharedScheduler:
+        scheduler: SharedScheduler = super().from_crawler(crawler)
+        scheduler.crawler = crawler
+        scheduler.prefetch = config.get_int(crawler.settings, "DISTRIBUTED_PREFETCH",
+                                            defaults.DISTRIBUTED_PREFETCH, lo=1, hi=1000)
+        for signal in (dedup_signals.batch_committed, dedup_signals.request_finished):
+            crawler.signals.connect(scheduler.finished, signal=signal)
+        crawler.signals.connect(scheduler.spider_error, signal=signals.spider_error)
+        crawler.signals.connect(scheduler.left_downloader, signal=signals.request_left_downloader)
+        crawler.signals.connect(scheduler.item_error, signal=signals.item_error)
+        crawler.signals.connect(scheduler.item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(scheduler.spider_opened, signal=signals.spider_opened)
+        return scheduler
+
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        self._buffer: deque[Request] = deque()
+        self._fetched: list[str] = []  # leases whose download ended, for the next pop
+        self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
+        url = str(spider.settings.get("REDIS_URL") or defaults.REDIS_URL)
+        policy = retry_policy(spider.settings, self.stats)
+        self.server = connect(url, policy.timeout)  # not scrapy-redis's: no hidden retries
+        try:
+            me = cluster.member(self.crawler) if self.crawler is not None else None
+        except joincheck.CrawlRefused as exc:  # nothing written; the crawl ends once open
+            self._refused = exc
+            return
+        self.queue = LeasedFrontier(
+            self.server, spider, queue_key(spider.settings, spider.name), self.serializer,
+            workers_key=me.workers_key if me else "", url=url,
+        )  # fmt: skip
+        self.queue.retrying(policy)
+        if me is not None:
+            self.queue.worker = me.id
+        self.queue.handover_ms = handover_ms(spider.settings)
+        if not self.df:
+            self.df = load_object(self.dupefilter_cls).from_spider(spider)
+        queued, leased = self.queue.counts()
+        if queued or leased:
+            logger.info("Joining a shared crawl: %d request(s) queued, %d leased in %s",
+                        queued, leased, self.queue.key, extra={"spider": spider})  # fmt: skip
+
+    # --- scheduling ---------------------------------------------------------------------------
+    def enqueue_request(self, request: Request) -> bool:
+        if request.dont_filter:
+            queued = self._push(request)
+        else:
+            queued = self.df.push_if_new(request, self.queue)
+        if not queued:
+            if not request.dont_filter:
+                self.df.log(request, self.spider)
+            return False
+        if self.stats:
+            self.stats.inc_value("scheduler/enqueued/redis")
+        return True
+
+    def _push(self, request: Request) -> bool:
+        try:
+            return self.queue.push_new(request)
+        except redis_errors() as exc:
+            self.df.redis_failed(exc)
+            return False
+
+    def next_request(self) -> Request | None:
+        if not self._buffer and not self._refill():
+            return None
+        request = self._buffer.popleft()
+        if self.stats:
+            self.stats.inc_value("scheduler/dequeued/redis")
+        return request
+
+    def _refill(self) -> bool:
+        if self.df.redis_down or self.queue.worker == "":
+            return False
+        try:
+            requests, stolen = self.queue.pop_many(self.prefetch, fetched=self._fetched)
+            self._fetched = []
+        except LeaseLost:
+            return False  # ClusterWorker closes the spider (lease_lost)
+        except redis_errors() as exc:
+            self.df.redis_failed(exc)
+            return False
+        if stolen:
+            self._inc("dedup/shared/hosts_stolen")
+            logger.info("Took host %s from a worker owning several with queued requests (this "
+                        "one had none)", stolen)
+        self._buffer.extend(requests)
+        return bool(requests)
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer)
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+    def spider_opened(self, spider: Spider | None = None) -> None:
+        """A worker refused at join (:mod:`crawler.cluster.joincheck`: its membership, taken
+        in :meth:`open`, was refused) closes as soon as it is open, finish reason
+        ``settings_refused``: Scrapy honours a ``CloseSpider`` raised here, whereas one raised
+        by ``open`` leaves the scraper unopened (an error at close)."""
+        if self._refused is not None:
+            raise self._refused
+
+    def close(self, reason: str) -> None:
+        """``ClusterWorker`` hands the leases back once the pipelines have committed what they
+        hold (``spider_closed``). The queue and the seen set are never emptied, whatever
+        ``SCHEDULER_PERSIST`` says (:meth:`flush`)."""
+        self._buffer.clear()
+
+    def flush(self) -> None:
+        """Nothing: in scrapy-redis ``SCHEDULER_PERSIST=False`` (at close) and
+        ``SCHEDULER_FLUSH_ON_START`` delete the queue and the seen set, which here every worker
+        of the crawl shares. Both settings are refused when a worker joins
+        (:func:`crawler.cluster.joincheck.validate`); a crawl's state is cleared with
+        ``scrapy crawlclear`` once it is over."""
+
+    def left_downloader(self, request: Request, **_: Any) -> None:
+        lease = request.meta.get(LEASE_META)
+        if lease:
+            self._fetched.append(lease)
+
+    # --- acknowledgements ---------------------------------------------------------------------
+    def finished(self, leases: list[str] | None = None, **_: Any) -> None:
+        """A batch committed, or requests ended without a page: their leases are done."""
+        self._ack([lease for lease in leases or () if lease])
+
+    def spider_error(self, failure: Any, response: Any, spider: Any = None) -> None:
+        self._failed(getattr(response, "meta", {}).get(LEASE_META))
+
+    def item_error(self, item: Any, response: Any, spider: Any = None, failure: Any = None) -> None:
+        """A pipeline failed on the page: a bug is counted and acknowledged (never retried
+        forever); a storage outage that reached here is not the page's fault: its lease goes
+        back to the queue, as an Undecided page's."""
+        lease = getattr(response, "meta", {}).get(LEASE_META) if response else None
+        if isinstance(getattr(failure, "value", None), StorageError):
+            self._requeue(lease)
+        else:
+            self._failed(lease)
+
+    def item_dropped(self, item: Any, response: Any, exception: BaseException,
+                     spider: Any = None) -> None:
+        """An Undecided page's request is not done: its lease goes back to the queue."""
+        if isinstance(exception, Undecided):
+            self._requeue(getattr(response, "meta", {}).get(LEASE_META) if response else None)
+
+    def _requeue(self, lease: str | None) -> None:
+        if not lease or self.df.redis_down:
+            return
+        try:
+            self._inc("dedup/shared/leases_requeued", self.queue.requeue([lease]))
+        except redis_errors() as exc:
+            self.df.redis_failed(exc)
+
+    def _failed(self, lease: str | None) -> None:
+        if lease:
+            self._inc("dedup/shared/leases_failed")
+            self._ack([lease])
+
+    def _ack(self, leases: list[str]) -> None:
+        if not leases or self.df.redis_down:
+            return
+        try:
+            self._inc("dedup/shared/leases_acked", self.queue.ack(leases))
+        except redis_errors() as exc:
+            self.df.redis_failed(exc)
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats and count:
+            self.stats.inc_value(key, count)

@@ -1,0 +1,226 @@
+"""Per-site template learning: text blocks repeated across a site's kept pages are boilerplate.
+
+A *host* here is the key the caller gives: the pipeline keys on the page's origin (scheme,
+host and port, :func:`template_key`), since sites on other ports of one host name have
+templates of their own.
+
+A *block* is one line of :attr:`crawler.content.text.PageText.blocks`, compared after
+:func:`crawler.content.text.normalize`. For each host the filter counts on how many *kept* pages
+each block appears; a block on at least ``min_pages`` kept pages is template and stays out of the
+fingerprint. Only kept pages teach it, so a run of mirrors cannot turn the text they share with
+their original into template.
+
+Order matters, and the filter is built for it:
+
+* **Young host** (fewer than ``min_pages`` kept pages): no block can be template yet, so a new
+  page's fingerprint still holds the template and is close to every other page of the host. The
+  pipeline then asks :meth:`TemplateFilter.own_tokens`: a page adding fewer than a handful of
+  tokens of its own to an earlier kept page of its host is that page's near duplicate; otherwise
+  it is distinct, whatever the SimHash says.
+* **Refresh**: when a block becomes template, the fingerprints of the host's recent kept pages
+  (the last ``recent_pages``) that contain it are stale; :meth:`learn` returns those pages with
+  their blocks updated, and the pipeline recomputes their fingerprints, so early pages are not
+  left fingerprinted on template text: a page whose new fingerprint is within k of another
+  kept page is a *late drop* (moved from storage to ``dropped``), the others are re-recorded.
+
+Limits: the state is per process (each crawler process learns on its own) and in memory only,
+so a new crawl starts young again on every host. At most ``max_hosts`` hosts are tracked (least
+recently used forgotten) and ``max_blocks`` block counts per host (blocks seen once are pruned
+first). A block that becomes template late refreshes only the last ``recent_pages`` pages.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter, OrderedDict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import xxhash
+
+from crawler.content.text import block_tokens, normalize
+
+__all__ = ["YOUNG_MAX_OVERLAP", "YOUNG_OWN_TOKENS", "KeptPage", "TemplateFilter", "block_hash",
+           "block_hashes", "line_blocks", "template_key", "young_distinct"]  # fmt: skip
+
+#: A page of a young host adding at least this many tokens of its own is distinct...
+YOUNG_OWN_TOKENS = 15
+#: ... unless its own tokens overlap the other page's own tokens at least this much (Jaccard).
+YOUNG_MAX_OVERLAP = 0.5
+
+
+def block_hash(block: str) -> int:
+    """64-bit hash of a block's normalized text."""
+    return xxhash.xxh3_64_intdigest(normalize(block).encode("utf-8", "surrogatepass"))
+
+
+def block_hashes(blocks: list[str]) -> list[int]:
+    """``[block_hash(b) for b in blocks]``, normalizing the whole page in one NFKC + case-fold
+    call (a line break composes with nothing, so the lines normalize as they would alone)."""
+    if not blocks:
+        return []
+    folded = unicodedata.normalize("NFKC", "\n".join(blocks)).casefold().split("\n")
+    if len(folded) != len(blocks):  # a block held a line break: no shortcut
+        return [block_hash(b) for b in blocks]
+    digest = xxhash.xxh3_64_intdigest
+    return [digest(" ".join(line.split()).encode("utf-8", "surrogatepass")) for line in folded]
+
+
+def line_blocks(text: str) -> list[tuple[int, str]]:
+    """``(block_hash, line)`` of each non-empty line of a stored page's visible text."""
+    return [(block_hash(line), line) for line in text.splitlines() if line]
+
+
+def template_key(url: str) -> str:
+    """What template learning is keyed on: the origin (``scheme://host[:port]``) of a URL.
+
+    Sites on other ports of one host name are other sites with other templates (measured in
+    ``bench.quality``, set ``shared-host``). A URL without a usable port keys on its host."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    origin = f"{parts.scheme.lower()}://{host}"
+    return f"{origin}:{port}" if port else origin
+
+
+@dataclass
+class KeptPage:
+    """A kept page as the filter remembers it: its non-template blocks when last fingerprinted."""
+
+    url: str
+    canonical_url: str
+    content_hash: str
+    blocks: list[tuple[int, str]]
+    simhash: int | None = None
+
+    def hashes(self) -> set[int]:
+        return {h for h, _ in self.blocks}
+
+
+@dataclass
+class _Host:
+    counts: dict[int, int] = field(default_factory=dict)
+    kept: int = 0
+    recent: deque[KeptPage] = field(default_factory=deque)
+
+
+class TemplateFilter:
+    """Learns each host's template from its kept pages (see the module docstring)."""
+
+    def __init__(
+        self,
+        min_pages: int = 3,
+        recent_pages: int = 16,
+        max_hosts: int = 1000,
+        max_blocks: int = 100_000,
+    ) -> None:
+        if min_pages < 2:
+            raise ValueError(f"min_pages must be >= 2, got {min_pages!r}")
+        self.min_pages = min_pages
+        self.recent_pages = recent_pages
+        self.max_hosts = max_hosts
+        self.max_blocks = max_blocks
+        self._hosts: OrderedDict[str, _Host] = OrderedDict()
+
+    def _host(self, host: str) -> _Host:
+        state = self._hosts.get(host)
+        if state is None:
+            state = self._hosts[host] = _Host(recent=deque(maxlen=self.recent_pages))
+            if len(self._hosts) > self.max_hosts:
+                self._hosts.popitem(last=False)
+        else:
+            self._hosts.move_to_end(host)
+        return state
+
+    def is_young(self, host: str) -> bool:
+        """True while the host has fewer than ``min_pages`` kept pages (no template known)."""
+        return self._host(host).kept < self.min_pages
+
+    def content(
+        self, host: str, blocks: Sequence[str], hashes: Sequence[int]
+    ) -> list[tuple[int, str]]:
+        """``(hash, text)`` of the blocks that are not template on ``host``, in page order.
+
+        ``hashes`` are the :func:`block_hash` of ``blocks``.
+        """
+        counts = self._host(host).counts
+        limit = self.min_pages
+        return [(h, b) for h, b in zip(hashes, blocks, strict=True) if counts.get(h, 0) < limit]
+
+    def recent(self, host: str) -> list[KeptPage]:
+        """The host's most recently kept pages (at most ``recent_pages``), oldest first."""
+        return list(self._host(host).recent)
+
+    def forget(self, host: str, url: str) -> bool:
+        """A recent kept page of ``host`` at ``url`` is kept no more (demoted, or a late drop):
+        it leaves the recent pages, so it is never re-fingerprinted and recorded again. Its
+        blocks still count towards the template (the page was on the site). Whether it was
+        there."""
+        state = self._hosts.get(host)
+        if state is None:
+            return False
+        before = len(state.recent)
+        state.recent = deque((k for k in state.recent if k.url != url), maxlen=self.recent_pages)
+        return len(state.recent) != before
+
+    @staticmethod
+    def own_blocks(blocks: Iterable[tuple[int, str]], other: KeptPage) -> list[str]:
+        """Texts of ``blocks`` that ``other`` does not hold."""
+        theirs = other.hashes()
+        return [text for h, text in blocks if h not in theirs]
+
+    def learn(self, host: str, page: KeptPage, all_hashes: Iterable[int]) -> list[KeptPage]:
+        """Count a kept page's blocks; return recent pages whose blocks just became template.
+
+        ``all_hashes`` are the hashes of every block of the page (template included);
+        ``page.blocks`` its non-template blocks. The returned pages (``page`` itself may be one)
+        have the new template blocks removed and need a new fingerprint.
+        """
+        state = self._host(host)
+        state.kept += 1
+        fresh: set[int] = set()
+        counts = state.counts
+        for h in set(all_hashes):
+            counts[h] = counts.get(h, 0) + 1
+            if counts[h] == self.min_pages:
+                fresh.add(h)
+        if len(counts) > self.max_blocks:
+            state.counts = {h: c for h, c in counts.items() if c > 1}
+        state.recent.append(page)
+        return self._strip(state.recent, fresh) if fresh else []
+
+    @staticmethod
+    def _strip(pages: Iterable[KeptPage], template: set[int]) -> list[KeptPage]:
+        changed = []
+        for kept in pages:
+            blocks = [(h, t) for h, t in kept.blocks if h not in template]
+            if len(blocks) != len(kept.blocks):
+                kept.blocks = blocks
+                changed.append(kept)
+        return changed
+
+
+def young_distinct(content: list[tuple[int, str]], kept: KeptPage) -> bool:
+    """Whether a page is distinct from a kept page of its young host (template unknown).
+
+    Blocks both pages hold are set aside (they may be template). The page is distinct when
+    its remaining blocks hold at least :data:`YOUNG_OWN_TOKENS` tokens and those tokens are not
+    mostly the kept page's remaining tokens (multiset Jaccard below :data:`YOUNG_MAX_OVERLAP`:
+    an edited paragraph is the same paragraph, a different post is not). Each page is
+    tokenized as a whole (:func:`~crawler.content.text.block_tokens`), so whether its stop words go
+    is decided on all its blocks, not on each remaining one.
+    """
+    ours = kept.hashes()
+    mine = {h for h, _ in content}
+    page = zip(content, block_tokens([b for _, b in content]), strict=True)
+    own = Counter(t for (h, _), toks in page if h not in ours for t in toks)
+    if sum(own.values()) < YOUNG_OWN_TOKENS:
+        return False
+    other = zip(kept.blocks, block_tokens([b for _, b in kept.blocks]), strict=True)
+    theirs = Counter(t for (h, _), toks in other if h not in mine for t in toks)
+    union = sum((own | theirs).values())
+    return sum((own & theirs).values()) < YOUNG_MAX_OVERLAP * union

@@ -1,0 +1,160 @@
+"""Politeness as the server sees it: the download delay on the wire, robots.txt once per crawl.
+
+``PoliteDownloadHandler`` (``DOWNLOAD_HANDLERS`` for http and https, every profile): Scrapy
+starts a host's ``DOWNLOAD_DELAY`` clock when it *dispatches* a request from the host's download
+slot; the bytes leave later, when the reactor gets round to writing them (and a first request
+must open its connection). Under load a request reached the server up to 80 ms late, so the
+next one, dispatched on time, arrived less than the delay after it (measured with
+``DOWNLOAD_DELAY=0.1``, one request at a time per host, in one process and in N workers alike).
+This subclass of Scrapy's HTTP/1.1 handler restarts the slot's delay clock when the download
+starts and again when its response has arrived (by then the request was certainly on the wire),
+as Heritrix counts its politeness delay from the end of the previous fetch: two requests to one
+host are at least the delay apart at the server. The cost is the response time added to each
+gap; nothing changes when the delay is 0.
+
+``SharedRobotsTxtMiddleware`` (distributed profile): in the distributed profile every worker
+that comes to own a host (the first one, or the one that takes it over from a dead or busy
+worker) would fetch its robots.txt again. This subclass keeps each fetched robots.txt body in
+the namespace's Redis hash ``{base}:robots`` (netloc -> body, at most :data:`MAX_BODY` bytes,
+the 500 KiB RFC 9309 asks a crawler to parse): a worker reads it there before fetching. Only an
+answered fetch is shared (a 4xx as an empty body: allow all); a 5xx, a 429 or a download error
+is not, so the next owner tries again. Everything else (holding a host while its robots.txt is
+unavailable, parsing, ``robotstxt/*`` stats) is the behaviour of
+:class:`crawler.middlewares.robots.StrictRobotsTxtMiddleware`, which this subclasses. Stat
+``robotstxt/shared``: robots.txt files read from Redis instead of fetched. Enabled by
+``settings.distributed`` in place of the strict middleware; needs ``DEDUP_BACKEND=redis``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import build_from_crawler
+
+from crawler import defaults
+from crawler.backends import backend_name
+from crawler.backends.common import namespace
+from crawler.middlewares.robots import StrictRobotsTxtMiddleware, accepted_body
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.robotstxt import RobotParser
+
+    from crawler.cluster.worker import DownloadFence
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY = 500 * 1024
+
+
+def restart_delay(crawler: Crawler, request: Request) -> None:
+    """Count the download delay of ``request``'s slot from now (if it has one)."""
+    try:  # Crawler.engine raises until the crawl starts
+        downloader = crawler.engine.downloader
+    except (RuntimeError, AttributeError):
+        return
+    slot = downloader.slots.get(downloader.get_slot_key(request))
+    if slot is not None and slot.delay:
+        slot.lastseen = max(slot.lastseen, time.monotonic())
+
+
+class PoliteDownloadHandler(HTTP11DownloadHandler):
+    """Scrapy's HTTP/1.1 handler; the slot's delay restarts when a download starts and ends.
+    A distributed worker first checks that it still holds its lease
+    (:class:`crawler.cluster.worker.DownloadFence`): a paused worker sends nothing to a host
+    another worker took over."""
+
+    _fence: DownloadFence | None = None
+    _fence_known = False  # looked up on the first download (the crawl has started by then)
+
+    async def download_request(self, request: Request) -> Response:
+        if not self._fence_known:
+            from crawler.cluster.worker import DownloadFence
+
+            self._fence, self._fence_known = DownloadFence.of(self._crawler), True
+            if self._fence is not None:
+                self._fence_connections(self._fence)
+        if self._fence is not None:
+            self._fence.check(request)
+        restart_delay(self._crawler, request)
+        try:
+            return await super().download_request(request)
+        finally:
+            restart_delay(self._crawler, request)
+
+
+    def _fence_connections(self, fence: DownloadFence) -> None:
+        """Ask the fence again when a download's connection is ready, just before the request
+        is written on it: a worker paused (SIGSTOP) while its connection was being set up
+        would otherwise write the request on waking, to a host another worker owns by then
+        (seen: two workers' requests 7 ms apart). A connection refused so is closed unused."""
+        pool = self._pool
+        get = pool.getConnection
+
+        def get_connection(key: Any, endpoint: Any) -> Any:
+            def checked(protocol: Any) -> Any:
+                try:
+                    fence.check_url(f"{key[1]}:{key[2]}" if len(key) > 2 else str(key))
+                except Exception:
+                    protocol.transport.loseConnection()
+                    raise
+                return protocol
+
+            return get(key, endpoint).addCallback(checked)
+
+        pool.getConnection = get_connection  # type: ignore[method-assign]
+
+
+class SharedRobotsTxtMiddleware(StrictRobotsTxtMiddleware):
+    """robots.txt fetched once per host per crawl, shared through Redis (module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        if backend_name(crawler.settings) != "redis":
+            raise NotConfigured("SharedRobotsTxtMiddleware needs DEDUP_BACKEND=redis")
+        from crawler.backends.redis import connect
+
+        url = str(crawler.settings.get("REDIS_URL") or defaults.REDIS_URL)
+        self._client = connect(url)
+        self._key = namespace(crawler.settings) + ":robots"
+
+    async def robot_parser(self, request: Request) -> RobotParser | None:
+        netloc = urlparse_cached(request).netloc
+        if netloc not in self._parsers:
+            body = self._shared(netloc)
+            if body is not None:
+                parser = build_from_crawler(self._parserimpl, self.crawler, body)
+                self._parsers[netloc] = parser
+                self._stats.inc_value("robotstxt/shared")
+                return parser
+        return await super().robot_parser(request)
+
+    async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
+        import redis
+
+        body = accepted_body(response)
+        try:
+            if body is not None:
+                self._client.hsetnx(self._key, netloc, body[:MAX_BODY])
+        except (redis.RedisError, OSError) as exc:
+            logger.debug("robots.txt of %s not shared: %s", netloc, exc)
+        await super()._parse_robots(response, netloc, request)
+
+    def _shared(self, netloc: str) -> bytes | None:
+        import redis
+
+        try:
+            body = self._client.hget(self._key, netloc)
+        except (redis.RedisError, OSError) as exc:
+            logger.debug("shared robots.txt of %s not read: %s", netloc, exc)
+            return None
+        if body is None:
+            return None
+        return body if isinstance(body, bytes) else str(body).encode("utf-8")

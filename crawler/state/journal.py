@@ -1,0 +1,241 @@
+"""The JOBDIR journal's file format (``JOBDIR/dedup/journal.bin``; see
+:mod:`crawler.state.jobstate`).
+
+Header ``"<8sIQdQ8s"`` then its ``"<I"`` CRC-32: magic ``b"DDJRNL\\0\\0"``, version 2,
+generation (0 = based on an empty filter, N = on the N-th snapshot), the job's start time (Unix
+seconds), the *base length* (the bytes the compaction that wrote the file fsynced: header plus
+the pending records) and a random 8-byte *nonce* naming this file. Then records: ``"<cII"``
+(type, body length, CRC-32 of type + length), body, ``"<I"`` CRC-32 of everything before it in
+the record. Type ``S`` (*scheduled*) body: ``"<BiII"`` (fingerprint length, depth, URL length,
+canonical length), fingerprint, URL, canonical URL (UTF-8). Type ``F`` (*finished*) body: the
+fingerprint.
+
+``JOBDIR/dedup/journal.sync`` (JSON, written atomically after each fsync of the journal)
+records the *durable length*: ``{"nonce": HEX, "generation": N, "length": BYTES, "boot":
+BOOT_ID, "closed": BOOL}``. The journal must hold at least ``max(base length, that length)``
+bytes of whole, valid records (the length counts only when the nonce is this file's; a sync file
+of an older journal is stale, one of a newer generation means the journal was replaced by an
+older file).
+
+Reading: the header and every record inside the durable length must be valid, and the file at
+least that long. After it, the first invalid record starts a *torn tail* — what a crash or a
+power cut leaves — ignored with a warning, unless a valid record follows somewhere after it:
+then it is damage in the middle. Anything else raises :class:`JobStateError` naming the file
+and the byte. Version 1 journals (no header CRC, no durable length) are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import NamedTuple
+
+from crawler import config
+
+logger = logging.getLogger("crawler.state.jobstate")  # its warnings are the JOBDIR state's
+
+MAGIC = b"DDJRNL\x00\x00"
+VERSION = 2
+_PREFIX = struct.Struct("<8sI")
+_HEAD = struct.Struct("<8sIQdQ8s")
+_REC = struct.Struct("<cII")
+_CRC = struct.Struct("<I")
+_SCHED = struct.Struct("<BiII")
+HEADER_SIZE = _HEAD.size + _CRC.size
+_KINDS = (b"S", b"F")
+
+
+class JobStateError(config.SettingError):
+    """The JOBDIR state cannot be used; the message names the file and what to do."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        self.name, self.value, self.allowed, self.path = "JOBDIR", str(path), problem, str(path)
+        ValueError.__init__(
+            self, f"{path}: {problem}; delete the job directory to start the crawl over,"
+            " or restore the file from a backup")
+
+
+class PendingRequest(NamedTuple):
+    fp: bytes
+    url: str
+    depth: int
+    canonical_url: str
+
+
+class SyncMark(NamedTuple):
+    """The content of ``journal.sync``: ``length`` bytes of journal ``nonce`` are durable."""
+
+    nonce: bytes
+    generation: int
+    length: int
+    boot: str
+    closed: bool
+
+
+class Journal(NamedTuple):
+    """A journal as read: its header fields, records, and where its valid part ends."""
+
+    generation: int
+    started: float
+    nonce: bytes
+    durable: int  # bytes that had to be (and are) valid
+    records: list[tuple[bytes, PendingRequest | None]]
+    valid: int  # bytes of header and whole valid records
+    size: int
+
+
+def encode_header(generation: int, started: float, base: int, nonce: bytes) -> bytes:
+    """The journal's header: based on snapshot ``generation``, the job started at ``started``,
+    ``base`` bytes written by the compaction that creates the file, named ``nonce``."""
+    head = _HEAD.pack(MAGIC, VERSION, generation, started, base, nonce)
+    return head + _CRC.pack(zlib.crc32(head))
+
+
+def read_journal(path: Path) -> tuple[int, list[tuple[bytes, PendingRequest | None]]]:
+    """``(generation, records)``: ``(fp, PendingRequest)`` scheduled, ``(fp, None)`` finished."""
+    journal = read_journal_full(path)
+    return journal.generation, journal.records
+
+
+def read_journal_full(path: Path, mark: SyncMark | None = None, quiet: bool = False) -> Journal:
+    """The journal at ``path`` checked against its sync file's ``mark`` (module docstring);
+    ``quiet`` keeps the torn-tail warning for the read that resumes the crawl."""
+    data = path.read_bytes()
+    generation, started, base, nonce = _read_header(path, data)
+    durable = base
+    if mark is not None:
+        if mark.generation > generation:
+            raise JobStateError(path, f"generation {generation}, older than the generation "
+                                f"{mark.generation} of its sync file: replaced by an old copy")
+        if mark.nonce == nonce:
+            durable = max(durable, mark.length)
+    if len(data) < durable:
+        raise JobStateError(path, f"{len(data)} bytes, shorter than the {durable} bytes made "
+                            "durable (cut short or replaced): the URLs still to fetch are lost")
+    records: list[tuple[bytes, PendingRequest | None]] = []
+    pos = HEADER_SIZE
+    while pos < len(data):
+        end, problem = _check_record(data, pos)
+        if not end:
+            _bad_record(path, data, pos, durable, problem, quiet)
+            break
+        records.append(_decode(path, pos, data[pos:pos + 1], data[pos + _REC.size:end - 4]))
+        pos = end
+    return Journal(generation, started, nonce, durable, records, pos, len(data))
+
+
+def _read_header(path: Path, data: bytes) -> tuple[int, float, int, bytes]:
+    if len(data) < _PREFIX.size:
+        raise JobStateError(path, f"truncated journal header ({len(data)} bytes)")
+    magic, version = _PREFIX.unpack_from(data)
+    if magic != MAGIC:
+        raise JobStateError(path, "not a dedup-crawler journal (bad magic)")
+    if version != VERSION:
+        raise JobStateError(path, f"journal version {version}, this crawler reads {VERSION} only "
+                            "(finish that crawl with the version that started it)")
+    if len(data) < HEADER_SIZE:
+        raise JobStateError(path, f"truncated journal header ({len(data)} bytes)")
+    if zlib.crc32(data[:_HEAD.size]) != _CRC.unpack_from(data, _HEAD.size)[0]:
+        raise JobStateError(path, "damaged journal header (checksum)")
+    _, _, generation, started, base, nonce = _HEAD.unpack_from(data)
+    return generation, started, base, nonce
+
+
+def _check_record(data: bytes, pos: int) -> tuple[int, str]:
+    """``(end, "")`` for a valid record at ``pos``, else ``(0, why not)``."""
+    if pos + _REC.size > len(data):
+        return 0, "incomplete record header"
+    kind, length, head_crc = _REC.unpack_from(data, pos)
+    if zlib.crc32(data[pos:pos + 5]) != head_crc or kind not in _KINDS:
+        return 0, "record header checksum"
+    end = pos + _REC.size + length + _CRC.size
+    if end > len(data):
+        return 0, "record runs past the end of the file"
+    if zlib.crc32(data[pos:end - 4]) != _CRC.unpack_from(data, end - 4)[0]:
+        return 0, "record checksum"
+    return end, ""
+
+
+def _bad_record(path: Path, data: bytes, pos: int, durable: int, problem: str,
+                quiet: bool) -> None:
+    """Refuse damage (inside the durable length, or a valid record after it); warn on a torn
+    tail."""
+    if pos < durable:
+        raise JobStateError(path, f"damaged journal record at byte {pos} ({problem}) inside the "
+                            f"{durable} bytes that were made durable")
+    starts = range(pos + 1, len(data) - _REC.size + 1)
+    later = next((q for q in starts if _check_record(data, q)[0]), None)
+    if later is not None:
+        raise JobStateError(path, f"damaged journal record at byte {pos} ({problem}), followed "
+                            f"by a valid record at byte {later}: damage, not a torn last record")
+    if not quiet:
+        logger.warning("%s: ignoring a torn last record at byte %d (%s; %d bytes, after the %d "
+                       "made durable)", path, pos, problem, len(data) - pos, durable)
+
+
+def _decode(path: Path, pos: int, kind: bytes, body: bytes) -> tuple[bytes, PendingRequest | None]:
+    if kind == b"F":
+        return body, None
+    fplen, depth, ulen, clen = _SCHED.unpack_from(body)
+    off = _SCHED.size
+    fp, url = body[off:off + fplen], body[off + fplen:off + fplen + ulen].decode()
+    canonical = body[off + fplen + ulen:off + fplen + ulen + clen].decode()
+    return fp, PendingRequest(fp, url, depth, canonical)
+
+
+def encode_scheduled(rec: PendingRequest) -> bytes:
+    """The framed *scheduled* record of ``rec``."""
+    url, canonical = rec.url.encode(), rec.canonical_url.encode()
+    body = _SCHED.pack(len(rec.fp), rec.depth, len(url), len(canonical)) + rec.fp + url + canonical
+    return frame(b"S", body)
+
+
+def frame(kind: bytes, body: bytes) -> bytes:
+    """One record: type, body length and their CRC-32, body, CRC-32 of all before it."""
+    head = kind + struct.pack("<I", len(body))
+    record = head + _CRC.pack(zlib.crc32(head)) + body
+    return record + _CRC.pack(zlib.crc32(record))
+
+
+def read_sync(path: Path) -> SyncMark | None:
+    """The durable length recorded in ``path`` (``journal.sync``); None when there is none."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JobStateError(path, f"unreadable journal sync file ({exc})") from None
+    try:
+        raw = json.loads(text)
+        mark = SyncMark(bytes.fromhex(raw["nonce"]), int(raw["generation"]), int(raw["length"]),
+                        str(raw.get("boot", "")), bool(raw.get("closed", False)))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise JobStateError(path, "not a journal sync file (expected {\"nonce\": HEX, "
+                            "\"generation\": N, \"length\": BYTES, ...})") from None
+    return mark
+
+
+def write_sync(path: Path, mark: SyncMark) -> None:
+    """Write ``mark`` to ``path`` atomically (temp file, fsync, rename)."""
+    from crawler.state.atomicfile import write_atomic
+
+    write_atomic(path, json.dumps({"nonce": mark.nonce.hex(), "generation": mark.generation,
+                                   "length": mark.length, "boot": mark.boot,
+                                   "closed": mark.closed}))
+
+
+def restarted(mark: SyncMark | None) -> bool:
+    """The machine restarted while the crawl that wrote ``mark`` ran (it never closed)."""
+    return mark is not None and not mark.closed and bool(mark.boot) and mark.boot != boot_id()
+
+
+def boot_id() -> str:
+    """This boot of the machine (Linux ``/proc/sys/kernel/random/boot_id``; "" elsewhere)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
