@@ -18,7 +18,7 @@ from crawler.commands.console import echo_to_log_file
 
 ROOT = Path(__file__).resolve().parent.parent
 #: A record in Scrapy's default ``LOG_FORMAT`` and ``LOG_DATEFORMAT``.
-RECORD = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[crawler\.preflight\] ERROR: "
+RECORD = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[crawler\.commands\.preflight\] ERROR: "
 
 
 def test_nothing_without_a_log_file(tmp_path, capsys) -> None:
