@@ -22,29 +22,23 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 
 from bench.pages import PageSet, SetPage
 from bench.scores import Outcome, score
 from crawler.backends import make_content_index
-from crawler.content.template import TemplateFilter
+from crawler.content.template import TemplateFilter, block_hashes, template_key
 from crawler.content.text import block_tokens, extract, main_tokens
+from crawler.dedup.decider import ContentDecider, DeciderSettings
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.outputs.droplog import DropLog, read_drop_log
-from crawler.pipelines import neardup
-from crawler.pipelines.neardup import NearDuplicatePipeline, block_hashes, validate
+from crawler.pipelines.neardup import NearDuplicatePipeline
 
-
-def _hostname(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
-
-
-#: What the pipeline keys template learning on (its ``template_key`` where it has one: the
-#: origin; else the host name), so the young-host flag and main tokens here are the pipeline's.
-TEMPLATE_KEY = getattr(neardup, "template_key", _hostname)
+#: What the decider keys template learning on (the origin), so the young-host flag and main
+#: tokens here are the decider's.
+TEMPLATE_KEY = template_key
 YOUNG_STATS = ("dedup/template/young_distinct", "dedup/template/young_unverified")
 
 
@@ -88,13 +82,15 @@ class Evaluation:
     """Feeds pages through one fresh pipeline and records each :class:`Outcome`."""
 
     def __init__(self, pages: list[SetPage]) -> None:
-        self.min_tokens, shingle, _, _ = validate({})
+        options = DeciderSettings.from_settings({})
+        self.min_tokens, shingle = options.min_tokens, options.shingle
         self.index = RecordingIndex(make_content_index({}))
         self.stats = Stats()
         self.templates = TemplateFilter()
         stats: Any = self.stats  # the two StatsCollector methods the pipeline calls
-        self.pipe = NearDuplicatePipeline(self.index, min_tokens=self.min_tokens, shingle=shingle,
-                                          templates=self.templates, stats=stats)  # fmt: skip
+        self.decider = ContentDecider(self.index, min_tokens=self.min_tokens, shingle=shingle,
+                                      templates=self.templates, stats=stats)  # fmt: skip
+        self.pipe = NearDuplicatePipeline(self.decider)
         self.key = {p.url: p.group or p.url for p in pages}
         self.kept_keys: Counter[str] = Counter()
 
@@ -163,11 +159,11 @@ def run(pages: list[SetPage], order: list[int]) -> tuple[list[Outcome], Stats]:
     outcomes = []
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "dropped.jsonl"
-        evaluation.pipe.drops.log = DropLog(log)
+        evaluation.decider.drops.log = DropLog(log)
         for n, i in enumerate(order):
             outcomes.append(evaluation.check(pages[i]))
             outcomes[-1].position = n / max(len(order) - 1, 1)
-        evaluation.pipe.drops.log.close()
+        evaluation.decider.drops.log.close()
         late = {r["url"]: r for r in read_drop_log(log) if r.get("rule")} if log.exists() else {}
     for out in outcomes:
         record = late.get(out.url)

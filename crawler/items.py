@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from crawler.content.simhash import to_hex
+
+if TYPE_CHECKING:
+    from crawler.dedup.decider import Verdict
 
 #: The fields a feed export carries, in order (README, "Feed exports"): everything a consumer of
 #: the unique documents needs, nothing internal (``blocks``, ``binary``, ``fingerprints``,
@@ -39,7 +43,9 @@ class PageItem:
     profile; acknowledged once the page's outcome is committed). ``canonical_link`` is the
     normalized URL of another page of the crawl that this page names canonical (``<link
     rel="canonical">`` or a ``Link`` header), None when it names none, itself, or a page off the
-    crawl.
+    crawl. ``verdict`` is the page's fate as the spider asked it of the content decider
+    (:class:`crawler.dedup.decider.Verdict`), for the near-duplicate pipeline to act on, which
+    empties it before the item goes on (never stored, never exported).
     """
 
     url: str
@@ -66,3 +72,5 @@ class PageItem:
     young: bool = False
     #: the lines of ``text`` its site's template leaves (feeds written from storage only)
     fingerprint_text: str | None = None
+    #: decided by the spider, acted on by the near-duplicate pipeline (then None)
+    verdict: Verdict | None = field(default=None, repr=False, compare=False)

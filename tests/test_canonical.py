@@ -25,6 +25,7 @@ from crawler.backends.local import LocalContentIndex
 from crawler.content.template import TemplateFilter
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
+from crawler.dedup.decider import ContentDecider
 from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.review import CrawlDB
 from crawler.sitegen.server import SiteServer
@@ -35,9 +36,10 @@ from crawler.storage import Document, Store
 from tests.conftest import ROOT, fresh_pg_schema, run_crawl
 
 
-def decide(pipe: NearDuplicatePipeline, item: PageItem) -> Any:
-    """``pipe.process_item(item)`` run to its end: the kept item, or DuplicatePage raised."""
-    return asyncio.run(pipe.process_item(item))
+def decide(decider: ContentDecider, item: PageItem) -> Any:
+    """``item`` through a pipeline on ``decider``, run to its end: the kept item, or
+    DuplicatePage raised."""
+    return asyncio.run(NearDuplicatePipeline(decider).process_item(item))
 
 
 # --- canonical_href ---------------------------------------------------------------------------
@@ -87,7 +89,7 @@ def _html(title: str, paras: list[str], canonical: str = "", links: list[str] = 
 def _distance(first: bytes, second: bytes) -> int | None:
     """The distance at which the crawl's pipeline drops ``second`` after keeping ``first``
     (on one host, young as in the crawl), None when it keeps both."""
-    pipe = NearDuplicatePipeline(LocalContentIndex(3), templates=TemplateFilter())
+    pipe = ContentDecider(LocalContentIndex(3), templates=TemplateFilter())
 
     def item(path: str, body: bytes) -> PageItem:
         url = f"http://probe.test{path}"
@@ -282,7 +284,7 @@ def test_pipeline_without_storage_logs_the_demotion(tmp_path):
     from crawler.outputs.droplog import DropLog, read_drop_log
 
     log = tmp_path / "d.jsonl"
-    pipe = NearDuplicatePipeline(LocalContentIndex(3), templates=TemplateFilter(),
+    pipe = ContentDecider(LocalContentIndex(3), templates=TemplateFilter(),
                                  droplog=DropLog(log))  # fmt: skip
     body = _html("T", _article(random.Random(3), load_words().topics[0]))
 
@@ -298,7 +300,7 @@ def test_pipeline_without_storage_logs_the_demotion(tmp_path):
     with pytest.raises(DuplicatePage) as dropped:  # a third copy is dropped against /orig
         decide(pipe, item("/third", None))
     assert dropped.value.drop.duplicate_of == "http://s.test/orig"
-    asyncio.run(pipe.close_spider())
+    asyncio.run(pipe.close())
     pipe.drops.log.close()
     records = list(read_drop_log(log))
     assert [(r["url"], r["duplicate_of"], r.get("rule")) for r in records] == [
@@ -338,7 +340,7 @@ def test_a_copy_stored_by_an_earlier_crawl_gives_way_to_the_page_it_names(tmp_pa
                     title="", text="", html=body.decode(), depth=0, referer=None,
                     fetched_at="", canonical_url="http://s.test/copy",
                     canonical_link="http://s.test/orig")  # fmt: skip
-    first = NearDuplicatePipeline(LocalContentIndex(3), templates=TemplateFilter())
+    first = ContentDecider(LocalContentIndex(3), templates=TemplateFilter())
     decide(first, copy)
     from crawler.pipelines.storage import document_row
 
@@ -347,7 +349,7 @@ def test_a_copy_stored_by_an_earlier_crawl_gives_way_to_the_page_it_names(tmp_pa
     log = tmp_path / "d.jsonl"
     crawler = get_crawler(settings_dict={"STORAGE_URL": url, "DROPPED_LOG": str(log)})
     pipe = NearDuplicatePipeline.from_crawler(crawler)
-    pipe.drops.deferred = False  # no storage pipeline runs here: the drop log hears at once
+    pipe.decider.drops.deferred = False  # no storage pipeline runs here: the drop log hears at once
     asyncio.run(pipe.open_spider())
     original = PageItem(url="http://s.test/orig", status=200, content_type="text/html",
                         title="", text="", html=body.decode(), depth=0, referer=None,
@@ -356,7 +358,7 @@ def test_a_copy_stored_by_an_earlier_crawl_gives_way_to_the_page_it_names(tmp_pa
     assert kept.url == "http://s.test/orig"
     assert crawler.stats.get_value("dedup/canonical/swapped") == 1
     asyncio.run(pipe.close_spider())
-    pipe.spider_closed()
+    pipe.decider.spider_closed()
     from crawler.outputs.droplog import read_drop_log
 
     assert [(r["url"], r["duplicate_of"], r.get("rule")) for r in read_drop_log(log)] == [

@@ -184,6 +184,6 @@ def test_every_package_says_what_it_owns() -> None:
 def test_floors_come_from_the_tree() -> None:
     """A module without its own ``__floor__`` takes its package's; one that declares differs."""
     assert floor("crawler.content.simhash") == 0  # the package: library
-    assert floor("crawler.dedup.hosts") == 1  # the package: component
+    assert floor("crawler.dedup.decider") == 1  # the package: component
     assert floor("crawler.dedup.settle") == 0  # its own: library
     assert floor("crawler.commands.preflight") == 2

@@ -24,6 +24,7 @@ from crawler.content.template import TemplateFilter
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.outputs.droplog import DropLog, read_drop_log, replay_drop_log
+from crawler.dedup.decider import ContentDecider
 from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.sitegen.server import SiteServer
 from crawler.sitegen.site import Page, Site
@@ -33,9 +34,10 @@ from tests.conftest import ROOT, run_crawl
 ARTICLES = 4
 
 
-def decide(pipe: NearDuplicatePipeline, item: PageItem) -> Any:
-    """``pipe.process_item(item)`` run to its end: the kept item, or DuplicatePage raised."""
-    return asyncio.run(pipe.process_item(item))
+def decide(decider: ContentDecider, item: PageItem) -> Any:
+    """``item`` through a pipeline on ``decider``, run to its end: the kept item, or
+    DuplicatePage raised."""
+    return asyncio.run(NearDuplicatePipeline(decider).process_item(item))
 
 
 def _sites() -> tuple[Site, Site, dict[str, str]]:
@@ -88,7 +90,7 @@ def test_mirrors_kept_while_their_site_was_young_are_dropped_once_it_is_known(
 ) -> None:
     original, mirror, groups = _sites()
     log = tmp_path / "d.jsonl"
-    pipe = NearDuplicatePipeline(index, templates=TemplateFilter(), droplog=DropLog(log))
+    pipe = ContentDecider(index, templates=TemplateFilter(), droplog=DropLog(log))
     order = [("http://o.test", original), ("http://m.test:8080", mirror)]
     if mirrors_first:
         order.reverse()
@@ -118,7 +120,7 @@ def test_a_late_drop_of_the_page_being_decided_is_raised() -> None:
     """The page whose arrival teaches its site's template can itself turn out a duplicate:
     it is dropped at once (DuplicatePage), not stored and moved later."""
     original, mirror, _ = _sites()
-    pipe = NearDuplicatePipeline(LocalContentIndex(3), templates=TemplateFilter())
+    pipe = ContentDecider(LocalContentIndex(3), templates=TemplateFilter())
     for path, page in sorted(original.pages.items()):
         decide(pipe, _item("http://o.test" + path, page.body))
     raised = []

@@ -28,6 +28,7 @@ from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.logformatter import DedupLogFormatter
 from crawler.outputs.droplog import DropLog, read_drop_log
+from crawler.dedup.decider import ContentDecider
 from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.pipelines.storage import document_row
 from crawler.sitegen import demo_site, template_site
@@ -59,14 +60,15 @@ def make_item(url: str, body: bytes, content_type: str = "text/html; charset=utf
     )  # fmt: skip
 
 
-def pipeline(**kwargs: Any) -> NearDuplicatePipeline:
+def pipeline(**kwargs: Any) -> ContentDecider:
     kwargs.setdefault("templates", TemplateFilter())
-    return NearDuplicatePipeline(LocalContentIndex(k=kwargs.pop("k", 3)), stats=Stats(), **kwargs)
+    return ContentDecider(LocalContentIndex(k=kwargs.pop("k", 3)), stats=Stats(), **kwargs)
 
 
-def decide(pipe: NearDuplicatePipeline, item: PageItem) -> Any:
-    """``pipe.process_item(item)`` run to its end: the kept item, or DuplicatePage raised."""
-    return asyncio.run(pipe.process_item(item))
+def decide(decider: ContentDecider, item: PageItem) -> Any:
+    """``item`` through a pipeline on ``decider``, run to its end: the kept item, or
+    DuplicatePage raised."""
+    return asyncio.run(NearDuplicatePipeline(decider).process_item(item))
 
 
 class Demoted:
@@ -79,7 +81,7 @@ class Demoted:
         return f"demoted: {self.drop}"
 
 
-def run_site(pipe: NearDuplicatePipeline, site: Any, paths: list[str]) -> dict[str, Any]:
+def run_site(pipe: ContentDecider, site: Any, paths: list[str]) -> dict[str, Any]:
     """Feed pages in ``paths`` order; path -> "kept", the DuplicatePage, or :class:`Demoted`
     (a page kept first that a preferred twin replaced). Drops that named a demoted page name
     its replacement, as storage repoints them."""
@@ -337,7 +339,9 @@ def test_with_storage_a_drop_is_logged_once_its_row_is_committed(tmp_path: Any) 
         decide(pipe, item)
     assert log.written == 0
     row = dropped_row(item, info.value.drop, 7, 0)
-    pipe.batch_committed(documents=[BASE + "/a"], dropped=[row])
+    pipe.batch_committed(documents=[BASE + "/a"])
+    assert log.written == 0  # the index heard of the commit; the drop writer has not yet
+    asyncio.run(pipe.drops.batch_committed(dropped=[row]))  # the drop writer's own subscription
     log.close()
     (record,) = list(read_drop_log(tmp_path / "dropped.jsonl"))
     assert (record["url"], record["duplicate_of"], record["crawl_id"]) == (
@@ -385,8 +389,8 @@ def test_from_crawler_reads_settings_and_logs_crawl_id(tmp_path: Any) -> None:
     })  # fmt: skip
     crawler.stats.set_value("dedup/crawl_id", 42)
     pipe = NearDuplicatePipeline.from_crawler(crawler)
-    assert (pipe.fingerprinter.min_tokens, pipe.fingerprinter.shingle,
-            pipe.stored.store_factory) == (5, 2, None)
+    assert (pipe.decider.fingerprinter.min_tokens, pipe.decider.fingerprinter.shingle,
+            pipe.decider.stored.store_factory) == (5, 2, None)
     asyncio.run(pipe.open_spider())
     body = _page(f"<p>{ARTICLE}</p>")
     asyncio.run(pipe.process_item(make_item(BASE + "/a", body)))
@@ -472,7 +476,7 @@ def test_stored_binary_documents_are_left_out_of_the_index(tmp_path: Any) -> Non
         ])  # fmt: skip
     pipe = pipeline(store_factory=lambda: Store(url))
     assert pipe.load_stored() == 0
-    asyncio.run(pipe.close_spider())
+    asyncio.run(pipe.close())
 
 
 @pytest.mark.slow
@@ -526,17 +530,17 @@ def test_stored_index_holds_keys_not_urls_and_names_stored_matches(tmp_path: Any
     drop = info.value.drop
     assert (drop.reason, drop.duplicate_of) == (EXACT_DUPLICATE, BASE + "/beta")
     assert decide(pipe, make_item(BASE + "/gamma", bodies["gamma"])).url == BASE + "/gamma"
-    asyncio.run(pipe.close_spider())
+    asyncio.run(pipe.close())
 
 
-def _two_workers(redis_url: str, db: str, name: str) -> list[NearDuplicatePipeline]:
+def _two_workers(redis_url: str, db: str, name: str) -> list[ContentDecider]:
     """Two pipelines on one Redis index, as two workers "A" and "B" of one crawl."""
     from crawler.backends.redis import RedisContentIndex
     from crawler.storage import Store
 
     settings = Settings({"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name})
     return [
-        NearDuplicatePipeline(RedisContentIndex.from_settings(settings, owner=owner),
+        ContentDecider(RedisContentIndex.from_settings(settings, owner=owner),
                               stats=Stats(), templates=TemplateFilter(),
                               store_factory=lambda: Store(db))
         for owner in ("A", "B")
@@ -578,7 +582,7 @@ def test_a_match_another_worker_has_not_stored_is_decided_only_once_it_is(
         timer.start()
         item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
         try:
-            result = asyncio.run(workers[1].process_item(item))
+            result = decide(workers[1], item)
             events.append("kept")
         except DuplicatePage as exc:
             events.append(f"dropped against {exc.drop.duplicate_of}")
@@ -593,7 +597,7 @@ def test_a_match_another_worker_has_not_stored_is_decided_only_once_it_is(
         assert workers[1].stats["dedup/shared/pending_waits"] == 1
     finally:
         for pipe in workers:
-            asyncio.run(pipe.close_spider())
+            asyncio.run(pipe.close())
             pipe.spider_closed()
         clear_namespace(connect(redis_url), f"dedup:{name}")
 
@@ -606,8 +610,8 @@ def test_drop_log_waits_for_storage_only_when_storage_runs() -> None:
     alone = NearDuplicatePipeline.from_crawler(get_crawler(settings_dict={
         "DROPPED_LOG": "", "ITEM_PIPELINES": {
             "crawler.pipelines.neardup.NearDuplicatePipeline": 300}}))  # fmt: skip
-    assert with_storage.drops.deferred is True
-    assert alone.drops.deferred is False
+    assert with_storage.decider.drops.deferred is True
+    assert alone.decider.drops.deferred is False
 
 
 @pytest.mark.redis
@@ -641,7 +645,7 @@ def test_a_hosts_new_owner_learns_its_template_from_storage(
         item = make_item(BASE + mirror, site.render(site.pages[mirror], BASE))
         # the mirror's URL is shorter: preferred (crawler.dedup.preference), so when it is known
         # for a duplicate it is kept instead of the original, which is demoted
-        assert asyncio.run(b.process_item(item)).url == BASE + mirror
+        assert decide(b, item).url == BASE + mirror
         if warm:
             assert b.stats["dedup/preferred/swapped"] == 1
             assert b.stats["dedup/demoted"] == 1
@@ -650,7 +654,7 @@ def test_a_hosts_new_owner_learns_its_template_from_storage(
             assert "dedup/demoted" not in b.stats
     finally:
         for pipe in (a, b):
-            asyncio.run(pipe.close_spider())
+            asyncio.run(pipe.close())
             pipe.spider_closed()
         clear_namespace(connect(redis_url), f"dedup:{name}")
 

@@ -122,6 +122,8 @@ class LocalContentIndex:
     def from_settings(cls, settings: Any, **kwargs: Any) -> LocalContentIndex:
         """Built from ``SIMHASH_MAX_DISTANCE`` and ``SIMHASH_BLOCKS``; ``k=``/``blocks=``
         override them; other keyword arguments of the factory (``crawler=``) are unused."""
+        if "k" in kwargs and "blocks" in kwargs:  # read once by the caller
+            return cls(k=kwargs["k"], blocks=kwargs["blocks"])
         k, blocks = settings_params(settings)
         return cls(k=kwargs.get("k", k), blocks=kwargs.get("blocks", blocks))
 

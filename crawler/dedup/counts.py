@@ -1,4 +1,4 @@
-"""The near-duplicate pipeline's stats (``dedup/...``), counted through one small helper."""
+"""The content decider's stats (``dedup/...``), counted through one small helper."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 class Counts:
     """Increments and reads of ``stats`` (a Scrapy ``StatsCollector``, or anything with its
-    ``inc_value`` and ``get_value``); nothing happens without one (a pipeline built by hand)."""
+    ``inc_value`` and ``get_value``); nothing happens without one (a decider built by hand)."""
 
     def __init__(self, stats: Any = None) -> None:
         self.stats = stats

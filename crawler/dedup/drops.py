@@ -1,7 +1,8 @@
 """Where a drop goes: :class:`DropWriter`, the one place a decided :class:`~crawler.vocab.Drop`
 is handed on to its two writers, the ``dropped`` table and the drop log.
 
-The near-duplicate pipeline builds each drop once, where it decides it, and gives it here:
+The content decider (:mod:`crawler.dedup.decider`) builds each drop once, where it decides
+it, and gives it here:
 
 * **the page being decided** (:meth:`DropWriter.dropped`): counted (``dedup/<reason>``,
   ``dedup/distance/<d>``) and returned as the :class:`~crawler.exceptions.DuplicatePage` the
@@ -12,14 +13,15 @@ The near-duplicate pipeline builds each drop once, where it decides it, and give
   canonical copy came, or its refreshed fingerprint matched): counted the same and sent to
   storage as the signal ``page_demoted`` (``drop=``), which moves the page's stored row to
   ``dropped`` in its next batch;
-* **the drop log** (``DROPPED_LOG``, :mod:`crawler.outputs.droplog`): with a storage pipeline, a
-drop
-  is logged once storage committed its row: the pipeline hands the rows of each
-  ``batch_committed`` signal to :meth:`DropWriter.committed`, so the log names only drops
-  storage holds (a killed worker leaves no line naming a page it never stored), with the
-  crawl id of the row. Without one (:func:`storage_enabled` False) the log line is written at
-  once and the page demoted there, with the crawl id published as the stat
-  :data:`crawler.signals.CRAWL_ID_STAT` (None when nothing recorded the crawl).
+* **the drop log** (``DROPPED_LOG``, :mod:`crawler.outputs.droplog`): with a storage pipeline
+  (``deferred``), a drop is logged once storage committed its row: the writer subscribes to
+  the storage pipeline's ``batch_committed`` signal itself (:meth:`DropWriter.batch_committed`:
+  the batch's rows' lines written, then awaited), so the log names only drops storage holds (a
+  killed worker leaves no line naming a page it never stored), with the crawl id of the row.
+  No other handler of that signal is involved, so the order Scrapy calls handlers in does not
+  matter. Without storage the log line is written at once and the page demoted there, with
+  the crawl id published as the stat :data:`crawler.signals.CRAWL_ID_STAT` (None when nothing
+  recorded the crawl).
 
 The order is the promise: **the row first, then the line**. A drop's ``dropped`` row is written
 by storage like a page's (same batches, retries and ``storage_error``); its log line follows
@@ -32,7 +34,7 @@ retried ``DROPPED_LOG_RETRY_TIMES`` times, ``DROPPED_LOG_RETRY_BACKOFF`` seconds
 most 30 s), a WARNING and ``dedup/droplog/errors`` each, later lines queued behind it. Still
 failing: one ERROR line, the crawl closes with ``droplog_error`` (exit 1) and later lines are
 not tried (``dedup/droplog/unwritten``). The storage pipeline awaits ``batch_committed``, and
-so its batch's lines (:meth:`DropWriter._lines_written`) before its next batch and before the
+so its batch's lines (:meth:`DropWriter.batch_committed`) before its next batch and before the
 crawl's end is recorded. Without storage nothing awaits them: lines still retried when the
 crawl ends are given up then (``droplog_error`` only in the exit code and ``dedup/close_reason``).
 
@@ -48,7 +50,6 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from scrapy import signals
 from scrapy.utils.asyncio import sleep
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
@@ -74,32 +75,13 @@ DEMOTED_STAT = "dedup/demoted"
 MAX_BACKOFF = 30.0
 
 
-def storage_enabled(settings: Any) -> bool:
-    """Whether ``ITEM_PIPELINES`` stores pages (then drops are logged once committed)."""
-    from crawler.pipelines.storage import StoragePipeline
-
-    return pipeline_enabled(settings, StoragePipeline)
-
-
-def pipeline_enabled(settings: Any, kind: type) -> bool:
-    """Whether ``ITEM_PIPELINES`` holds ``kind`` (or a subclass of it)."""
-    from scrapy.utils.conf import build_component_list
-    from scrapy.utils.misc import load_object
-
-    for entry in build_component_list(settings.getwithbase("ITEM_PIPELINES")):
-        component = load_object(entry) if isinstance(entry, str) else entry
-        if isinstance(component, type) and issubclass(component, kind):
-            return True
-    return False
-
-
 class DropWriter:
     """Counts each drop and hands it to storage and the drop log (see the module docstring).
 
     ``log``: the drop log, None without ``DROPPED_LOG``. ``deferred``: a storage pipeline
     runs, so storage writes the row first and the log follows its commit. ``crawler``: for
-    the ``page_demoted`` signal, the crawl id, the retry settings and closing the crawl
-    (None: built by hand, no signals, default retries)."""
+    the ``page_demoted`` signal, the ``batch_committed`` subscription, the crawl id, the retry
+    settings and closing the crawl (None: built by hand, no signals, default retries)."""
 
     def __init__(self, log: DropLog | None = None, *, deferred: bool = False,
                  counts: Counts | None = None, crawler: Crawler | None = None) -> None:
@@ -116,7 +98,7 @@ class DropWriter:
         self._retrying = False
         self._waiters: list[Deferred[None]] = []
         if log is not None and crawler is not None and deferred:
-            crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
+            crawler.signals.connect(self.batch_committed, signal=dedup_signals.batch_committed)
 
     def dropped(self, drop: Drop) -> DuplicatePage:
         """The page being decided is ``drop``: the exception to raise (it takes the drop to
@@ -144,6 +126,12 @@ class DropWriter:
         if self.crawler is not None and self.deferred:
             self.crawler.signals.send_catch_log(signal=dedup_signals.page_refingerprinted,
                                                 url=url, simhash=simhash)
+
+    async def batch_committed(self, dropped: Iterable[Mapping[str, Any]] = (), **_: Any) -> None:
+        """Storage committed a batch: the lines of its ``dropped`` rows, written in order; the
+        storage pipeline awaits this, so a line being retried holds its next batch."""
+        self.committed(dropped)
+        await self.wait_idle()
 
     def committed(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Storage committed these ``dropped`` rows: their drop log lines."""
@@ -193,16 +181,6 @@ class DropWriter:
             waiter: Deferred[None] = Deferred()
             self._waiters.append(waiter)
             await maybe_deferred_to_future(waiter)
-
-    def _spider_opened(self, spider: Any = None) -> None:
-        """Take part in ``batch_committed`` (which the storage pipeline awaits) once the spider
-        opens: connected then, this handler runs after the pipeline's that hands the rows to
-        :meth:`committed`, and makes storage wait while their lines are retried."""
-        assert self.crawler is not None
-        self.crawler.signals.connect(self._lines_written, signal=dedup_signals.batch_committed)
-
-    async def _lines_written(self, **_: Any) -> None:
-        await self.wait_idle()
 
     def _write_backlog(self) -> OSError | None:
         """Write the backlog at once, up to the first record that fails (its error)."""

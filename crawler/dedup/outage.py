@@ -1,4 +1,4 @@
-"""The near-duplicate pipeline's outage policies: the content index under a Redis outage
+"""The content decider's outage policies: the content index under a Redis outage
 (:class:`GuardedIndex`) and the storage reads under a database outage (:class:`StorageOutage`).
 
 With ``DEDUP_BACKEND=redis`` a failed index call closes the spider with finish reason
@@ -6,7 +6,7 @@ With ``DEDUP_BACKEND=redis`` a failed index call closes the spider with finish r
 page whose duplicate check failed, and every page after it, is dropped unchecked (plain
 ``DropItem`` logged at DEBUG, stat ``dedup/redis_error/unchecked``; one warning at close with
 the count and the first URL): it is neither stored nor told to be a duplicate. A page already
-decided (kept) whose follow-up index update fails is still stored. A pipeline built by hand
+decided (kept) whose follow-up index update fails is still stored. A decider built by hand
 (no crawler) raises the error instead.
 
 A database outage (:class:`StorageOutage`) is waited out first: every storage read of the
@@ -143,7 +143,7 @@ class GuardedIndex:
 
 
 class StorageOutage:
-    """The database-outage policy of the near-duplicate pipeline (module docstring).
+    """The database-outage policy of the content decider (module docstring).
     ``down``: storage stayed unavailable past the retries; no page is decided from then on."""
 
     def __init__(self, policy: RetryPolicy | None = None, counts: Counts | None = None,

@@ -31,7 +31,7 @@ its note)::
     drop https://example.com/print/*
     keep host:docs.example.com
 
-Plain Python: the pipeline, the settle step, the commands and the review server share it.
+Plain Python: the content decider, the settle step, the commands and the review server share it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A page as the content index sees it: :class:`Fingerprinter` turns a
 :class:`~crawler.items.PageItem` into a :class:`Candidate` (steps 1 to 4 of
-:mod:`crawler.pipelines.neardup`).
+:mod:`crawler.dedup.decider`).
 
 1. ``binary`` pages (a body that is not text although served as HTML): counted
    (``dedup/binary``), text emptied, passed through unfingerprinted (no candidate).

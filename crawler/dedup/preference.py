@@ -14,7 +14,7 @@ one is kept. The order, first difference wins:
 Two pages naming each other are both "named": the next rules decide. The order depends only on
 the pages and the seed list, never on the time or process a page was fetched in, so every
 crawl of the same web keeps the same copies (:mod:`crawler.dedup.settle`). Plain Python: the content
-index, the near-duplicate pipeline, the settle step and ``scrapy dropped --explain`` share it.
+index, the content decider, the settle step and ``scrapy dropped --explain`` share it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The settle step: re-decide duplicate groups so that what is stored depends only on the set of
 fetched pages, never on their order, on the number of workers or on kills.
 
-Streaming decisions (:mod:`crawler.pipelines.neardup`) are made as pages arrive and can lose
+Streaming decisions (:mod:`crawler.dedup.decider`) are made as pages arrive and can lose
 races: two workers deciding two twins at once, a host's template learned after its first pages,
 a page demoted whose own duplicates are then repointed to a page further than k away. This
 module decides the same pages again, all at once, by one rule:

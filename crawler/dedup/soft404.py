@@ -34,7 +34,7 @@ class Soft404Pages:
     """The soft-404 probe page of each host (its template key) and the pages like it."""
 
     def __init__(self, fingerprinter: Fingerprinter, k: int, counts: Counts) -> None:
-        # the pipeline's (its host templates); probes are fingerprinted whole, uncounted
+        # the decider's (its host templates); probes are fingerprinted whole, uncounted
         self.fingerprinter = fingerprinter
         self.whole = Fingerprinter(None, min_tokens=fingerprinter.min_tokens,
                                    shingle=fingerprinter.shingle)

@@ -1,4 +1,4 @@
-"""What the near-duplicate pipeline reads from the crawl's storage: :class:`StoredPages`.
+"""What the content decider reads from the crawl's storage: :class:`StoredPages`.
 
 With ``SIMHASH_PERSIST`` (default True) the content index is loaded at open from the stored
 documents (:meth:`StoredPages.load_into`), so a second crawl drops pages duplicating the
@@ -9,14 +9,14 @@ stored page) for the URL of a match; the Redis index asks :meth:`StoredPages.kep
 The decision reads a match's stored text (a young host's check) and what a stored match names
 canonical, and a worker taking a host over reads the host's stored pages (its template).
 
-Every method blocks (database work): the pipeline runs them in a thread, except the index's
+Every method blocks (database work): the decider runs them in a thread, except the index's
 resolver calls. The store is opened on first use, from ``store_factory``.
 
 **Outages.** The reads run in a thread (a match's text, its canonical link, an origin's pages)
 retry a transient :class:`~crawler.storage.StorageError` as batch writes do
 (``STORAGE_RETRY_TIMES`` retries, ``STORAGE_RETRY_BACKOFF`` doubling, at most 30 s: the policy
 :class:`crawler.storage.retry.RetryPolicy`), sleeping in their thread; the resolver calls run
-on the reactor thread and fail at once: the pipeline waits and asks the index again
+on the reactor thread and fail at once: the decider waits and asks the index again
 (:class:`crawler.dedup.outage.StorageOutage`). Past the bound the error is raised.
 Limit: ``documents.simhash`` keeps the fingerprint a page had when it was kept; a refreshed
 fingerprint (a learned template) updates the index only.
@@ -66,7 +66,7 @@ class StoredPages:
     def store(self) -> Store:
         if self._store is None:
             if self.store_factory is None:
-                raise RuntimeError("no store: the pipeline was built without store_factory")
+                raise RuntimeError("no store: the decider was built without store_factory")
             self._store = self.store_factory()
         return self._store
 

@@ -1,443 +1,68 @@
 """``NearDuplicatePipeline``: drops exact copies and near duplicates before storage.
 
-For each :class:`~crawler.items.PageItem`, in this order:
-
-1. :class:`~crawler.dedup.pages.Fingerprinter` (steps 1 to 4 there): a binary page is
-   passed through; any other gets its visible text, fingerprint blocks (the learned template
-   of its origin left out), content hash and SimHash (None: too short, exact copies only).
-2. The content index (``DEDUP_BACKEND``: :mod:`crawler.backends.local` or Redis, the
-   :class:`~crawler.backends.ContentIndex` protocol) decides and records atomically: exact
-   copy (``exact_duplicate``, distance 0), else nearest page within ``SIMHASH_MAX_DISTANCE``
-   bits (``near_duplicate``), else kept. A shared index (``DEDUP_BACKEND=redis``) answers
-   ``pending`` for a match that another worker kept but has not stored yet: the page waits
-   (``PENDING_POLL_SECONDS``, off the reactor; stat ``dedup/shared/pending_waits``) and asks
-   again, so it is dropped only against a stored page, or decided anew when that worker died.
-3. On a young host (its template unknown) a near match on the same host is confirmed only if
-   the page adds little text of its own to it; in the distributed profile a host new to this
-   worker first learns its template from storage (:mod:`crawler.dedup.hosts`).
-4. The preferred copy (:mod:`crawler.dedup.preference`): when the new page is preferred to its match
-   (the match names it canonical, it is on a seed's host, its URL is shorter...), the new page
-   is kept instead and the match demoted (:mod:`crawler.dedup.preferred`). The settle step
-   at the end of the crawl re-decides whole groups by the same order (:mod:`crawler.dedup.settle`).
-5. A duplicate raises :class:`~crawler.exceptions.DuplicatePage` carrying its
-   :class:`~crawler.vocab.Drop`, built here once and handed to storage and the drop log by
-   :class:`~crawler.dedup.drops.DropWriter` (stats ``dedup/<reason>``,
-   ``dedup/distance/<d>``). A kept page gets ``content_hash`` and ``simhash`` (``dedup/kept``)
-   and teaches the template filter; an earlier page whose refreshed fingerprint now matches is
-   a late drop, and so is the page itself (dropped at once) when its own arrival taught the
-   template (:mod:`crawler.dedup.hosts`). Kept pages of a shared index count for other
-   workers once storage committed them (``batch_committed``).
-
-The other parts: :mod:`crawler.dedup.stored` (what is read from storage: the index
-loaded at open with ``SIMHASH_PERSIST``, a match's stored text and canonical link) and
-:mod:`crawler.dedup.outage` (the Redis-outage policy: the crawl stops with
-``redis_error``, pages not checked are dropped unchecked).
+The decision is the crawl's :class:`~crawler.dedup.decider.ContentDecider` (this pipeline
+builds it and holds it: one per crawler, found by the spider through
+:func:`crawler.dedup.decider.content_decider`). The ``web`` spider decides each page before it
+yields it and puts the :class:`~crawler.dedup.decider.Verdict` on the item
+(``PageItem.verdict``); this pipeline acts on that field: it returns a kept item and raises the
+exception of any other (a :class:`~crawler.exceptions.DuplicatePage` goes to storage and the
+drop log through Scrapy's ``item_dropped``). An item without a verdict (another spider's, or a
+dict) is decided here. The field is emptied before the item goes on, so nothing downstream
+holds the decision's exception.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
-from scrapy import signals
-from scrapy.utils.asyncio import run_in_thread, sleep
 
-from crawler import config, defaults
-from crawler import signals as dedup_signals
-from crawler.backends import backend_name, make_content_index
-from crawler.cluster.joincheck import off_when_refused
-from crawler.content.simindex import settings_params
-
-# block_hashes and template_key live in crawler.content.template; bench.pipeline_eval reads them
-# here
-from crawler.content.template import KeptPage, TemplateFilter, block_hashes, template_key
-from crawler.dedup.counts import Counts
-from crawler.dedup.drops import DropWriter, storage_enabled
-from crawler.dedup.hosts import HostTemplates
-from crawler.dedup.outage import GuardedIndex, StorageOutage
-from crawler.dedup.overrides import DROP, Override, Overrides, overrides_file
-from crawler.dedup.pages import Candidate, Fingerprinter
-from crawler.dedup.preference import seed_hosts
-from crawler.dedup.preferred import PreferenceRule
-from crawler.dedup.soft404 import Soft404Pages
-from crawler.dedup.stored import StoredPages
-from crawler.exceptions import DuplicatePage
-from crawler.outputs.droplog import DropLog
-from crawler.pipelines.storage import seed_urls
-from crawler.storage.engine import StorageError
-from crawler.storage.overrides import load_overrides
-from crawler.urls.urlnorm import UrlPolicy
-from crawler.vocab import OVERRIDE, PENDING, Drop, Match, PageSignature
-
-T = TypeVar("T")
+from crawler.dedup.decider import ContentDecider, Verdict
+from crawler.pipelines.storage import seed_urls, storage_enabled
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from scrapy.crawler import Crawler
-    from scrapy.statscollectors import StatsCollector
 
-    from crawler.backends import ContentIndex
-    from crawler.storage import Store
-
-__all__ = ["PENDING_POLL_SECONDS", "NearDuplicatePipeline", "block_hashes", "template_key",
-           "validate"]  # fmt: skip
-
-logger = logging.getLogger(__name__)
-
-#: Seconds between two questions to a shared index while a match is pending (kept by another
-#: worker whose storage batch has not committed it yet).
-PENDING_POLL_SECONDS = 0.1
-#: The rules a crawl read at open; matched pages kept by a keep rule, by a distinct rule.
-OVERRIDES_STAT = "dedup/override/rules"
-OVERRIDE_KEPT_STAT = "dedup/override/kept"
-OVERRIDE_DISTINCT_STAT = "dedup/override/distinct"
-#: Pages preferred to a kept page a keep rule names: kept beside it, not instead of it.
-OVERRIDE_PROTECTED_STAT = "dedup/override/protected"
-
-
-def validate(settings: config.SettingsLike) -> tuple[int, int, bool, bool]:
-    """``(SIMHASH_MIN_TOKENS, SIMHASH_SHINGLE, SIMHASH_PERSIST, DEDUP_CANONICAL)``, checked."""
-    min_tokens = config.get_int(settings, "SIMHASH_MIN_TOKENS", defaults.SIMHASH_MIN_TOKENS, 0)
-    shingle = config.get_int(settings, "SIMHASH_SHINGLE", defaults.SIMHASH_SHINGLE, 1, 8)
-    persist = config.get_bool(settings, "SIMHASH_PERSIST", defaults.SIMHASH_PERSIST)
-    prefer_canonical = config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL)
-    overrides_file(settings)  # DEDUP_OVERRIDES_FILE: its rules read and checked
-    return min_tokens, shingle, persist, prefer_canonical
-
-
-
-@runtime_checkable
-class EarlyDecision(Protocol):
-    """What the spider asks of the crawl's dedup pipeline before it yields a page: the page's
-    fate (``decide``: its Drop, None when kept), so that the links of a duplicate are not
-    followed (:mod:`crawler.urls.traps`), and ``soft404(item)``: a host's soft-404 probe page to
-    drop the pages like it (``soft_404``). A crawl without such a pipeline
-    (:func:`early_decision_of` answers None) follows every page's links."""
-
-    async def decide(self, item: Any) -> Drop | None: ...
-    def soft404(self, item: Any) -> None: ...
-
-
-def early_decision_of(crawler: Crawler) -> EarlyDecision | None:
-    """The item pipeline of ``crawler`` keeping the :class:`EarlyDecision` contract, or None."""
-    try:
-        managers = crawler.engine.scraper.itemproc.middlewares
-    except (AttributeError, RuntimeError):  # no engine yet (Crawler.engine raises)
-        return None
-    return next((m for m in managers if isinstance(m, EarlyDecision)), None)
+__all__ = ["NearDuplicatePipeline"]
 
 
 class NearDuplicatePipeline:
-    """Exact and near-duplicate dropping (see the module docstring).
+    """Acts on each page's verdict (see the module docstring); ``decider`` decides."""
 
-    Built by hand (tests, benchmarks): ``index`` and the parts' options; ``store_factory``
-    (or ``stored``) reads storage, ``droplog`` with ``defer_droplog`` (a storage pipeline
-    runs) says where drops are logged, ``crawler`` wires signals and the outage policy."""
-
-    def __init__(
-        self,
-        index: ContentIndex,
-        *,
-        min_tokens: int = defaults.SIMHASH_MIN_TOKENS,
-        shingle: int = defaults.SIMHASH_SHINGLE,
-        templates: TemplateFilter | None = None,
-        droplog: DropLog | None = None,
-        stats: StatsCollector | None = None,
-        store_factory: Callable[[], Store] | None = None,
-        defer_droplog: bool = False,
-        prefer_canonical: bool = defaults.DEDUP_CANONICAL,
-        k: int = defaults.SIMHASH_MAX_DISTANCE,
-        stored: StoredPages | None = None,
-        crawler: Crawler | None = None,
-    ) -> None:
-        self.index = index
-        self.stats = stats
-        self.counts = Counts(stats)
-        self.stored = stored or StoredPages(store_factory)
-        self.guard = GuardedIndex(index, self.counts, crawler)
-        self.outage = StorageOutage(self.stored.retry, self.counts, crawler)
-        self.drops = DropWriter(droplog, deferred=defer_droplog, counts=self.counts,
-                                crawler=crawler)  # fmt: skip
-        self.fingerprinter = Fingerprinter(templates, min_tokens=min_tokens, shingle=shingle,
-                                           counts=self.counts)  # fmt: skip
-        self.hosts = HostTemplates(self.fingerprinter, self.guard, self.drops, self.stored,
-                                   self.counts)  # fmt: skip
-        self.preference = PreferenceRule(self.guard, self.drops, self.stored, self.counts,
-                                        prefer_canonical)  # fmt: skip
-        self.soft404s = Soft404Pages(self.fingerprinter, k, self.counts)
-        self.crawler = crawler
-        self.overrides = Overrides()  # a person's rules (crawler.dedup.overrides), read at open
-        self.hosts.protected = self._protected
-        # (STORAGE_URL, file, the URL policy the file's URLs are made canonical with)
-        self.overrides_from: tuple[str | None, str, UrlPolicy | None] = (None, "", None)
-        # id(item) -> its decision (the item kept, or the DuplicatePage), made by decide()
-        self._decided: dict[int, Any] = {}
+    def __init__(self, decider: ContentDecider) -> None:
+        self.decider = decider
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDuplicatePipeline:
-        settings = crawler.settings
-        min_tokens, shingle, persist, prefer_canonical = validate(settings)
-        stored = StoredPages.from_settings(settings, persist)
-        with off_when_refused(crawler):  # a worker refused at join writes nothing
-            owner = _owner(crawler)
-        index = make_content_index(settings, crawler=crawler, **_index_options(owner, stored))
-        path = settings.get("DROPPED_LOG", defaults.DROPPED_LOG)
-        pipe = cls(
-            index, min_tokens=min_tokens, shingle=shingle, templates=TemplateFilter(),
-            droplog=DropLog(path) if path else None, stats=crawler.stats, stored=stored,
-            defer_droplog=storage_enabled(settings), crawler=crawler,
-            prefer_canonical=prefer_canonical, k=settings_params(settings)[0],
-        )  # fmt: skip
-        pipe.overrides_from = (
-            settings.get("STORAGE_URL", defaults.STORAGE_URL) if storage_enabled(settings)
-            else None, overrides_file(settings), UrlPolicy.from_settings(settings))
-        if owner and stored.enabled:  # a new host owner learns the host's template first
-            from crawler.cluster.worker import member
-
-            pipe.hosts.warm_since = member(crawler).started()
-        crawler.signals.connect(pipe.batch_committed, signal=dedup_signals.batch_committed)
-        crawler.signals.connect(pipe.spider_closed, signal=signals.spider_closed)
+        stores = storage_enabled(crawler.settings)
+        pipe = cls(ContentDecider.from_crawler(crawler, stores=stores))
+        pipe.crawler = crawler
         return pipe
 
-    # --- lifecycle ----------------------------------------------------------------------------
-    async def open_spider(self) -> None:
-        if self.crawler is not None:
-            self.preference.seeds = seed_hosts(seed_urls(self.crawler.spider))
-        if any(self.overrides_from[:2]):
-            self.overrides = await run_in_thread(load_overrides, *self.overrides_from)
-            self.counts.inc(OVERRIDES_STAT, len(self.overrides))
-            if self.overrides:
-                logger.info("dedup overrides: %d rules obeyed before the SimHash decision",
-                            len(self.overrides))
-        if self.stored.enabled:
-            loaded = await run_in_thread(self.load_stored)
-            logger.info("content index: %d stored fingerprints loaded", loaded)
+    crawler: Crawler | None = None
 
-    def load_stored(self) -> int:
-        """Load the stored documents into the index (blocking; run off the reactor)."""
-        loaded = self.stored.load_into(self.index)
-        self.counts.inc("dedup/loaded", loaded)
-        return loaded
+    async def open_spider(self) -> None:
+        spider = self.crawler.spider if self.crawler is not None else None
+        await self.decider.open(seed_urls(spider) if spider is not None else [])
 
     async def close_spider(self) -> None:
-        self.guard.report_unchecked()
-        self.outage.report()
-        self.stored.close()
-
-    def spider_closed(self, spider: Any = None, reason: str = "") -> None:
-        """After every pipeline closed (the last storage batch committed): release the index
-        and the drop log."""
-        self.guard.close()
-        self.drops.close()
-
-    def batch_committed(self, documents: list[str] | None = None,
-                        dropped: list[dict[str, Any]] | None = None, **_: Any) -> None:
-        """Storage committed a batch: its kept pages count for other workers, and its drops
-        go to the drop log (so the log names only drops, and kept pages, storage holds)."""
-        self.guard.commit(documents or [])
-        self.drops.committed(dropped or ())
-
-    # --- items ----------------------------------------------------------------------------------
-    async def decide(self, item: Any) -> Drop | None:
-        """Decide ``item`` now, before it is yielded (the spider asks, to follow the links of
-        kept pages only; :class:`EarlyDecision`): its Drop, or None when it is kept. The
-        decision is made once: :meth:`process_item` then only acts on it."""
-        try:
-            self._decided[id(item)] = await self._process(item)
-        except Exception as exc:  # DuplicatePage, or an outage's DropItem: raised in process_item
-            self._decided[id(item)] = exc
-            return exc.drop if isinstance(exc, DuplicatePage) else None
-        return None
-
-    def soft404(self, item: Any) -> None:
-        """``item`` is a host's soft-404 probe page (:mod:`crawler.dedup.soft404`)."""
-        self.soft404s.probe(item)
+        await self.decider.close()
 
     async def process_item(self, item: Any) -> Any:
-        """``item`` with ``content_hash`` and ``simhash`` set (kept), or DuplicatePage."""
-        decided = self._decided.pop(id(item), None)
-        if isinstance(decided, Exception):
-            raise decided
-        return item if decided is not None else await self._process(item)
+        """``item`` with ``content_hash`` and ``simhash`` set (kept), or its verdict's
+        exception raised (a DuplicatePage, an undecided or unchecked page)."""
+        verdict = take_verdict(item)
+        if verdict is None:
+            verdict = await self.decider.decide(item)
+        return verdict.act(item)
 
-    async def _process(self, item: Any) -> Any:
-        """:meth:`_decide_item`; a storage read that failed past its retries leaves the page
-        :class:`~crawler.exceptions.Undecided` (:class:`StorageOutage`)."""
-        url = str(ItemAdapter(item).get("url") or "")
-        if self.outage.down:
-            raise self.outage.undecided(url, "the crawl database is unavailable")
-        try:
-            return await self._decide_item(item)
-        except StorageError as exc:
-            self.outage.failed(exc)
-            raise self.outage.undecided(url, "the crawl database is unavailable") from exc
 
-    async def _decide_item(self, item: Any) -> Any:
-        if self.hosts.warm_since is not None:
-            await self.hosts.warm(item)
-        page = self.fingerprinter.candidate(item)
-        rule = self._rule(item)
-        if rule is not None and rule.action == DROP:
-            raise self._overridden(item, page)
-        if page is None:
-            return item
-        soft404 = self.soft404s.match(page)
-        if soft404 is not None and rule is None:  # measured against the probe, not recorded
-            raise self._duplicate(page.signature, soft404)
-        await self._decide(page)
-        stored_text = None
-        if page.verify and page.match is not None:
-            stored_text = await run_in_thread(self.stored.stored_text, page.match.url)
-        if self.preference.names_unknown(page):
-            page.match_names = await run_in_thread(self.preference.stored_names, page)
-        page.stored_text = stored_text
-        return await self._waiting_out_storage(self._finish, page)
-
-    async def _decide(self, page: Candidate) -> None:
-        """Ask the index until it decides: a shared index's pending match is waited for (ask
-        again); the page is Undecided once the crawl closes for a failure meanwhile."""
-        waited = False
-        while not await self._waiting_out_storage(self._ask, page):
-            if self.outage.closing():
-                raise self.outage.undecided(page.signature.url,
-                                            "its match waits on a page never committed")
-            if not waited:
-                waited = True
-                self.counts.inc("dedup/shared/pending_waits")
-            await sleep(PENDING_POLL_SECONDS)
-
-    async def _waiting_out_storage(self, step: Callable[[Candidate], T],
-                                   page: Candidate) -> T:
-        """``step(page)``, a decision step on the reactor thread whose storage reads (the
-        index naming a kept page, the version a page replaces) come before anything it
-        records: a transient storage error is waited out (:class:`StorageOutage`), then the
-        step runs again; past the bound the error is raised."""
-        attempt = 0
-        while True:
-            try:
-                return step(page)
-            except StorageError as exc:
-                delay = self.outage.retrying(exc, attempt)
-                if delay is None:
-                    raise
-                attempt += 1
-                await sleep(delay)
-
-    def _ask(self, page: Candidate) -> bool:
-        """Ask the index; False when its match is pending (kept by another worker, not yet
-        stored: nothing was recorded, ask again later)."""
-        page.match = self.guard.check_and_add(page.signature)
-        if page.match is None:
-            return True
-        if page.match.reason == PENDING:
-            return False
-        self._keep_anyway(page, self._overruled(page) or self.hosts.young_verdict(page))
-        return True
-
-    def _rule(self, item: Any) -> Override | None:
-        """The keep or drop rule of a person that names the page, or None."""
-        if not self.overrides:
-            return None
-        adapter = ItemAdapter(item)
-        return self.overrides.page(str(adapter.get("canonical_url") or adapter.get("url")))
-
-    def _overruled(self, page: Candidate) -> str | None:
-        """The stat of a person's rule that keeps a matched page (a keep rule names it, or a
-        distinct rule parts it from its match), else None: the match stands."""
-        if not self.overrides or page.match is None:
-            return None
-        s, match = page.signature, page.match
-        if self.overrides.kept(s.canonical_url):
-            return OVERRIDE_KEPT_STAT
-        if self.overrides.distinct(s.canonical_url, match.canonical_url or match.url):
-            return OVERRIDE_DISTINCT_STAT
+def take_verdict(item: Any) -> Verdict | None:
+    """The verdict the spider put on ``item`` (None: none), taken off the item."""
+    adapter = ItemAdapter(item)
+    if "verdict" not in adapter.field_names():
         return None
-
-    def _protected(self, canonical_url: str, match: Match) -> bool:
-        """A person's rule keeps the kept page ``canonical_url`` beside ``match`` (a keep rule
-        names it, or a distinct rule parts the two): its refreshed fingerprint never demotes
-        it (:class:`~crawler.dedup.hosts.HostTemplates`)."""
-        return bool(self.overrides) and (self.overrides.kept(canonical_url) or bool(
-            self.overrides.distinct(canonical_url, match.canonical_url or match.url)))
-
-    def _overridden(self, item: Any, page: Candidate | None) -> DuplicatePage:
-        """The drop of a page a person's drop rule names: reason ``override``, no kept page,
-        its fingerprints kept (stored again if the rule goes: :mod:`crawler.dedup.settle`)."""
-        url = str(ItemAdapter(item).get("url") or "")
-        if page is None:
-            return self.drops.dropped(Drop(url, OVERRIDE, "", None))
-        s = page.signature
-        return self.drops.dropped(Drop(url, OVERRIDE, "", None, s.simhash, None, s.content_hash))
-
-    def _finish(self, page: Candidate) -> Any:
-        """Act on the decision (run again after a storage error: a page kept anyway is no
-        longer verified, a swap reads before it records)."""
-        if page.verify:
-            self._keep_anyway(page, self.hosts.stored_verdict(page, page.stored_text))
-        if page.match is not None:
-            if not self.preference.wins(page):
-                raise self._duplicate(page.signature, page.match)
-            if self.overrides.kept(page.match.canonical_url or page.match.url):
-                self._keep_anyway(page, OVERRIDE_PROTECTED_STAT)  # the kept match stays kept
-            else:
-                demoted = self.preference.swap(page)
-                if demoted is not None:
-                    self.hosts.forget(demoted)
-        return self._keep(page)
-
-    def _keep(self, page: Candidate) -> Any:
-        """The page is kept: its fingerprints set, the template filter taught."""
-        signature = page.signature
-        adapter = ItemAdapter(page.item)
-        adapter["content_hash"] = signature.content_hash
-        adapter["simhash"] = signature.simhash
-        self.counts.inc("dedup/kept")
-        kept = KeptPage(signature.url, signature.canonical_url, signature.content_hash,
-                        page.content, signature.simhash)  # fmt: skip
-        late = self.hosts.learn(page.host, page.hashes, kept)
-        if late is not None and not self._protected(signature.canonical_url, late):
-            # its host's template became known with it: a duplicate after all
-            self.counts.inc("dedup/kept", -1)
-            raise self._duplicate(replace(signature, simhash=kept.simhash), late)
-        if kept.simhash != signature.simhash:  # fingerprinted again with the template it taught
-            adapter["simhash"], adapter["young"] = kept.simhash, False
-        return page.item
-
-    def _keep_anyway(self, page: Candidate, stat: str | None) -> None:
-        """Keep a matched page after all (``stat``; None: the match stands): recorded in the
-        index as kept."""
-        if stat is None:
-            return
-        s = page.signature
-        self.guard.load([(s.url, s.canonical_url, s.content_hash, s.simhash)])
-        page.match = None
-        page.verify = False
-        self.counts.inc(stat)
-
-    def _duplicate(self, signature: PageSignature, match: Match) -> DuplicatePage:
-        """The drop of the page being decided, handed to the drop writer once."""
-        return self.drops.dropped(Drop(
-            signature.url, match.reason, match.url, match.distance, signature.simhash,
-            match.simhash, signature.content_hash))  # fmt: skip
-
-
-def _owner(crawler: Crawler) -> str:
-    """The worker whose kept pages stay pending in a shared index until its storage commits
-    them (``DEDUP_BACKEND=redis`` with a shared scheduler), else ``""``."""
-    if backend_name(crawler.settings) != "redis":
-        return ""
-    from crawler.cluster.worker import member, shared_scheduler
-
-    return member(crawler).id if shared_scheduler(crawler.settings) else ""
-
-
-def _index_options(owner: str, stored: StoredPages) -> dict[str, Any]:
-    """:func:`make_content_index`'s options: ``owner=``, and ``resolver=`` the storage that
-    knows kept pages' URLs (a Redis index keeps none; the local one takes it at load)."""
-    options: dict[str, Any] = {"owner": owner} if owner else {}
-    if stored.enabled:
-        options["resolver"] = stored
-    return options
+    verdict = adapter.get("verdict")
+    if verdict is not None:
+        adapter["verdict"] = None
+    return verdict if isinstance(verdict, Verdict) else None

@@ -281,7 +281,7 @@ class WriteSide(SetsSide):
                 demotions: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
         """Move stored pages to ``dropped``: each was kept first and turned out a duplicate
         later (the page it names canonical came, or its refreshed fingerprint matched;
-        :mod:`crawler.pipelines.neardup`).
+        :mod:`crawler.dedup.decider`).
 
         A demotion names the stored page (``url``), the page it duplicates (``duplicate_of``,
         ``duplicate_simhash``, ``duplicate_content_hash``), ``reason``, ``distance``,

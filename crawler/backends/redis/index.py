@@ -78,7 +78,8 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         """From ``REDIS_URL``, the namespace settings, ``SIMHASH_MAX_DISTANCE``/``_BLOCKS``;
         ``owner=`` names the worker whose kept pages stay pending until committed,
         ``resolver=`` the storage that holds kept pages' URLs."""
-        k, blocks = settings_params(settings)
+        given = "k" in kwargs and "blocks" in kwargs  # read once by the caller
+        k, blocks = (kwargs["k"], kwargs["blocks"]) if given else settings_params(settings)
         url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
         policy = retry_policy(settings)
         index = cls(
