@@ -48,7 +48,9 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.utils.asyncio import create_looping_call, run_in_thread, sleep
+from scrapy.utils.conf import build_component_list
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.misc import load_object
 from twisted.internet.defer import Deferred
 
 from crawler import defaults
@@ -188,10 +190,24 @@ def run_command(spider: Any) -> str:
 def _dedup_runs(crawler: Crawler) -> bool:
     """Whether the crawl decides duplicates (the near-duplicate pipeline runs): only then
     does it settle."""
-    from crawler.dedup.drops import pipeline_enabled
     from crawler.pipelines.neardup import NearDuplicatePipeline
 
     return pipeline_enabled(crawler.settings, NearDuplicatePipeline)
+
+
+def storage_enabled(settings: Any) -> bool:
+    """Whether ``ITEM_PIPELINES`` stores pages (this pipeline or a subclass): read at build
+    time, before the engine exists (``crawler.get_item_pipeline`` answers only later)."""
+    return pipeline_enabled(settings, StoragePipeline)
+
+
+def pipeline_enabled(settings: Any, kind: type) -> bool:
+    """Whether ``ITEM_PIPELINES`` holds ``kind`` (or a subclass of it)."""
+    for entry in build_component_list(settings.getwithbase("ITEM_PIPELINES")):
+        component = load_object(entry) if isinstance(entry, str) else entry
+        if isinstance(component, type) and issubclass(component, kind):
+            return True
+    return False
 
 
 def _job(crawler: Crawler | None) -> str | None:

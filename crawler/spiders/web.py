@@ -13,7 +13,7 @@ Behaviour:
   :mod:`crawler.middlewares.scope` (no ``allowed_domains``: Scrapy's rule differs).
 * Links come from ``<a href>`` and ``<area href>`` of HTML responses, resolved against
   ``<base href>``. Each link is normalized once; the canonical URL travels in
-  ``request.meta["canonical_url"]`` to the fingerprinter and to storage.
+  ``request.meta[CANONICAL_URL]`` (:mod:`crawler.meta`) to the fingerprinter and to storage.
 * Early skip (``DEDUP_EARLY_SKIP``, default on): a link whose fingerprint the dupefilter already
   holds never becomes a ``Request`` — the costly part of a crawl where most links are already
   seen. The links of a page are checked in one batch (``seen_fingerprints``: one Redis round
@@ -48,16 +48,18 @@ Behaviour:
   counted as ``dedup/canonical/missing``. Pages naming another page: ``dedup/canonical/named``.
 * One :class:`~crawler.items.PageItem` per HTML response; other responses (and failures) send
   :data:`crawler.signals.request_finished` so the JOBDIR journal knows they are done.
-* Decided before its links (:mod:`crawler.urls.traps`): ``parse`` asks the dedup pipeline for the
-  page's fate (:class:`~crawler.pipelines.neardup.EarlyDecision`) before it yields the page's
-  links, so a duplicate's links are not followed (``TRAP_FOLLOW_LINKS_OF``) and a page's
-  decision teaches the parameters its host ignores (folded out of its links from then on); the
-  links are still yielded before the item, so they reach the scheduler before the page reaches
-  storage and a page is never committed before the links it promised. Links over a spent host
-  or path budget are not followed (``urlnorm/trap/host_pages``, ``.../query_variants``; the
-  budgets count the requests the scheduler took, through ``request_scheduled`` and
-  ``request_dropped``). At most ``LINKS_PER_PAGE_MAX`` links and ``PAGE_MAX_PARSE_CHARS``
-  characters of a page are read (:mod:`crawler.urls.pagebounds`).
+* Decided before its links (:mod:`crawler.urls.traps`): ``parse`` asks the crawl's content
+  decider (:func:`crawler.dedup.decider.content_decider`, found once the spider opens) for the
+  page's fate before it yields the page's links and puts the answer on the item
+  (``PageItem.verdict``: the near-duplicate pipeline acts on it), so a duplicate's links are not
+  followed (``TRAP_FOLLOW_LINKS_OF``) and a page's decision teaches the parameters its host
+  ignores (folded out of its links from then on); the links are still yielded before the item,
+  so they reach the scheduler before the page reaches storage and a page is never committed
+  before the links it promised. Links over a spent host or path budget are not followed
+  (``urlnorm/trap/host_pages``, ``.../query_variants``; the budgets count the requests the
+  scheduler took, through ``request_scheduled`` and ``request_dropped``). At most
+  ``LINKS_PER_PAGE_MAX`` links and ``PAGE_MAX_PARSE_CHARS`` characters of a page are read
+  (:mod:`crawler.urls.pagebounds`).
 * Soft-404 probes (``TRAP_SOFT404_PROBE``, :mod:`crawler.spiders.probes`): the first page of
   an origin this process gets starts the download of a random path no page links (by the
   worker that holds the host, in the distributed profile); its 200 answer teaches the dedup
@@ -70,6 +72,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
@@ -79,13 +82,13 @@ from scrapy import Request, Spider, signals
 from scrapy.http import HtmlResponse
 from scrapy.utils.response import get_base_url
 
-from crawler import config, defaults
+from crawler import config, defaults, meta
 from crawler import signals as dedup_signals
 from crawler.cluster.startlist import takes_start_list
 from crawler.content.text import extract, is_binary, media_type
+from crawler.dedup.decider import content_decider
 from crawler.dupefilter import early_skip_of
 from crawler.items import PageItem
-from crawler.pipelines.neardup import early_decision_of
 from crawler.spiders.probes import Soft404Probes
 from crawler.urls.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
 from crawler.urls.linkrules import (
@@ -113,16 +116,24 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
     from crawler.config import SettingsLike
+    from crawler.dedup.decider import ContentDecider
     from crawler.vocab import Drop
 
 logger = logging.getLogger(__name__)
 
 
-def spider_settings(settings: SettingsLike) -> tuple[bool, bool]:
-    """``(DEDUP_EARLY_SKIP, DEDUP_CANONICAL)``, checked (SettingError); the spider's other
-    settings are its :class:`~crawler.urls.linkrules.LinkRules`' and ``DropNotes``'."""
-    return (config.get_bool(settings, "DEDUP_EARLY_SKIP", defaults.DEDUP_EARLY_SKIP),
-            config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL))
+@dataclass(frozen=True)
+class SpiderSettings:
+    """The spider's own settings, checked (SettingError); its other settings are its
+    :class:`~crawler.urls.linkrules.LinkRules`' and ``DropNotes``'."""
+
+    early_skip: bool = defaults.DEDUP_EARLY_SKIP  # DEDUP_EARLY_SKIP
+    prefer_canonical: bool = defaults.DEDUP_CANONICAL  # DEDUP_CANONICAL
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> SpiderSettings:
+        return cls(config.get_bool(settings, "DEDUP_EARLY_SKIP", defaults.DEDUP_EARLY_SKIP),
+                   config.get_bool(settings, "DEDUP_CANONICAL", defaults.DEDUP_CANONICAL))
 
 
 class WebSpider(Spider):
@@ -147,7 +158,7 @@ class WebSpider(Spider):
         self.trap_rules = TrapRules()
         self.probes: Soft404Probes | None = None
         self.bounds = PageBounds()
-        self._decider: Any = False  # the EarlyDecision pipeline, looked up at the first page
+        self.decider: ContentDecider | None = None  # the crawl's, found when the spider opens
         # fingerprint -> depth of the page requesting it, while that page's output is consumed
         self._requesting: dict[bytes, int] = {}
 
@@ -160,7 +171,8 @@ class WebSpider(Spider):
         spider.scope.listeners.append(spider.link_memo.clear)  # a host adopted: verdicts change
         spider.rules = LinkRules.from_settings(crawler.settings, scope=spider.scope)
         spider.seeds = spider.seeds.keyed(spider.policy)
-        spider.early_skip, spider.prefer_canonical = spider_settings(crawler.settings)
+        options = SpiderSettings.from_settings(crawler.settings)
+        spider.early_skip, spider.prefer_canonical = options.early_skip, options.prefer_canonical
         spider.notes = DropNotes.from_settings(crawler.settings)
         spider.bounds = PageBounds.from_settings(crawler.settings)
         spider.trap_rules = TrapRules(TrapSettings.from_settings(crawler.settings), spider._inc)
@@ -168,7 +180,13 @@ class WebSpider(Spider):
                                       spider._inc)
         crawler.signals.connect(spider.request_scheduled, signal=signals.request_scheduled)
         crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
+        crawler.signals.connect(spider.spider_opened, signal=signals.spider_opened)
         return spider
+
+    def spider_opened(self, spider: Any = None) -> None:
+        """The engine exists: find the crawl's content decider (None: no dedup pipeline, every
+        page's links are followed)."""
+        self.decider = content_decider(self.crawler)
 
     @property
     def policy(self) -> UrlPolicy:
@@ -198,10 +216,12 @@ class WebSpider(Spider):
     # ----------------------------------------------------------------
 
     async def _decide(self, item: PageItem) -> Drop | None:
-        """The page's fate from the dedup pipeline (None: kept, or no such pipeline)."""
-        if self._decider is False:
-            self._decider = early_decision_of(self.crawler)
-        return None if self._decider is None else await self._decider.decide(item)
+        """Decide the page with the crawl's content decider and put the verdict on the item
+        (the pipeline acts on it); its Drop, None when kept or when no decider runs."""
+        if self.decider is None:
+            return None
+        item.verdict = await self.decider.decide(item)
+        return item.verdict.drop
 
     def _follows(self, drop: Drop | None, canonical: str, hops: int) -> int | None:
         """The duplicate hops of the page ``canonical``, decided ``drop`` and reached through
@@ -221,22 +241,20 @@ class WebSpider(Spider):
         return self.trap_rules.follows(drop, canonical, hops)
 
     def _teach_soft404(self, response: HtmlResponse) -> None:
-        if self._decider is False:
-            self._decider = early_decision_of(self.crawler)
-        if self._decider is not None and not is_binary(response.body):
+        if self.decider is not None and not is_binary(response.body):
             root = html_tree(response, self.bounds.parse_chars)
             item = self._item(response, False, root, response.url)
-            self._decider.soft404(item)
+            self.decider.soft404(item)
 
     def request_scheduled(self, request: Request, spider: Any = None) -> None:
         """Count a scheduled request against the crawl budgets (:class:`CrawlBudget`)."""
-        canonical = request.meta.get("canonical_url")
+        canonical = request.meta.get(meta.CANONICAL_URL)
         if canonical and not request.dont_filter:
             self.trap_rules.budget.count(canonical)
 
     def request_dropped(self, request: Request, spider: Any = None) -> None:
         """A request the scheduler refused after all (a duplicate): not counted."""
-        canonical = request.meta.get("canonical_url")
+        canonical = request.meta.get(meta.CANONICAL_URL)
         if canonical and not request.dont_filter:
             self.trap_rules.budget.count(canonical, -1)
 
@@ -264,11 +282,11 @@ class WebSpider(Spider):
             if item.depth:  # a seed is never a soft 404
                 await self.probes.answered(canonical)
         drop = await self._decide(item)
-        hops = self._follows(drop, canonical, int(response.meta.get(DUP_HOPS_META, 0)))
+        hops = self._follows(drop, canonical, int(response.meta.get(meta.DUPLICATE_HOPS, 0)))
         if root is not None and hops is not None:
             for request in self._links(response, root):
                 if hops:
-                    request.meta[DUP_HOPS_META] = hops
+                    request.meta[meta.DUPLICATE_HOPS] = hops
                 yield request
         if named_request is not None:
             yield named_request
@@ -277,7 +295,7 @@ class WebSpider(Spider):
     def on_error(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
         if request is not None:
-            if request.meta.get(CANONICAL_TARGET_META):
+            if request.meta.get(meta.CANONICAL_TARGET):
                 self._inc("dedup/canonical/missing")
             self._finished(request, getattr(failure.value, "response", None))
 
@@ -313,7 +331,7 @@ class WebSpider(Spider):
         request = None
         if self.prefer_canonical:
             request = self._request(fetch_url(urljoin(base, href), target), target)
-            request.meta[CANONICAL_TARGET_META] = True
+            request.meta[meta.CANONICAL_TARGET] = True
         return target, request
 
     def _item(self, response: HtmlResponse, binary: bool, root: Any, canonical: str,
@@ -343,7 +361,7 @@ class WebSpider(Spider):
             canonical_url=canonical,
             canonical_link=names,
             fingerprints=self._chain_fingerprints(response),
-            lease=response.meta.get(dedup_signals.LEASE_META),
+            lease=response.meta.get(meta.LEASE),
             encoding=None if binary else response.encoding,
             binary=binary,
             blocks=None if page is None else page.blocks,
@@ -460,7 +478,7 @@ class WebSpider(Spider):
             url,
             callback=self.parse,
             errback=self.on_error,
-            meta={"canonical_url": canonical},
+            meta={meta.CANONICAL_URL: canonical},
         )
 
     # --- helpers ----------------------------------------------------------------------------
@@ -476,7 +494,7 @@ class WebSpider(Spider):
         redirects = response.meta.get("redirect_urls", ()) if response is not None else ()
         fps = chain_fingerprints(request, redirects, self.crawler.request_fingerprinter,
                                  self.policy)
-        lease = request.meta.get(dedup_signals.LEASE_META)
+        lease = request.meta.get(meta.LEASE)
         self.crawler.signals.send_catch_log(dedup_signals.request_finished, fingerprints=fps,
                                             leases=[lease] if lease else [])  # fmt: skip
 
@@ -494,11 +512,6 @@ _REL_CANONICAL = re.compile(r"""(?:^|;)\s*rel\s*=\s*"?([^";]*)"?""", re.IGNORECA
 #: Stats prefix of the query parameters learned per host (``urlnorm/ignored_params/<host>``:
 #: their names, comma-separated); the report lists them.
 IGNORED_PARAMS_STAT = "urlnorm/ignored_params/"
-#: ``request.meta`` key of a request for a page another page names canonical.
-CANONICAL_TARGET_META = "dedup_canonical_target"
-#: ``request.meta`` key: how many duplicate pages in a row led to the request (absent: none;
-#: :meth:`crawler.urls.traps.TrapRules.follows`).
-DUP_HOPS_META = "dedup_duplicate_hops"
 
 
 def canonical_href(response: Response, root: Any) -> str | None:
