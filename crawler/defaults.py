@@ -2,7 +2,7 @@
 
 ``settings/base.py`` exposes these as Scrapy settings and the components read the same
 constants when a setting is absent, so a default is never written twice. Names are part of the
-public contract (see README, "Settings"); values may change between minor versions.
+public contract (see docs/settings.md); values may change between minor versions.
 """
 
 from __future__ import annotations

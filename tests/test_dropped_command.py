@@ -436,7 +436,7 @@ def test_log_csv_has_the_columns_of_the_log_each_filled(cli: Any, demo_crawl: Cr
 
 def test_reason_canonical_lists_the_pages_demoted_for_the_page_they_name(
         cli: Any, demo_crawl: CrawlRun) -> None:
-    """``--reason canonical`` (the README's word for it) was refused: it is a rule of a drop,
+    """``--reason canonical`` (docs/reviewing.md's word for it) was refused: it is a rule of a drop,
     not a reason. A rule given as ``--reason`` lists exactly the drops of that rule, as
     ``--rule`` does (on the demo: the pages stored first and demoted for a preferred twin)."""
     db = str(demo_crawl.db_path)

@@ -1,14 +1,17 @@
-"""The dedup components in someone else's Scrapy project (README, "Install extras and profiles").
+"""The dedup components in someone else's Scrapy project (docs/install.md, "Using the dedup
+components in an existing Scrapy project").
 
 ``scrapy startproject`` makes a new project in a temporary directory; its settings.py gets
-exactly the block the README gives, its spider yields :func:`crawler.spiders.embed.page_item` for
-each page and follows every link, and it crawls the demo site on 127.0.0.1: duplicates are dropped
-into the ``dropped`` table, the rest stored in ``documents``.
+exactly the settings of the block docs/install.md gives, its spider yields
+:func:`crawler.spiders.embed.page_item` for each page and follows every link, and it crawls the
+demo site on 127.0.0.1: duplicates are dropped into the ``dropped`` table, the rest stored in
+``documents``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -21,8 +24,10 @@ from crawler.sitegen import demo_site
 from crawler.sitegen.server import SiteServer
 from crawler.spiders.embed import page_item
 from crawler.urls.fingerprint import fingerprint_url
+from tests.conftest import ROOT
 
-#: The settings block of README "Install extras and profiles", appended to a new project.
+#: The settings block of docs/install.md, appended to a new project (comments aside, the same
+#: settings: :func:`test_the_manual_gives_the_settings_this_test_uses`).
 PROJECT_SETTINGS = textwrap.dedent("""
     # --- dedup-crawler (pip install dedup-crawler) ---
     DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"
@@ -107,6 +112,23 @@ def test_an_existing_project_gets_dedup_and_storage(tmp_path):
     fetched.pop(None, None)  # 404s
     assert fetched and max(fetched.values()) == 1, fetched.most_common(3)
     assert len(site.aliases) > 10
+
+
+
+def settings_of(block: str) -> dict:
+    """The settings a ``settings.py`` block assigns."""
+    names: dict = {}
+    exec(block, {}, names)  # our own documentation and test text
+    return names
+
+
+def test_the_manual_gives_the_settings_this_test_uses():
+    """The block a user copies from docs/install.md is the one this test crawls with."""
+    page = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"^```python\n(.*?)^```", page, flags=re.S | re.M)
+              if "DUPEFILTER_CLASS" in b]  # fmt: skip
+    assert len(blocks) == 1
+    assert settings_of(blocks[0]) == settings_of(PROJECT_SETTINGS)
 
 
 def test_page_item_fills_what_the_pipelines_read():

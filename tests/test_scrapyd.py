@@ -1,5 +1,5 @@
-"""The project deployed to a real scrapyd and crawling from its egg (README, "Running under
-scrapyd").
+"""The project deployed to a real scrapyd and crawling from its egg (docs/operations.md,
+"Running under scrapyd").
 
 scrapyd and ``scrapyd-deploy`` run in an overlay venv: its ``sys.path`` holds the test venv's
 site-packages as a plain directory, so the packages are there but the editable install of this

@@ -1,5 +1,6 @@
-"""Secrets never printed (README, "Security"): the one masking rule, and every output of a real
-crawl whose database URL carries a password in its user info and in its query.
+"""Secrets never printed (docs/security-and-limits.md, "Security"): the one masking rule, and
+every output of a real crawl whose database URL carries a password in its user info and in its
+query.
 
 The shared PostgreSQL uses trust auth, so any password is accepted: the crawl below really
 connects with both secrets in its URL, in a scratch schema dropped afterwards.
@@ -11,6 +12,7 @@ import gzip
 import html
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -23,6 +25,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawler.outputs.formats import (
+    SECRET_PARAMS,
+    SECRET_PARTS,
     is_masked,
     is_secret_param,
     mask_settings,
@@ -85,6 +89,19 @@ def test_secret_parameter_names() -> None:
     plain = ["sslmode", "options", "application_name", "db", "page", "keyword", "author"]
     assert [n for n in secret if not is_secret_param(n)] == []
     assert [n for n in plain if is_secret_param(n)] == []
+
+
+
+def test_the_manual_lists_the_secret_names_the_code_masks() -> None:
+    """docs/security-and-limits.md names exactly the parameters :func:`mask_url` treats as
+    secrets: the whole names, then the parts a name may contain."""
+    page = " ".join((ROOT / "docs" / "security-and-limits.md").read_text().split())
+    names, _, parts = page.split("is one of ", 1)[1].split(". Masked:", 1)[0].partition(
+        ", or contains ")
+    listed = set(re.findall(r"`([a-z_]+)(?:\(s\))?`", names))
+    listed |= {n + "s" for n in re.findall(r"`([a-z_]+)\(s\)`", names)}
+    assert listed == SECRET_PARAMS
+    assert re.findall(r"`([a-z_]+)`", parts) == list(SECRET_PARTS)
 
 
 def test_mask_text_and_mask_settings() -> None:

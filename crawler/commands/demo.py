@@ -178,7 +178,7 @@ def serve_banner(site: Site, base_url: str, seeds: Path) -> str:
     return "\n".join([
         f"Demo site: {len(site.canonical_pages)} pages at {base_url}/ (seeds file: "
         f"{display(seeds)})",
-        "Crawl it with the distributed profile (README \"Scale out\"; Redis and PostgreSQL "
+        "Crawl it with the distributed profile (docs/scale-out.md; Redis and PostgreSQL "
         "running), in two or more other terminals:",
         f"  export SCRAPY_SETTINGS_MODULE=crawler.settings.distributed DEDUP_NAMESPACE={namespace}",
         f"  scrapy crawl web {local}    # each worker waits for seeds",

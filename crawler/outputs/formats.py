@@ -20,7 +20,7 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 #: Query parameters whose value is a secret, compared lower-case with ``-`` read as ``_``
-#: (README, "Security"): these names exactly, and any name containing one of
+#: (docs/security-and-limits.md, "Security"): these names exactly, and any name containing one of
 #: :data:`SECRET_PARTS`.
 SECRET_PARAMS = frozenset({
     "pass", "pwd", "passwd", "password", "passphrase", "sslpassword", "key", "api_key",

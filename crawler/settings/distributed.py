@@ -2,7 +2,7 @@
 
 Use it with ``SCRAPY_SETTINGS_MODULE=crawler.settings.distributed scrapy crawl web -a seeds=FILE``
 (``settings.distributed`` from a checkout) on every worker; it needs the ``redis`` and
-``postgres`` extras. What is shared, and what each piece guarantees (README, "Scale out"):
+``postgres`` extras. What is shared, and what each piece guarantees (docs/scale-out.md):
 
 * the frontier: ``crawler.cluster.scheduler.SharedScheduler`` (scrapy-redis's scheduler on
   :mod:`crawler.cluster.frontier`): host-partitioned queues in Redis, each host owned by one

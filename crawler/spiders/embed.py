@@ -1,6 +1,6 @@
 """Use the dedup components in an existing Scrapy project: :func:`page_item` for its spiders.
 
-The project adds the settings of README "Install extras and profiles" (the dupefilter, the
+The project adds the settings of docs/install.md (the dupefilter, the
 request fingerprinter, the two pipelines, the link middleware, the extensions) and its spiders
 yield ``page_item(response)`` for every HTML page they want deduplicated and stored::
 
