@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -133,16 +134,26 @@ def _range_text(lo: object, hi: object, kind: str, open_interval: bool = False) 
     return kind
 
 
-def check_scrapy_settings(settings: SettingsLike) -> None:
-    """Scrapy's own settings of :data:`SCRAPY_INTS` and :data:`SCRAPY_FLOATS` in range and
-    ``STATS_FILE`` writable, checked before the crawl as the project's own are."""
-    for name, lo in SCRAPY_INTS.items():
-        get_int(settings, name, lo, lo=lo)
-    for name, strict in SCRAPY_FLOATS.items():
-        get_float(settings, name, 1.0, lo=0.0, open_interval=strict)
-    path = settings.get("STATS_FILE")
-    if path:
-        check_file_path("STATS_FILE", str(path))
+@dataclass(frozen=True)
+class ScrapySettings:
+    """Scrapy's own settings the crawl checks as its own: those of :data:`SCRAPY_INTS` and
+    :data:`SCRAPY_FLOATS` (name -> value) in range, and ``STATS_FILE`` ("" when unset)
+    writable (:func:`check_file_path`). Scrapy reads them itself; this is the check."""
+
+    ints: Mapping[str, int]
+    floats: Mapping[str, float]
+    stats_file: str = ""
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> ScrapySettings:
+        """Read and check them (:class:`SettingError` naming the first bad one)."""
+        ints = {name: get_int(settings, name, lo, lo=lo) for name, lo in SCRAPY_INTS.items()}
+        floats = {name: get_float(settings, name, 1.0, lo=0.0, open_interval=strict)
+                  for name, strict in SCRAPY_FLOATS.items()}
+        path = settings.get("STATS_FILE")
+        if path:
+            check_file_path("STATS_FILE", str(path))
+        return cls(ints, floats, str(path or ""))
 
 
 def check_file_path(name: str, path: str) -> None:

@@ -10,10 +10,10 @@ from crawler.content.simhash import to_hex
 if TYPE_CHECKING:
     from crawler.dedup.decider import Verdict
 
-#: The fields a feed export carries, in order (README, "Feed exports"): everything a consumer of
-#: the unique documents needs, nothing internal (``blocks``, ``binary``, ``fingerprints``,
-#: ``lease``). ``html`` is added by ``FEED_EXPORT_HTML = True``. ``text`` is the whole visible
-#: text (navigation and footer included: the exact-copy hash is taken of it);
+#: The fields a feed export carries, in order (docs/storage-and-outputs.md, "Feed exports"):
+#: everything a consumer of the unique documents needs, nothing internal (``blocks``, ``binary``,
+#: ``fingerprints``, ``lease``). ``html`` is added by ``FEED_EXPORT_HTML = True``. ``text`` is the
+#: whole visible text (navigation and footer included: the exact-copy hash is taken of it);
 #: ``fingerprint_text`` the part of it the SimHash reads (:mod:`crawler.outputs.feeds.rows`).
 EXPORT_FIELDS: tuple[str, ...] = (
     "url", "canonical_url", "status", "content_type", "encoding", "title", "text",

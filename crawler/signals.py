@@ -37,14 +37,18 @@ WARC writer archives it at once. Keyword argument ``capture`` (a
 :class:`crawler.outputs.warc.records.Capture`).
 """
 
+from __future__ import annotations
+
+from crawler import meta
+
 batch_committed = object()
 request_finished = object()
 page_demoted = object()
 page_refingerprinted = object()
 exchange_captured = object()
 
-#: ``request.meta`` key holding the shared frontier's lease id of a popped request.
-LEASE_META = "dedup_lease"
+#: The old name of :data:`crawler.meta.LEASE` (kept while its last users move to it).
+LEASE_META = meta.LEASE
 
 #: The stat holding the id of this crawl's ``crawls`` row: the crawl id's one published home
 #: for other components (the drop log's lines written at once, the WARC files' ``warcinfo``).

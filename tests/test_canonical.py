@@ -23,9 +23,9 @@ from scrapy.http import HtmlResponse, Request
 from crawler import report
 from crawler.backends.local import LocalContentIndex
 from crawler.content.template import TemplateFilter
+from crawler.dedup.decider import ContentDecider
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
-from crawler.dedup.decider import ContentDecider
 from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.review import CrawlDB
 from crawler.sitegen.server import SiteServer

@@ -21,10 +21,10 @@ import pytest
 
 from crawler.backends.local import LocalContentIndex
 from crawler.content.template import TemplateFilter
+from crawler.dedup.decider import ContentDecider
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.outputs.droplog import DropLog, read_drop_log, replay_drop_log
-from crawler.dedup.decider import ContentDecider
 from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.sitegen.server import SiteServer
 from crawler.sitegen.site import Page, Site

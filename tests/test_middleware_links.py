@@ -18,6 +18,7 @@ from crawler.config import SettingError
 from crawler.middlewares.links import TrapLimits, UrlNormalizationMiddleware
 from crawler.sitegen import Page, Site
 from crawler.sitegen.server import SiteServer
+from crawler.urls.traps import TrapSettings
 from settings import base as project_settings
 
 
@@ -132,9 +133,8 @@ def test_trap_limits_come_from_settings() -> None:
         "urlnorm/trap/segment_repeat",
         "urlnorm/trap/url_length",
     ]
-    assert (
-        TrapLimits.from_settings({"URLLENGTH_LIMIT": 0}).trap("http://e.com/" + "x" * 9999) is None
-    )
+    unlimited = TrapLimits.of(TrapSettings.from_settings({"URLLENGTH_LIMIT": 0}))
+    assert unlimited.trap("http://e.com/" + "x" * 9999) is None
 
 
 def test_start_requests_are_processed() -> None:

@@ -24,11 +24,11 @@ from crawler.config import SettingError
 from crawler.content.simhash import hamming
 from crawler.content.template import TemplateFilter
 from crawler.content.text import is_binary, main_tokens, visible_text
+from crawler.dedup.decider import ContentDecider
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.logformatter import DedupLogFormatter
 from crawler.outputs.droplog import DropLog, read_drop_log
-from crawler.dedup.decider import ContentDecider
 from crawler.pipelines.neardup import NearDuplicatePipeline
 from crawler.pipelines.storage import document_row
 from crawler.sitegen import demo_site, template_site

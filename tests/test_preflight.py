@@ -17,48 +17,102 @@ from crawler.config import SettingError
 from crawler.extras import MissingExtraError
 from tests.conftest import ROOT, crawl_command
 
-#: check name -> a setting it refuses (name, bad value)
+#: check name (its class for a ``from_settings``) -> a setting it refuses (name, bad value)
 BAD = {
-    "check_scrapy_settings": ("DOWNLOAD_MAXSIZE", -1),
+    "ScrapySettings": ("DOWNLOAD_MAXSIZE", -1),
     "backend_name": ("DEDUP_BACKEND", "memcached"),
-    "from_settings": ("URLNORM_SORT_QUERY", "maybe"),
-    "validate@crawler.urls.linkrules": ("TRAP_MAX_PATH_DEPTH", 0),
-    "validate@crawler.urls.traps": ("TRAP_PATH_MAX_QUERY_VARIANTS", -1),
-    "scope_setting": ("SCOPE", "planet"),
-    "private_guard_setting": ("BLOCK_PRIVATE_ADDRESSES", "sometimes"),
-    "spider_settings": ("DEDUP_EARLY_SKIP", "maybe"),
-    "validate@crawler.urls.pagebounds": ("LINKS_PER_PAGE_MAX", -1),
-    "read_settings": ("BLOOM_ERROR_RATE", 2),
+    "UrlPolicy": ("URLNORM_SORT_QUERY", "maybe"),
+    "DropNotes": ("URLNORM_DEBUG", "sometimes"),
+    "TrapSettings": ("TRAP_PATH_MAX_QUERY_VARIANTS", -1),
+    "ScopeSettings": ("SCOPE", "planet"),
+    "SpiderSettings": ("DEDUP_EARLY_SKIP", "maybe"),
+    "PageBounds": ("LINKS_PER_PAGE_MAX", -1),
+    "BloomSettings": ("BLOOM_ERROR_RATE", 2),
     "check_jobdir": ("JOBDIR_SNAPSHOT_SECONDS", -1),
     "settings_params": ("SIMHASH_MAX_DISTANCE", 99),
-    "validate@crawler.storage.check": ("STORAGE_BATCH_SIZE", 0),
-    "droplog_settings": ("DROPPED_LOG_RETRY_TIMES", -1),
-    "validate@crawler.cluster.worker": ("DISTRIBUTED_PREFETCH", 0),
-    "validate@crawler.cluster.joincheck": ("SCHEDULER_QUEUE_KEY", "%(host)s:requests"),
-    "retry_settings": ("REDIS_RETRY_SECONDS", -1),
-    "namespace_setting": ("DEDUP_NAMESPACE", "crawl42:web"),
-    "interval_setting": ("DEDUP_PROGRESS_INTERVAL", -3),
-    "validate@crawler.pipelines.neardup": ("SIMHASH_SHINGLE", 9),
-    "warc_options": ("WARC_MAX_SIZE", -1),
-    "validate@crawler.middlewares.robots": ("ROBOTSTXT_RETRY_BACKOFF", 0),
-    "validate@crawler.middlewares.retryafter": ("RETRY_AFTER_MAX_SECONDS", "soon"),
-    "validate@crawler.middlewares.headerlimit": ("DOWNLOAD_MAX_HEADER_BYTES", -1),
+    "StorageSettings": ("STORAGE_BATCH_SIZE", 0),
+    "DropLogOptions": ("DROPPED_LOG_RETRY_TIMES", -1),
+    "WorkerSettings": ("DISTRIBUTED_PREFETCH", 0),
+    "StartListSettings": ("REDIS_START_URLS_BATCH_SIZE", 0),
+    "QueueSettings": ("SCHEDULER_QUEUE_KEY", "%(host)s:requests"),
+    "RedisSettings": ("REDIS_RETRY_SECONDS", -1),
+    "NamespaceSettings": ("DEDUP_NAMESPACE", "crawl42:web"),
+    "ProgressSettings": ("DEDUP_PROGRESS_INTERVAL", -3),
+    "DeciderSettings": ("SIMHASH_SHINGLE", 9),
+    "WarcOptions": ("WARC_MAX_SIZE", -1),
+    "RobotsSettings": ("ROBOTSTXT_RETRY_BACKOFF", 0),
+    "RetryAfterSettings": ("RETRY_AFTER_MAX_SECONDS", "soon"),
+    "HeaderLimitSettings": ("DOWNLOAD_MAX_HEADER_BYTES", -1),
 }
+#: More bad values, each refused with its exact message by the check that owns the setting
+#: (several settings share one check since the trap settings have one home).
+MESSAGES = {
+    ("TRAP_MAX_PATH_DEPTH", 0): "setting TRAP_MAX_PATH_DEPTH=0 is invalid: allowed an integer >= 1",
+    ("URLLENGTH_LIMIT", -1): "setting URLLENGTH_LIMIT=-1 is invalid: allowed an integer >= 0",
+    ("TRAP_DUPLICATE_HOPS", 17):
+        "setting TRAP_DUPLICATE_HOPS=17 is invalid: allowed an integer in [0, 16]",
+    ("TRAP_FOLLOW_LINKS_OF", "x"): "setting TRAP_FOLLOW_LINKS_OF='x' is invalid: allowed one of "
+                                   "'kept', 'near_duplicates', 'all'",
+    ("BLOCK_PRIVATE_ADDRESSES", "sometimes"): "setting BLOCK_PRIVATE_ADDRESSES='sometimes' is "
+        "invalid: allowed True, False or auto (on unless a seed is private)",
+    ("REDIS_TIMEOUT_SECONDS", 0): "setting REDIS_TIMEOUT_SECONDS=0 is invalid: allowed a number "
+                                  "in [0.1, 3600]",
+    ("DISTRIBUTED_SEED_WAIT_SECONDS", -1): "setting DISTRIBUTED_SEED_WAIT_SECONDS=-1 is invalid: "
+                                           "allowed a number in [0, 3.1536e+08]",
+}  # fmt: skip
+#: Entries of the list not yet in the one shape (their modules are other work in progress):
+#: the shape test skips them, and fails once one of them has left the list (drop it here).
+NOT_YET_ONE_SHAPE = {"backend_name", "check_extras", "check_jobdir", "settings_params"}
 
 
 def _key(check) -> str:
-    name = check.__name__
-    return f"{name}@{check.__module__}" if name == "validate" else name
+    owner = getattr(check, "__self__", None)
+    return owner.__name__ if isinstance(owner, type) else check.__name__
 
 
 def test_each_check_in_the_list_refuses_a_bad_value_of_its_own() -> None:
     checks = [_key(c) for c in settings_checks() if c.__name__ != "check_extras"]
-    assert checks and sorted(checks) == sorted(BAD)  # a new check needs a case here
+    assert checks and set(checks) <= set(BAD)  # a new check needs a case here
+    assert len(checks) == len(set(checks))
     for key in checks:
         name, value = BAD[key]
         with pytest.raises(SettingError) as info:
             check_settings(Settings({name: value}))
         assert info.value.name == name, key
+        with pytest.raises(SettingError) as alone:
+            next(c for c in settings_checks() if _key(c) == key)(Settings({name: value}))
+        assert str(alone.value) == str(info.value), key  # the check's own message, unchanged
+
+
+@pytest.mark.parametrize(("setting", "message"), MESSAGES.items())
+def test_bad_values_keep_their_exact_message(setting, message) -> None:
+    with pytest.raises(SettingError) as info:
+        check_settings(Settings(dict([setting])))
+    assert str(info.value) == message
+
+
+def test_every_check_is_the_from_settings_of_a_frozen_dataclass() -> None:
+    """One shape: ``<Thing>Settings.from_settings`` bound to its class, returning that frozen
+    dataclass (fields by name, never unpacked by position), accepting the default settings."""
+    import dataclasses
+    import inspect
+
+    from crawler import defaults
+
+    checks = settings_checks()
+    assert {c.__name__ for c in checks} >= NOT_YET_ONE_SHAPE  # done: remove it from the set
+    default = Settings({n: getattr(defaults, n) for n in dir(defaults) if n.isupper()})
+    for check in checks:
+        if check.__name__ in NOT_YET_ONE_SHAPE:
+            continue
+        owner = getattr(check, "__self__", None)
+        assert inspect.ismethod(check) and isinstance(owner, type), check
+        assert check.__name__ == "from_settings", check
+        assert dataclasses.is_dataclass(owner) and owner.__dataclass_params__.frozen, owner
+        made = check(default)
+        assert type(made) is owner, owner
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(made, dataclasses.fields(owner)[0].name, None)
 
 
 def test_the_extras_check_is_in_the_list(monkeypatch) -> None:

@@ -27,8 +27,8 @@ from crawler.dedup.drops import DropWriter
 from crawler.extensions.progress import (
     SUMMARY_PREFIX,
     DedupProgress,
+    ProgressSettings,
     approx_duration,
-    interval_setting,
     time_left,
 )
 from crawler.vocab import Drop
@@ -159,13 +159,13 @@ def test_a_failure_while_closing_becomes_the_finish_reason(wired: tuple) -> None
 def test_bad_interval_is_refused(value: object) -> None:
     settings = {"DEDUP_PROGRESS_INTERVAL": value}
     with pytest.raises(SettingError, match="DEDUP_PROGRESS_INTERVAL"):
-        interval_setting(settings)
+        ProgressSettings.from_settings(settings)
     with pytest.raises(SettingError, match="DEDUP_PROGRESS_INTERVAL"):
         validate_settings(get_crawler(settings_dict=settings).settings)
 
 
 def test_interval_default_and_off() -> None:
-    assert interval_setting({}) == 30.0
+    assert ProgressSettings.from_settings({}).interval == 30.0
     ext = DedupProgress.from_crawler(get_crawler(settings_dict={"DEDUP_PROGRESS_INTERVAL": 0}))
     ext.spider_opened(None)
     assert ext.task is None  # no periodic line; the summary still runs at close

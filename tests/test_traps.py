@@ -127,8 +127,44 @@ def test_a_learned_parameter_is_folded_out_of_its_hosts_links_only() -> None:
     ("TRAP_FOLLOW_LINKS_OF", "sometimes"), ("TRAP_LEARN_PARAMS_AFTER", -1),
     ("TRAP_HOST_MAX_PAGES", "many"), ("TRAP_SOFT404_PROBE", "perhaps"),
     ("TRAP_DUPLICATE_HOPS", -1), ("TRAP_DUPLICATE_HOPS", 17), ("TRAP_DUPLICATE_HOPS", "two"),
+    ("TRAP_MAX_SEGMENT_REPEAT", 0), ("TRAP_MAX_PATH_DEPTH", "deep"), ("TRAP_MAX_QUERY_PARAMS", 0),
+    ("URLLENGTH_LIMIT", -1),
 ])  # fmt: skip
 def test_bad_settings_are_refused(name: str, value: object) -> None:
     with pytest.raises(SettingError) as info:
         TrapSettings.from_settings({name: value})
     assert info.value.name == name
+
+
+class _Reads(dict):
+    """A settings mapping that counts each name read."""
+
+    def __init__(self, values: dict[str, object]) -> None:
+        super().__init__(values)
+        self.reads: dict[str, int] = {}
+
+    def get(self, name: str, default: object = None) -> object:
+        self.reads[name] = self.reads.get(name, 0) + 1
+        return super().get(name, default)
+
+
+def test_every_trap_setting_has_one_home_and_is_read_there_once() -> None:
+    from crawler import defaults
+
+    names = {n for n in dir(defaults) if n.startswith("TRAP_") and not n.endswith("_CHOICES")}
+    settings = _Reads({})
+    TrapSettings.from_settings(settings)
+    assert settings.reads == dict.fromkeys(names | {"URLLENGTH_LIMIT"}, 1)
+
+
+def test_the_link_rules_take_their_limits_from_the_trap_settings() -> None:
+    values = {"TRAP_MAX_SEGMENT_REPEAT": 2, "TRAP_MAX_PATH_DEPTH": 5, "TRAP_MAX_QUERY_PARAMS": 4,
+              "URLLENGTH_LIMIT": 0, "TRAP_HOST_MAX_PAGES": 7}  # fmt: skip
+    settings = _Reads(values)
+    rules = LinkRules.from_settings(settings)
+    assert settings.reads["TRAP_MAX_PATH_DEPTH"] == 1
+    limits = rules.limits
+    assert (limits.max_segment_repeat, limits.max_path_depth, limits.max_query_params,
+            limits.max_length) == (2, 5, 4, 0)  # fmt: skip
+    assert rules.judge_canonical(f"{H}/a/b/c/d/e/f") == "urlnorm/trap/path_depth"
+    assert TrapRules(TrapSettings.from_settings(values)).budget.host_max_pages == 7

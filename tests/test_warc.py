@@ -31,7 +31,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler import config
 from crawler.content.text import extract, is_binary
-from crawler.outputs.warc import check_warc, split_output, warc_options
+from crawler.outputs.warc import WarcOptions, check_warc, split_output
 from crawler.outputs.warc.capture import capture_of, wants_page
 from crawler.outputs.warc.extension import WarcWriter
 from crawler.outputs.warc.files import OPEN_SUFFIX, WarcFiles, file_name
@@ -549,17 +549,17 @@ def test_check_warc_refuses_an_unwritable_output_in_one_line(tmp_path):
                                              ("WARC_CDXJ", "perhaps")])
 def test_bad_warc_settings_name_the_setting(name, value):
     with pytest.raises(config.SettingError, match=f"setting {name}="):
-        warc_options({"WARC_OUTPUT": "out/", name: value})
+        WarcOptions.from_settings({"WARC_OUTPUT": "out/", name: value})
 
 
 def test_wacz_needs_an_output_and_an_existing_file_is_no_output(tmp_path):
     with pytest.raises(config.SettingError, match=r"setting WARC_WACZ=.*WARC_OUTPUT set"):
-        warc_options({"WARC_WACZ": True})
+        WarcOptions.from_settings({"WARC_WACZ": True})
     existing = tmp_path / "archive.warc.gz"
     existing.write_bytes(b"")
     with pytest.raises(config.SettingError, match="not an existing file"):
-        warc_options({"WARC_OUTPUT": str(existing)})
-    assert warc_options({"WARC_OUTPUT": str(tmp_path / "run1")}).prefix == "run1"
+        WarcOptions.from_settings({"WARC_OUTPUT": str(existing)})
+    assert WarcOptions.from_settings({"WARC_OUTPUT": str(tmp_path / "run1")}).prefix == "run1"
 
 
 def test_output_is_a_directory_or_a_prefix(tmp_path):

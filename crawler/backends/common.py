@@ -11,8 +11,10 @@
   only once that bound has passed is it an outage (:func:`first_outage`). One policy per crawl
   (:func:`retry_policy`), shared by every Redis component, so a given-up server is not waited
   for again by the next component while the crawl closes;
-* :func:`namespace` (the key prefix of one crawl), :func:`queue_key` (the frontier's key in it)
-  and :class:`RedisBacked` (client plumbing).
+* the settings: :class:`RedisSettings` (the server, the retry bound; :func:`redis_url`, the one
+  reader of ``REDIS_URL``) and :class:`NamespaceSettings`; :func:`namespace` (the key prefix
+  of one crawl), :func:`queue_key` (the frontier's key in it) and :class:`RedisBacked`
+  (client plumbing).
 
 Retries run where the call runs, on the reactor thread for nearly every call: the worker pauses
 while Redis is away (it can neither queue, pop nor decide a page without it). Every call
@@ -34,6 +36,7 @@ import re
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -78,17 +81,63 @@ def keys_lost(url: str) -> RedisBackendError:
 NAMESPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
-def namespace_setting(settings: config.SettingsLike) -> str:
-    """``DEDUP_NAMESPACE`` (default ``BOT_NAME``), checked: letters, digits, ``.``, ``_`` and
-    ``-``, 1-100 characters, no ``:`` (:data:`NAMESPACE_RE`); :class:`SettingError` else."""
-    explicit = settings.get("DEDUP_NAMESPACE", defaults.DEDUP_NAMESPACE)
-    ns = str(explicit or settings.get("BOT_NAME") or defaults.BOT_NAME)
-    if not NAMESPACE_RE.fullmatch(ns):
-        raise config.SettingError(
-            "DEDUP_NAMESPACE" if explicit else "BOT_NAME", ns,
-            "a namespace of letters, digits, '.', '_' and '-' (1-100 characters, no ':'; "
-            "set DEDUP_NAMESPACE)")
-    return ns
+def redis_url(settings: config.SettingsLike) -> str:
+    """``REDIS_URL`` (its default when unset or empty): the one reader of the setting."""
+    return str(settings.get("REDIS_URL") or defaults.REDIS_URL)
+
+
+def key_prefix(settings: config.SettingsLike) -> str:
+    """``REDIS_KEY_PREFIX`` (its default when unset or empty): the one reader of the setting."""
+    return str(settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    """How the Redis components reach the server: ``REDIS_URL`` (:func:`redis_url`),
+    ``REDIS_RETRY_SECONDS`` (how long a failed call is tried again, :class:`RedisRetry`) and
+    ``REDIS_TIMEOUT_SECONDS`` (how long a reply may take)."""
+
+    url: str = defaults.REDIS_URL
+    retry_seconds: float = defaults.REDIS_RETRY_SECONDS
+    timeout_seconds: float = defaults.REDIS_TIMEOUT_SECONDS
+
+    @classmethod
+    def from_settings(cls, settings: config.SettingsLike) -> RedisSettings:
+        """Read and check them (retry 0-3600 s, timeout 0.1-3600 s; SettingError)."""
+        return cls(
+            redis_url(settings),
+            config.get_float(settings, "REDIS_RETRY_SECONDS", defaults.REDIS_RETRY_SECONDS,
+                             lo=0.0, hi=3600.0),
+            config.get_float(settings, "REDIS_TIMEOUT_SECONDS", defaults.REDIS_TIMEOUT_SECONDS,
+                             lo=0.1, hi=3600.0),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NamespaceSettings:
+    """The namespace of one crawl's keys: ``REDIS_KEY_PREFIX`` (``prefix``) and
+    ``DEDUP_NAMESPACE`` (``name``, default ``BOT_NAME``); :attr:`base` is
+    ``{prefix}:{name}``, the start of every key."""
+
+    prefix: str = defaults.REDIS_KEY_PREFIX
+    name: str = defaults.BOT_NAME
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:{self.name}"
+
+    @classmethod
+    def from_settings(cls, settings: config.SettingsLike) -> NamespaceSettings:
+        """Read them; the namespace checked: letters, digits, ``.``, ``_`` and ``-``, 1-100
+        characters, no ``:`` (:data:`NAMESPACE_RE`); :class:`SettingError` else."""
+        explicit = settings.get("DEDUP_NAMESPACE", defaults.DEDUP_NAMESPACE)
+        ns = str(explicit or settings.get("BOT_NAME") or defaults.BOT_NAME)
+        if not NAMESPACE_RE.fullmatch(ns):
+            raise config.SettingError(
+                "DEDUP_NAMESPACE" if explicit else "BOT_NAME", ns,
+                "a namespace of letters, digits, '.', '_' and '-' (1-100 characters, no ':'; "
+                "set DEDUP_NAMESPACE)")
+        return cls(key_prefix(settings), ns)
 
 
 def settings_of_namespace(settings: Any, value: str) -> Any | None:
@@ -97,8 +146,7 @@ def settings_of_namespace(settings: Any, value: str) -> Any | None:
     (``dedup:crawl42``); None when it is no namespace (:data:`NAMESPACE_RE`). Its
     :func:`namespace`, :func:`queue_key` and start list are that crawl's, as its workers
     compute them."""
-    prefix = str(settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
-    name = value.strip().removeprefix(prefix + ":")
+    name = value.strip().removeprefix(key_prefix(settings) + ":")
     if not NAMESPACE_RE.fullmatch(name):
         return None
     copy = settings.copy()
@@ -107,9 +155,8 @@ def settings_of_namespace(settings: Any, value: str) -> Any | None:
 
 
 def namespace(settings: config.SettingsLike) -> str:
-    """``{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE or BOT_NAME}`` (:func:`namespace_setting`)."""
-    prefix = str(settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
-    return f"{prefix}:{namespace_setting(settings)}"
+    """``{REDIS_KEY_PREFIX}:{DEDUP_NAMESPACE or BOT_NAME}`` (:class:`NamespaceSettings`)."""
+    return NamespaceSettings.from_settings(settings).base
 
 
 def queue_key(settings: config.SettingsLike, spider: str) -> str:
@@ -233,23 +280,14 @@ def retry_policy(settings: config.SettingsLike, stats: Any = None) -> RedisRetry
     key = id(settings)
     ref, policy = _policies.get(key, (None, None))
     if policy is None or ref is None or ref() is not settings:
-        policy = RedisRetry(*retry_settings(settings))
+        options = RedisSettings.from_settings(settings)
+        policy = RedisRetry(options.retry_seconds, options.timeout_seconds)
         with contextlib.suppress(TypeError):  # a dict: not weakly referenced
             ref = weakref.ref(settings, lambda _: _policies.pop(key, None))
             _policies[key] = (ref, policy)
     if stats is not None:
         policy.stats = stats
     return policy
-
-
-def retry_settings(settings: config.SettingsLike) -> tuple[float, float]:
-    """``(REDIS_RETRY_SECONDS, REDIS_TIMEOUT_SECONDS)``, checked."""
-    return (
-        config.get_float(settings, "REDIS_RETRY_SECONDS", defaults.REDIS_RETRY_SECONDS,
-                         lo=0.0, hi=3600.0),
-        config.get_float(settings, "REDIS_TIMEOUT_SECONDS", defaults.REDIS_TIMEOUT_SECONDS,
-                         lo=0.1, hi=3600.0),
-    )  # fmt: skip
 
 
 class RedisBacked:

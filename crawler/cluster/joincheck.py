@@ -30,8 +30,8 @@ component reads it (the same checked getter), so ``-s SIMHASH_SHINGLE=4`` and ``
 Not recorded: what changes speed or one worker's own files, not decisions (concurrency, delays,
 ``DEDUP_EARLY_SKIP``, ``BLOOM_VERIFY``, ``DROPPED_LOG``, ``WARC_*``, feeds, ``REDIS_*`` timeouts,
 ``DISTRIBUTED_*``). ``SCHEDULER_PERSIST=False`` and ``SCHEDULER_FLUSH_ON_START=True`` are refused
-outright (:func:`validate`): in scrapy-redis they delete the queue and the seen set, which here
-every worker shares (:class:`crawler.cluster.scheduler.SharedScheduler` never does either).
+outright (:class:`QueueSettings`): in scrapy-redis they delete the queue and the seen set, which
+here every worker shares (:class:`crawler.cluster.scheduler.SharedScheduler` never does either).
 
 **The record**: field ``settings`` of the ``{base}:meta`` hash, JSON, name -> value, written
 once by one Lua script (``HSETNX`` then ``HGET``, :func:`claim`): of two workers started at the
@@ -129,11 +129,11 @@ def _simhash(i: int) -> Callable[[config.SettingsLike], Any]:
     return read
 
 
-def _neardup(i: int) -> Callable[[config.SettingsLike], Any]:
+def _decider(name: str) -> Callable[[config.SettingsLike], Any]:
     def read(settings: config.SettingsLike) -> Any:
-        from crawler.pipelines.neardup import validate as neardup_settings
+        from crawler.dedup.decider import DeciderSettings
 
-        return neardup_settings(settings)[i]
+        return getattr(DeciderSettings.from_settings(settings), name)
     return read
 
 
@@ -159,26 +159,6 @@ def _strip_params(settings: config.SettingsLike) -> list[str]:
     from crawler.urls.urlnorm import UrlPolicy
 
     return sorted(set(UrlPolicy.from_settings(settings).strip_params))  # order never matters
-
-
-def _scope(settings: config.SettingsLike) -> str:
-    from crawler.urls.scope import scope_setting
-
-    return scope_setting(settings)
-
-
-def _private(settings: config.SettingsLike) -> bool | None:
-    from crawler.urls.scope import private_guard_setting
-
-    return private_guard_setting(settings)
-
-
-def _bloom(key: str) -> Callable[[config.SettingsLike], Any]:
-    def read(settings: config.SettingsLike) -> Any:
-        from crawler.backends.bloom import read_settings
-
-        return read_settings(settings)[key]
-    return read
 
 
 #: The port a database URL means when it names none.
@@ -207,41 +187,42 @@ def _queue(settings: config.SettingsLike) -> str:
     return queue_key(settings, SPIDER)
 
 
-_TRAPS = "crawler.urls.traps:validate"
-_LIMITS = "crawler.urls.linkrules:TrapLimits.from_settings"
-_BOUNDS = "crawler.urls.pagebounds:validate"
+_TRAPS = "crawler.urls.traps:TrapSettings.from_settings"
+_BOUNDS = "crawler.urls.pagebounds:PageBounds.from_settings"
+_SCOPE = "crawler.urls.scope:ScopeSettings.from_settings"
+_BLOOM = "crawler.backends.bloom:BloomSettings.from_settings"
 
 #: Every setting a joining worker must share with its crawl (module docstring), in the order
 #: a refusal names them.
 JOIN_SETTINGS: tuple[JoinSetting, ...] = (
     JoinSetting("SIMHASH_MAX_DISTANCE", _simhash(0)),
     JoinSetting("SIMHASH_BLOCKS", _simhash(1)),
-    JoinSetting("SIMHASH_SHINGLE", _neardup(1)),
-    JoinSetting("SIMHASH_MIN_TOKENS", _neardup(0)),
-    JoinSetting("SIMHASH_PERSIST", _neardup(2)),
-    JoinSetting("DEDUP_CANONICAL", _neardup(3)),
+    JoinSetting("SIMHASH_SHINGLE", _decider("shingle")),
+    JoinSetting("SIMHASH_MIN_TOKENS", _decider("min_tokens")),
+    JoinSetting("SIMHASH_PERSIST", _decider("persist")),
+    JoinSetting("DEDUP_CANONICAL", _decider("prefer_canonical")),
     JoinSetting("DEDUP_SETTLE", _flag("DEDUP_SETTLE", defaults.DEDUP_SETTLE)),
     JoinSetting("URLNORM_STRIP_PARAMS", _strip_params),
     JoinSetting("URLNORM_SORT_QUERY", _flag("URLNORM_SORT_QUERY", defaults.URLNORM_SORT_QUERY)),
-    JoinSetting("URLLENGTH_LIMIT", _field(_LIMITS, "max_length")),
-    JoinSetting("TRAP_MAX_SEGMENT_REPEAT", _field(_LIMITS, "max_segment_repeat")),
-    JoinSetting("TRAP_MAX_PATH_DEPTH", _field(_LIMITS, "max_path_depth")),
-    JoinSetting("TRAP_MAX_QUERY_PARAMS", _field(_LIMITS, "max_query_params")),
+    JoinSetting("URLLENGTH_LIMIT", _field(_TRAPS, "max_length")),
+    JoinSetting("TRAP_MAX_SEGMENT_REPEAT", _field(_TRAPS, "max_segment_repeat")),
+    JoinSetting("TRAP_MAX_PATH_DEPTH", _field(_TRAPS, "max_path_depth")),
+    JoinSetting("TRAP_MAX_QUERY_PARAMS", _field(_TRAPS, "max_query_params")),
     JoinSetting("TRAP_FOLLOW_LINKS_OF", _field(_TRAPS, "follow_links_of")),
     JoinSetting("TRAP_DUPLICATE_HOPS", _field(_TRAPS, "duplicate_hops")),
     JoinSetting("TRAP_LEARN_PARAMS_AFTER", _field(_TRAPS, "learn_params_after")),
     JoinSetting("TRAP_HOST_MAX_PAGES", _field(_TRAPS, "host_max_pages")),
     JoinSetting("TRAP_PATH_MAX_QUERY_VARIANTS", _field(_TRAPS, "path_max_query_variants")),
     JoinSetting("TRAP_SOFT404_PROBE", _field(_TRAPS, "soft404_probe")),
-    JoinSetting("SCOPE", _scope),
-    JoinSetting("BLOCK_PRIVATE_ADDRESSES", _private),
+    JoinSetting("SCOPE", _field(_SCOPE, "rule")),
+    JoinSetting("BLOCK_PRIVATE_ADDRESSES", _field(_SCOPE, "block_private")),
     JoinSetting("LINKS_PER_PAGE_MAX", _field(_BOUNDS, "links_max")),
     JoinSetting("PAGE_MAX_PARSE_CHARS", _field(_BOUNDS, "parse_chars")),
     JoinSetting("DEPTH_LIMIT", lambda s: config.get_int(s, "DEPTH_LIMIT", 0, lo=0)),
     JoinSetting("ROBOTSTXT_OBEY", _flag("ROBOTSTXT_OBEY", True)),
-    JoinSetting("BLOOM_CAPACITY", _bloom("capacity")),
-    JoinSetting("BLOOM_ERROR_RATE", _bloom("error_rate")),
-    JoinSetting("BLOOM_ON_FULL", _bloom("on_full")),
+    JoinSetting("BLOOM_CAPACITY", _field(_BLOOM, "capacity")),
+    JoinSetting("BLOOM_ERROR_RATE", _field(_BLOOM, "error_rate")),
+    JoinSetting("BLOOM_ON_FULL", _field(_BLOOM, "on_full")),
     JoinSetting("STORAGE_URL", storage_url),
     JoinSetting("SCHEDULER_QUEUE_KEY", _queue),
 )
@@ -278,23 +259,36 @@ def shown_value(value: Any) -> str:
     return str(value)
 
 
-def validate(settings: config.SettingsLike) -> None:
-    """A ``SCHEDULER_QUEUE_KEY`` that :func:`~crawler.backends.common.queue_key` can fill in;
-    with a shared scheduler (the distributed profile) ``SCHEDULER_PERSIST`` True and
-    ``SCHEDULER_FLUSH_ON_START`` False (:class:`~crawler.config.SettingError` otherwise)."""
-    from crawler.cluster.worker import shared_scheduler
+@dataclass(frozen=True)
+class QueueSettings:
+    """The frontier's key (``SCHEDULER_QUEUE_KEY`` filled in by
+    :func:`~crawler.backends.common.queue_key`) and, with a shared scheduler (the distributed
+    profile), ``SCHEDULER_PERSIST`` (True only) and ``SCHEDULER_FLUSH_ON_START`` (False only):
+    the workers share the queue and the seen set, and a worker never deletes them. Both are
+    None (not read) without a shared scheduler."""
 
-    queue_key(settings, SPIDER)
-    if not hasattr(settings, "getwithbase") or not shared_scheduler(settings):
-        return
-    why = ("the distributed profile's workers share the queue and the seen set, and a worker "
-           "never deletes them; clear a finished crawl with scrapy crawlclear")  # fmt: skip
-    if not config.get_bool(settings, "SCHEDULER_PERSIST", True):
-        raise config.SettingError("SCHEDULER_PERSIST", settings.get("SCHEDULER_PERSIST"),
-                                  f"True only ({why})")
-    if config.get_bool(settings, "SCHEDULER_FLUSH_ON_START", False):
-        raise config.SettingError("SCHEDULER_FLUSH_ON_START",
-                                  settings.get("SCHEDULER_FLUSH_ON_START"), f"False only ({why})")
+    queue_key: str
+    persist: bool | None = None
+    flush_on_start: bool | None = None
+
+    @classmethod
+    def from_settings(cls, settings: config.SettingsLike) -> QueueSettings:
+        """Read and check them (:class:`~crawler.config.SettingError`)."""
+        from crawler.cluster.worker import shared_scheduler
+
+        key = queue_key(settings, SPIDER)
+        if not hasattr(settings, "getwithbase") or not shared_scheduler(settings):
+            return cls(key)
+        why = ("the distributed profile's workers share the queue and the seen set, and a "
+               "worker never deletes them; clear a finished crawl with scrapy crawlclear")
+        if not config.get_bool(settings, "SCHEDULER_PERSIST", True):
+            raise config.SettingError("SCHEDULER_PERSIST", settings.get("SCHEDULER_PERSIST"),
+                                      f"True only ({why})")
+        if config.get_bool(settings, "SCHEDULER_FLUSH_ON_START", False):
+            raise config.SettingError("SCHEDULER_FLUSH_ON_START",
+                                      settings.get("SCHEDULER_FLUSH_ON_START"),
+                                      f"False only ({why})")
+        return cls(key, True, False)
 
 
 class JoinRecord(RedisBacked):
@@ -317,7 +311,7 @@ class JoinRecord(RedisBacked):
     def check(self, settings: config.SettingsLike, write: bool = True) -> None:
         """Raise :class:`JoinRefused` when ``settings`` differ from the crawl's record;
         ``write``: record them when the crawl has none yet (else only read)."""
-        validate(settings)
+        QueueSettings.from_settings(settings)
         mine = record(settings)
         crawl = self.claim(mine) if write else self.crawl()
         diffs = differences(mine, crawl) if crawl is not None else []
@@ -338,10 +332,10 @@ def _parse(raw: Any) -> dict[str, Any] | None:
 def check_join(settings: config.SettingsLike, write: bool = True) -> None:
     """Pre-flight: connect to ``REDIS_URL`` and :meth:`JoinRecord.check` (``write=False``
     first, before the storage check, so a refused worker touches nothing)."""
-    from crawler.backends.common import retry_policy
+    from crawler.backends.common import redis_url, retry_policy
     from crawler.backends.redis import connect
 
-    url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
+    url = redis_url(settings)
     policy = retry_policy(settings)
     client = connect(url, policy.timeout)
     joined = JoinRecord(client, namespace(settings), url)

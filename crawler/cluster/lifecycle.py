@@ -29,7 +29,7 @@ finished namespace are never read, and a cleared one starts from a fresh list.
 * **Cleared** by ``scrapy crawlclear`` (:meth:`CrawlState.clear`): ``SCAN`` and ``UNLINK`` in
   bounded batches, refused while a member is live (its lease in the future on the Redis clock).
 
-A namespace is one key segment (no ``:``, :func:`crawler.backends.common.namespace_setting`),
+A namespace is one key segment (no ``:``, :class:`crawler.backends.common.NamespaceSettings`),
 so no other namespace's keys lie under ``{base}:``; one named so by an older version (``a``
 and ``a:b``) is told apart by its own ``{base}:b:meta`` (a hash with ``started``) and left
 alone. The stored pages are in storage (``STORAGE_URL``), never in Redis:
@@ -98,10 +98,10 @@ class CrawlState(RedisBacked):
 
     @classmethod
     def of(cls, settings: config.SettingsLike) -> CrawlState:
-        from crawler.backends.common import retry_policy
+        from crawler.backends.common import redis_url, retry_policy
         from crawler.backends.redis import connect
 
-        url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
+        url = redis_url(settings)
         policy = retry_policy(settings)
         state = cls(connect(url, policy.timeout), namespace(settings), url)
         state.retrying(policy)

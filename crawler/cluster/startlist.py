@@ -19,7 +19,7 @@ In the distributed profile a ``web`` worker started with no seeds (no ``-a seeds
 * **Lossless, fetched once**: one Lua call moves a batch from the key into this worker's
   *taken* list ``{base}:start_urls:taken:{worker}`` (and the worker into
   ``{base}:start_urls:holders``); each seed then goes the way of every request, the seen set
-  and the queue in one atomic step (:meth:`crawler.dupefilter.BloomDupeFilter.push_if_new`),
+  and the queue in one atomic step (:class:`crawler.cluster.scheduler.SharedScheduler`),
   and only then leaves the taken list. A worker killed in between leaves its taken list; the
   next poll of any live worker moves a dead holder's entries (its membership expired or gone,
   :mod:`crawler.cluster.worker`) into its own and queues them: a seed queued twice is
@@ -36,7 +36,7 @@ In the distributed profile a ``web`` worker started with no seeds (no ``-a seeds
   INFO line ``waiting for seeds: redis-cli lpush KEY URL`` at once and again every
   :data:`WAIT_LOG_SECONDS`; ``DISTRIBUTED_SEED_WAIT_SECONDS`` > 0 bounds the wait (then it
   closes ``no_seeds``, exit 0). A crawl that has run closes as before once nothing is queued,
-  leased or taken; seeds pushed to a finished namespace need a new crawl (README, "Scale out").
+  leased or taken; seeds pushed to a finished namespace need a new crawl (docs/scale-out.md).
   A worker started with seeds, in a crawl a seedless worker fed from its start list, takes
   what the list still holds before it reads the crawl as done (:meth:`StartListFeeder.joining`):
   else it could mark the crawl finished while seeds wait in the list.
@@ -52,6 +52,7 @@ import contextlib
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from crawler import config, defaults
@@ -159,21 +160,27 @@ def takes_start_list(settings: config.SettingsLike) -> bool:
     return backend_name(settings) == "redis" and shared_scheduler(settings)
 
 
-def batch_size(settings: config.SettingsLike) -> int:
-    return config.get_int(settings, "REDIS_START_URLS_BATCH_SIZE",
-                          defaults.REDIS_START_URLS_BATCH_SIZE, lo=1, hi=BATCH_MAX)
+@dataclass(frozen=True)
+class StartListSettings:
+    """The start list of the ``web`` spider: its ``key`` (:func:`start_key`), entries taken
+    per poll (``REDIS_START_URLS_BATCH_SIZE``) and how long a seedless worker waits for it
+    (``DISTRIBUTED_SEED_WAIT_SECONDS``)."""
 
+    key: str
+    batch_size: int = defaults.REDIS_START_URLS_BATCH_SIZE
+    wait_seconds: float = defaults.DISTRIBUTED_SEED_WAIT_SECONDS
 
-def wait_seconds(settings: config.SettingsLike) -> float:
-    return config.get_float(settings, "DISTRIBUTED_SEED_WAIT_SECONDS",
-                            defaults.DISTRIBUTED_SEED_WAIT_SECONDS, lo=0.0, hi=10 * 365 * 86400.0)
-
-
-def validate(settings: config.SettingsLike) -> None:
-    """The start list's settings (SettingError)."""
-    start_key(settings, "web")
-    batch_size(settings)
-    wait_seconds(settings)
+    @classmethod
+    def from_settings(cls, settings: config.SettingsLike) -> StartListSettings:
+        """Read and check them (SettingError)."""
+        return cls(
+            start_key(settings, "web"),
+            config.get_int(settings, "REDIS_START_URLS_BATCH_SIZE",
+                           defaults.REDIS_START_URLS_BATCH_SIZE, lo=1, hi=BATCH_MAX),
+            config.get_float(settings, "DISTRIBUTED_SEED_WAIT_SECONDS",
+                             defaults.DISTRIBUTED_SEED_WAIT_SECONDS, lo=0.0,
+                             hi=10 * 365 * 86400.0),
+        )  # fmt: skip
 
 
 def entry_seed(entry: bytes | str, max_length: int = 0) -> Seeds | str:
@@ -305,15 +312,16 @@ class StartListFeeder:
     each idle poll and says whether the worker must stay open for it."""
 
     def __init__(self, crawler: Crawler, frontier_key: str) -> None:
-        from crawler.urls.linkrules import TrapLimits
+        from crawler.urls.traps import TrapSettings
 
         settings = crawler.settings
         self.crawler = crawler
         self.list = start_list(crawler)
         self.frontier_meta = f"{frontier_key}:meta"
-        self.batch = batch_size(settings)
-        self.wait = wait_seconds(settings)
-        self.max_length = TrapLimits.from_settings(settings).max_length
+        options = StartListSettings.from_settings(settings)
+        self.batch = options.batch_size
+        self.wait = options.wait_seconds
+        self.max_length = TrapSettings.from_settings(settings).max_length
         self.since = time.monotonic()
         self.logged_at: float | None = None
         self.ran = False
@@ -398,9 +406,10 @@ class StartListFeeder:
             engine.crawl(request)  # request_scheduled, then the seen set and queue: one step
 
     def _redis_down(self) -> bool:
-        engine = self.crawler.engine
-        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
-        return bool(getattr(getattr(scheduler, "df", None), "redis_down", False))
+        from crawler.dupefilter import seen_guard_of
+
+        guard = seen_guard_of(self.crawler)
+        return guard is not None and guard.down
 
     def _waiting(self) -> bool:
         now = time.monotonic()

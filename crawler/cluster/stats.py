@@ -205,15 +205,14 @@ def shared_bloom(crawler: Crawler) -> dict[str, Any] | None:
     """``urls``, ``capacity`` and ``fill_ratio`` of the crawl's shared Bloom filter in Redis
     (:func:`crawler.backends.redis.status.bloom_figures`), read now; None when Redis cannot be
     asked (logged at DEBUG)."""
-    from crawler import defaults
-    from crawler.backends.common import namespace, retry_settings
+    from crawler.backends.common import RedisSettings, namespace
     from crawler.backends.redis import connect
     from crawler.backends.redis.status import bloom_figures
 
     settings = crawler.settings
-    url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
+    options = RedisSettings.from_settings(settings)
     try:
-        client = connect(url, retry_settings(settings)[1])
+        client = connect(options.url, options.timeout_seconds)
         try:
             return bloom_figures(client, namespace(settings))
         finally:

@@ -74,6 +74,7 @@ import threading
 import time
 import uuid
 import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -92,6 +93,7 @@ from crawler.backends.common import (
     keys_lost,
     namespace,
     queue_key,
+    redis_url,
     retry_policy,
     text,
 )
@@ -245,7 +247,7 @@ def member(crawler: Crawler) -> Member:
     found = _members.get(crawler)
     if found is None:
         settings = crawler.settings
-        url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
+        url = redis_url(settings)
         policy = retry_policy(settings, crawler.stats)
         client = connect(url, policy.timeout)
         joincheck.join_crawler(crawler, client, url, policy)  # settings as the crawl's, or refused
@@ -336,16 +338,39 @@ def lease_seconds(settings: config.SettingsLike) -> float:
                             defaults.DISTRIBUTED_LEASE_SECONDS, lo=0.5, hi=86400.0)  # fmt: skip
 
 
-def validate(settings: config.SettingsLike) -> None:
-    from crawler.cluster.heartbeat import interval
+@dataclass(frozen=True)
+class WorkerSettings:
+    """A distributed worker's own settings: ``DISTRIBUTED_LEASE_SECONDS``, the renewal period
+    (``DISTRIBUTED_HEARTBEAT_SECONDS``, at most a third of the lease:
+    :func:`crawler.cluster.heartbeat.interval`), ``DISTRIBUTED_FINISHED_TTL_SECONDS``
+    (:func:`~crawler.cluster.lifecycle.finished_ttl`) and ``DISTRIBUTED_PREFETCH``. With the
+    shared scheduler (``shared``), :class:`ClusterWorker` must be enabled: it renews the
+    leases the scheduler takes."""
 
-    interval(settings, lease_seconds(settings))
-    finished_ttl(settings)
-    startlist.validate(settings)  # REDIS_START_URLS_*, DISTRIBUTED_SEED_WAIT_SECONDS
-    config.get_int(settings, "DISTRIBUTED_PREFETCH", defaults.DISTRIBUTED_PREFETCH, lo=1, hi=1000)
+    lease_seconds: float = defaults.DISTRIBUTED_LEASE_SECONDS
+    heartbeat_seconds: float = defaults.DISTRIBUTED_HEARTBEAT_SECONDS
+    finished_ttl_seconds: float = defaults.DISTRIBUTED_FINISHED_TTL_SECONDS
+    prefetch: int = defaults.DISTRIBUTED_PREFETCH
+    shared: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: config.SettingsLike) -> WorkerSettings:
+        """Read and check them (SettingError)."""
+        from crawler.cluster.heartbeat import interval
+
+        lease = lease_seconds(settings)
+        return cls(lease, interval(settings, lease), finished_ttl(settings),
+                   config.get_int(settings, "DISTRIBUTED_PREFETCH", defaults.DISTRIBUTED_PREFETCH,
+                                  lo=1, hi=1000),
+                   _checked_shared(settings))  # fmt: skip
+
+
+def _checked_shared(settings: config.SettingsLike) -> bool:
+    """Whether ``SCHEDULER`` is the shared one (Scrapy's settings only: a mapping has no
+    ``EXTENSIONS`` with its base); SettingError when it is and :class:`ClusterWorker` is off."""
     getwithbase = getattr(settings, "getwithbase", None)
     if getwithbase is None or not shared_scheduler(settings):
-        return
+        return False
     name = f"{__name__}.ClusterWorker"
     enabled = {load_object(k) if isinstance(k, str) else k: v
                for k, v in getwithbase("EXTENSIONS").items()}  # fmt: skip
@@ -354,7 +379,7 @@ def validate(settings: config.SettingsLike) -> None:
             "EXTENSIONS", f"without {name}",
             f"{name} enabled with the shared SCHEDULER: it renews the leases the scheduler takes",
         )  # fmt: skip
-
+    return True
 
 
 def shared_scheduler(settings: Any) -> bool:
@@ -377,11 +402,12 @@ class ClusterWorker:
     """Membership renewal, reclaim of dead workers, and the shared close (module docstring)."""
 
     def __init__(self, crawler: Crawler, me: Member) -> None:
+        from crawler.storage import write_options
+
         self.crawler, self.member = crawler, me
         self.stats = crawler.stats
         settings = crawler.settings
-        batch = config.get_float(settings, "STORAGE_BATCH_SECONDS",
-                                 defaults.STORAGE_BATCH_SECONDS, lo=0, open_interval=True)
+        batch = write_options(settings)["batch_seconds"]  # the storage pipeline's reader
         self.orphan_after = me.lease_ms / 1000 + 2 * batch + 1
         self._loop: Any = None
         self._reclaiming: set[str] = set()
@@ -404,7 +430,7 @@ class ClusterWorker:
         settings = crawler.settings
         if backend_name(settings) != "redis" or not shared_scheduler(settings):
             raise NotConfigured
-        validate(settings)
+        WorkerSettings.from_settings(settings)
         with joincheck.off_when_refused(crawler):
             me = member(crawler)
         ext = cls(crawler, me)

@@ -82,7 +82,7 @@ class UnknownSettingError(SettingError):
 
         super().__init__(name, value, "")
         hint = (f"did you mean {' or '.join(suggestions)}?" if suggestions
-                else "no setting of dedup-crawler has this name (README, \"Settings\")")
+                else "no setting of dedup-crawler has this name (docs/settings.md)")
         self.args = (f"unknown setting {name}={mask_settings({name: value})[name]!r}: {hint}",)
 
     def __str__(self) -> str:
@@ -90,49 +90,62 @@ class UnknownSettingError(SettingError):
 
 
 def settings_checks() -> list[Callable[[SettingsLike], object]]:
-    """Every component's settings check, each raising :class:`SettingError` (or
-    :class:`~crawler.extras.MissingExtraError`) on a value the crawl cannot use."""
-    from crawler import config, storage
-    from crawler.backends import backend_name, bloom, check_extras
-    from crawler.backends.common import namespace_setting, retry_settings
-    from crawler.cluster import joincheck
-    from crawler.cluster import worker as cluster
+    """Every component's settings, each read and checked the way the component reads them:
+    ``<Thing>Settings.from_settings``, a frozen dataclass whose fields are named, raising
+    :class:`SettingError` (or :class:`~crawler.extras.MissingExtraError`) on a value the crawl
+    cannot use. Four entries still have another shape (their modules are being reshaped):
+    ``backend_name`` and ``check_extras`` (:mod:`crawler.backends`), ``jobstate.check_jobdir``
+    and ``simindex.settings_params``."""
+    from crawler.backends import backend_name, check_extras
+    from crawler.backends.bloom import BloomSettings
+    from crawler.backends.common import NamespaceSettings, RedisSettings
+    from crawler.cluster.joincheck import QueueSettings
+    from crawler.cluster.startlist import StartListSettings
+    from crawler.cluster.worker import WorkerSettings
+    from crawler.config import ScrapySettings
     from crawler.content import simindex
-    from crawler.extensions import progress
-    from crawler.middlewares import headerlimit, retryafter, robots
-    from crawler.outputs import warc
-    from crawler.outputs.droplog import droplog_settings
-    from crawler.pipelines import neardup
-    from crawler.spiders.web import spider_settings
+    from crawler.dedup.decider import DeciderSettings
+    from crawler.extensions.progress import ProgressSettings
+    from crawler.middlewares.headerlimit import HeaderLimitSettings
+    from crawler.middlewares.retryafter import RetryAfterSettings
+    from crawler.middlewares.robots import RobotsSettings
+    from crawler.outputs.droplog import DropLogOptions
+    from crawler.outputs.warc import WarcOptions
+    from crawler.spiders.web import SpiderSettings
     from crawler.state import jobstate
-    from crawler.urls import linkrules, pagebounds, scope, traps, urlnorm
+    from crawler.storage import StorageSettings
+    from crawler.urls.linkrules import DropNotes
+    from crawler.urls.pagebounds import PageBounds
+    from crawler.urls.scope import ScopeSettings
+    from crawler.urls.traps import TrapSettings
+    from crawler.urls.urlnorm import UrlPolicy
 
     return [
-        config.check_scrapy_settings,  # Scrapy's DOWNLOAD_*, CLOSESPIDER_*, ..., STATS_FILE
+        ScrapySettings.from_settings,  # Scrapy's DOWNLOAD_*, CLOSESPIDER_*, ..., STATS_FILE
         backend_name,  # DEDUP_BACKEND
         check_extras,  # the extras the backend and STORAGE_URL need
-        urlnorm.UrlPolicy.from_settings,  # URLNORM_STRIP_PARAMS, URLNORM_SORT_QUERY
-        linkrules.validate,  # TRAP_*, URLLENGTH_LIMIT, URLNORM_DEBUG
-        traps.validate,  # TRAP_FOLLOW_LINKS_OF, TRAP_LEARN_*, TRAP_*_MAX_*, TRAP_SOFT404_PROBE
-        scope.scope_setting,  # SCOPE
-        scope.private_guard_setting,  # BLOCK_PRIVATE_ADDRESSES
-        spider_settings,  # DEDUP_EARLY_SKIP, DEDUP_CANONICAL
-        pagebounds.validate,  # LINKS_PER_PAGE_MAX, PAGE_MAX_PARSE_CHARS
-        bloom.read_settings,  # BLOOM_*
+        UrlPolicy.from_settings,  # URLNORM_STRIP_PARAMS, URLNORM_SORT_QUERY
+        DropNotes.from_settings,  # URLNORM_DEBUG
+        TrapSettings.from_settings,  # TRAP_*, URLLENGTH_LIMIT
+        ScopeSettings.from_settings,  # SCOPE, BLOCK_PRIVATE_ADDRESSES
+        SpiderSettings.from_settings,  # DEDUP_EARLY_SKIP, DEDUP_CANONICAL
+        PageBounds.from_settings,  # LINKS_PER_PAGE_MAX, PAGE_MAX_PARSE_CHARS
+        BloomSettings.from_settings,  # BLOOM_*
         jobstate.check_jobdir,  # JOBDIR, JOBDIR_SNAPSHOT_*
         simindex.settings_params,  # SIMHASH_MAX_DISTANCE, blocks
-        storage.validate,  # STORAGE_*, DROPPED_TEXT_MAX_CHARS
-        droplog_settings,  # DROPPED_LOG (a writable file path), DROPPED_LOG_RETRY_*
-        cluster.validate,  # DISTRIBUTED_*, the shared scheduler's extension
-        joincheck.validate,  # SCHEDULER_QUEUE_KEY; SCHEDULER_PERSIST, _FLUSH_ON_START (shared)
-        retry_settings,  # REDIS_RETRY_SECONDS, REDIS_TIMEOUT_SECONDS
-        namespace_setting,  # DEDUP_NAMESPACE (a key segment: no ':')
-        progress.interval_setting,  # DEDUP_PROGRESS_INTERVAL
-        neardup.validate,  # SIMHASH_*, DEDUP_* of the near-duplicate pipeline
-        warc.warc_options,  # WARC_*
-        robots.validate,  # ROBOTSTXT_RETRY_BACKOFF*, ROBOTSTXT_UNAVAILABLE_MAX_SECONDS
-        retryafter.validate,  # RETRY_AFTER_MAX_SECONDS
-        headerlimit.validate,  # DOWNLOAD_MAX_HEADER_BYTES, DOWNLOAD_MAX_HEADER_COUNT
+        StorageSettings.from_settings,  # STORAGE_*, DROPPED_TEXT_MAX_CHARS, the settle step
+        DropLogOptions.from_settings,  # DROPPED_LOG (a writable file path), DROPPED_LOG_RETRY_*
+        WorkerSettings.from_settings,  # DISTRIBUTED_*, the shared scheduler's extension
+        StartListSettings.from_settings,  # REDIS_START_URLS_*, DISTRIBUTED_SEED_WAIT_SECONDS
+        QueueSettings.from_settings,  # SCHEDULER_QUEUE_KEY; SCHEDULER_PERSIST, _FLUSH_ON_START
+        RedisSettings.from_settings,  # REDIS_URL, REDIS_RETRY_SECONDS, REDIS_TIMEOUT_SECONDS
+        NamespaceSettings.from_settings,  # DEDUP_NAMESPACE (a key segment: no ':')
+        ProgressSettings.from_settings,  # DEDUP_PROGRESS_INTERVAL
+        DeciderSettings.from_settings,  # SIMHASH_*, DEDUP_* of the content decider
+        WarcOptions.from_settings,  # WARC_*
+        RobotsSettings.from_settings,  # ROBOTSTXT_RETRY_BACKOFF*, _UNAVAILABLE_MAX_SECONDS
+        RetryAfterSettings.from_settings,  # RETRY_AFTER_MAX_SECONDS
+        HeaderLimitSettings.from_settings,  # DOWNLOAD_MAX_HEADER_BYTES, _COUNT
     ]
 
 
@@ -233,13 +246,13 @@ def check_seeds(settings: SettingsLike, spargs: dict[str, str]) -> None:
     """The ``web`` spider's seeds (a seed over ``URLLENGTH_LIMIT`` would be dropped silently as
     a trap), unless a distributed worker takes them from Redis."""
     from crawler.cluster.startlist import takes_start_list
-    from crawler.urls.linkrules import TrapLimits
     from crawler.urls.seeds import seeds_from_args
+    from crawler.urls.traps import TrapSettings
 
     if not (spargs.get("seeds") or spargs.get("urls")) and takes_start_list(settings):
         return  # distributed: the seeds come from Redis (crawler.cluster.startlist)
     seeds_from_args(seeds=spargs.get("seeds"), urls=spargs.get("urls"),
-                    max_length=TrapLimits.from_settings(settings).max_length)
+                    max_length=TrapSettings.from_settings(settings).max_length)
 
 
 def check_servers(settings: SettingsLike) -> None:

@@ -50,6 +50,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sized
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +77,17 @@ SUMMARY_PREFIX = "dedup/summary/"
 DISTANCE_PREFIX = "dedup/distance/"
 
 
-def interval_setting(settings: config.SettingsLike) -> float:
-    """``DEDUP_PROGRESS_INTERVAL`` in seconds, >= 0 (0: no periodic line)."""
-    return config.get_float(settings, "DEDUP_PROGRESS_INTERVAL",
-                            defaults.DEDUP_PROGRESS_INTERVAL, lo=0)
+@dataclass(frozen=True)
+class ProgressSettings:
+    """``DEDUP_PROGRESS_INTERVAL``: seconds between two progress lines (0: none)."""
+
+    interval: float = defaults.DEDUP_PROGRESS_INTERVAL
+
+    @classmethod
+    def from_settings(cls, settings: config.SettingsLike) -> ProgressSettings:
+        """Read and check it, >= 0 (SettingError)."""
+        return cls(config.get_float(settings, "DEDUP_PROGRESS_INTERVAL",
+                                    defaults.DEDUP_PROGRESS_INTERVAL, lo=0))
 
 
 
@@ -111,7 +119,8 @@ class DedupProgress:
             shared = partial(shared_bloom, crawler)
         cluster = _cluster(crawler)
         queue = None if cluster is not None else partial(scheduler_size, crawler)
-        ext = cls(crawler.stats, interval_setting(crawler.settings), cluster=cluster,
+        ext = cls(crawler.stats, ProgressSettings.from_settings(crawler.settings).interval,
+                  cluster=cluster,
                   shared_bloom=shared, queue=queue)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)

@@ -24,6 +24,7 @@ chunked body are not counted (Twisted ignores them).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.core.downloader.handlers.http11 import (
@@ -50,12 +51,25 @@ logger = logging.getLogger(__name__)
 STAT = "downloader/headers_too_large"
 
 
-def validate(settings: SettingsLike) -> tuple[int, int]:
-    """``(DOWNLOAD_MAX_HEADER_BYTES, DOWNLOAD_MAX_HEADER_COUNT)``, checked (SettingError)."""
-    return (config.get_int(settings, "DOWNLOAD_MAX_HEADER_BYTES",
-                           defaults.DOWNLOAD_MAX_HEADER_BYTES, lo=0),
-            config.get_int(settings, "DOWNLOAD_MAX_HEADER_COUNT",
-                           defaults.DOWNLOAD_MAX_HEADER_COUNT, lo=0))  # fmt: skip
+@dataclass(frozen=True)
+class HeaderLimitSettings:
+    """``DOWNLOAD_MAX_HEADER_BYTES`` and ``DOWNLOAD_MAX_HEADER_COUNT`` (0: no bound)."""
+
+    max_bytes: int = defaults.DOWNLOAD_MAX_HEADER_BYTES
+    max_count: int = defaults.DOWNLOAD_MAX_HEADER_COUNT
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> HeaderLimitSettings:
+        """Read and check both, each >= 0 (SettingError)."""
+        return cls(config.get_int(settings, "DOWNLOAD_MAX_HEADER_BYTES",
+                                  defaults.DOWNLOAD_MAX_HEADER_BYTES, lo=0),
+                   config.get_int(settings, "DOWNLOAD_MAX_HEADER_COUNT",
+                                  defaults.DOWNLOAD_MAX_HEADER_COUNT, lo=0))  # fmt: skip
+
+
+def validate(settings: SettingsLike) -> HeaderLimitSettings:
+    """:meth:`HeaderLimitSettings.from_settings` (the old name, kept for its callers)."""
+    return HeaderLimitSettings.from_settings(settings)
 
 
 class HeaderLimitExceeded(Exception):
@@ -88,7 +102,7 @@ class _BoundedParser(_LenientHTTPClientParser):
 
 
 class _BoundedProtocol(_LenientHTTP11ClientProtocol):
-    limits: ClassVar[tuple[int, int]] = (0, 0)
+    limits: ClassVar[HeaderLimitSettings] = HeaderLimitSettings(0, 0)
 
     def request(self, request: TxRequest) -> Any:
         deferred = super().request(request)
@@ -96,11 +110,12 @@ class _BoundedProtocol(_LenientHTTP11ClientProtocol):
         if parser is not None:  # the parser of this request (see Scrapy's class swap)
             parser.__class__ = _BoundedParser
             assert isinstance(parser, _BoundedParser)
-            parser.max_bytes, parser.max_count = self.limits
+            parser.max_bytes = self.limits.max_bytes
+            parser.max_count = self.limits.max_count
         return deferred
 
 
-def _factory(limits: tuple[int, int]) -> type[_LenientHTTP11ClientFactory]:
+def _factory(limits: HeaderLimitSettings) -> type[_LenientHTTP11ClientFactory]:
     """A connection factory whose protocols bound their responses' headers by ``limits``."""
     protocol = type("BoundedProtocol", (_BoundedProtocol,), {"limits": limits})
 
@@ -130,7 +145,7 @@ class HeaderLimitDownloadHandler(PoliteDownloadHandler):
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
-        self.limits = validate(crawler.settings)
+        self.limits = HeaderLimitSettings.from_settings(crawler.settings)
         self._pool._factory = _factory(self.limits)
         self._logged = False
 
@@ -154,4 +169,5 @@ class HeaderLimitDownloadHandler(PoliteDownloadHandler):
                    extra={"spider": self._crawler.spider})  # fmt: skip
 
 
-__all__ = ["STAT", "HeaderLimitDownloadHandler", "ResponseHeadersTooLarge", "validate"]
+__all__ = ["STAT", "HeaderLimitDownloadHandler", "HeaderLimitSettings", "ResponseHeadersTooLarge",
+           "validate"]

@@ -36,9 +36,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
 
-from crawler import defaults
 from crawler.backends import backend_name
-from crawler.backends.common import namespace
+from crawler.backends.common import namespace, redis_url
 from crawler.middlewares.robots import StrictRobotsTxtMiddleware, accepted_body
 
 if TYPE_CHECKING:
@@ -121,8 +120,7 @@ class SharedRobotsTxtMiddleware(StrictRobotsTxtMiddleware):
             raise NotConfigured("SharedRobotsTxtMiddleware needs DEDUP_BACKEND=redis")
         from crawler.backends.redis import connect
 
-        url = str(crawler.settings.get("REDIS_URL") or defaults.REDIS_URL)
-        self._client = connect(url)
+        self._client = connect(redis_url(crawler.settings))
         self._key = namespace(crawler.settings) + ":robots"
 
     async def robot_parser(self, request: Request) -> RobotParser | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING
@@ -49,10 +50,17 @@ logger = logging.getLogger(__name__)
 STATUSES = (429, 503)
 
 
-def validate(settings: SettingsLike) -> float:
-    """``RETRY_AFTER_MAX_SECONDS``, checked (SettingError): the longest pause, seconds."""
-    return config.get_float(settings, "RETRY_AFTER_MAX_SECONDS",
-                            defaults.RETRY_AFTER_MAX_SECONDS, 0)  # fmt: skip
+@dataclass(frozen=True)
+class RetryAfterSettings:
+    """``RETRY_AFTER_MAX_SECONDS``: the longest pause a ``Retry-After`` gets, in seconds."""
+
+    max_seconds: float = defaults.RETRY_AFTER_MAX_SECONDS
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> RetryAfterSettings:
+        """Read and check it, >= 0 (SettingError)."""
+        return cls(config.get_float(settings, "RETRY_AFTER_MAX_SECONDS",
+                                    defaults.RETRY_AFTER_MAX_SECONDS, 0))  # fmt: skip
 
 
 def retry_after_seconds(value: bytes | str | None) -> float | None:
@@ -77,7 +85,7 @@ class RetryAfterMiddleware:
         if not settings.getbool("RETRY_ENABLED"):
             raise NotConfigured
         self.crawler = crawler
-        self.cap = validate(settings)
+        self.cap = RetryAfterSettings.from_settings(settings).max_seconds
         self.codes = set(STATUSES) & {int(x) for x in settings.getlist("RETRY_HTTP_CODES")}
         self.max_retry_times = settings.getint("RETRY_TIMES")
         self._paused: dict[str, float] = {}  # slot key -> monotonic end of its pause

@@ -63,17 +63,20 @@ class RobotsSettings:
     backoff_max: float = defaults.ROBOTSTXT_RETRY_BACKOFF_MAX
     max_seconds: float = defaults.ROBOTSTXT_UNAVAILABLE_MAX_SECONDS
 
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> RobotsSettings:
+        """Read and check them: each > 0, the backoff's cap at least the backoff
+        (SettingError)."""
+        def seconds(name: str) -> float:
+            return config.get_float(settings, name, getattr(defaults, name), 0,
+                                    open_interval=True)
 
-def validate(settings: SettingsLike) -> RobotsSettings:
-    """The robots.txt retry settings of this module, checked (SettingError)."""
-    def seconds(name: str) -> float:
-        return config.get_float(settings, name, getattr(defaults, name), 0, open_interval=True)
-
-    backoff, most = seconds("ROBOTSTXT_RETRY_BACKOFF"), seconds("ROBOTSTXT_RETRY_BACKOFF_MAX")
-    if most < backoff:
-        raise config.SettingError("ROBOTSTXT_RETRY_BACKOFF_MAX", most,
-                                  f"at least ROBOTSTXT_RETRY_BACKOFF ({backoff})")  # fmt: skip
-    return RobotsSettings(backoff, most, seconds("ROBOTSTXT_UNAVAILABLE_MAX_SECONDS"))
+        backoff = seconds("ROBOTSTXT_RETRY_BACKOFF")
+        most = seconds("ROBOTSTXT_RETRY_BACKOFF_MAX")
+        if most < backoff:
+            raise config.SettingError("ROBOTSTXT_RETRY_BACKOFF_MAX", most,
+                                      f"at least ROBOTSTXT_RETRY_BACKOFF ({backoff})")
+        return cls(backoff, most, seconds("ROBOTSTXT_UNAVAILABLE_MAX_SECONDS"))
 
 
 def unavailable(status: int) -> bool:
@@ -103,7 +106,7 @@ class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
-        self.options = validate(crawler.settings)
+        self.options = RobotsSettings.from_settings(crawler.settings)
         self._down: dict[str, _Outage] = {}
         self._given_up: set[str] = set()
         self._lot = ParkingLot(crawler, "robotstxt/held_at_close")

@@ -51,16 +51,17 @@ from w3lib.url import safe_url_string
 from zope.interface import implementer
 
 from crawler import signals as dedup_signals
+from crawler.meta import CANONICAL_URL, LEASE
 from crawler.urls.fingerprint import chain_fingerprints
 from crawler.urls.linkrules import DropNotes, fetch_url
 from crawler.urls.scope import (
     Scope,
+    ScopeSettings,
     guard_default,
     has_userinfo,
     ip_literal,
     is_loopback_name,
     is_private_address,
-    private_guard_setting,
     site_key,
 )
 from crawler.urls.urlnorm import InvalidUrl, normalize_url, url_host
@@ -133,7 +134,7 @@ def redirect_target(request: Request, response: Response) -> str | None:
 
 def canonical_of(request: Request) -> str | None:
     """The canonical URL of ``request`` (a redirect's meta still names its source)."""
-    canonical = request.meta.get("canonical_url")
+    canonical = request.meta.get(CANONICAL_URL)
     if canonical and not request.meta.get("redirect_urls"):
         return str(canonical)
     try:
@@ -154,7 +155,8 @@ class ScopeMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ScopeMiddleware:
         settings = crawler.settings
-        middleware = cls(private_guard_setting(settings), DropNotes.from_settings(settings))
+        middleware = cls(ScopeSettings.from_settings(settings).block_private,
+                         DropNotes.from_settings(settings))
         middleware.crawler = crawler
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.request_scheduled, signal=signals.request_scheduled)
@@ -288,7 +290,7 @@ class ScopeMiddleware:
         policy = getattr(self.crawler.spider, "policy", None)
         fps = chain_fingerprints(request, redirects, self.crawler.request_fingerprinter,
                                  policy)[1:]  # the refused target itself was never queued
-        lease = request.meta.get(dedup_signals.LEASE_META)
+        lease = request.meta.get(LEASE)
         self.crawler.signals.send_catch_log(dedup_signals.request_finished, fingerprints=fps,
                                             leases=[lease] if lease else [])  # fmt: skip
 

@@ -27,6 +27,7 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.backends.common import RedisBackendError
 from crawler.closing import stop_on_redis_error
+from crawler.meta import CANONICAL_URL
 from crawler.urls.scope import Scope
 from crawler.urls.urlnorm import InvalidUrl, normalize_url
 
@@ -73,7 +74,7 @@ class SharedScopeMiddleware:
         scope = self._scope()
         if scope is None:
             return
-        canonical = request.meta.get("canonical_url")
+        canonical = request.meta.get(CANONICAL_URL)
         try:
             canonical = canonical or normalize_url(request.url)
         except InvalidUrl:

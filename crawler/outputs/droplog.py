@@ -25,7 +25,7 @@ apart). Each record is written with one ``write`` and flushed at once: a killed 
 most the line being written. A write that fails (a full disk, a directory gone) raises
 :class:`OSError` and leaves no torn line behind: the file is cut back to where the line began and
 reopened by the next write, so a caller may retry it (:mod:`crawler.dedup.drops` does, with
-``DROPPED_LOG_RETRY_*``, checked with the path by :func:`droplog_settings`).
+``DROPPED_LOG_RETRY_*``, checked with the path by :meth:`DropLogOptions.from_settings`).
 :func:`read_drop_log` skips a torn last line (not JSON; a complete
 object without its newline is kept) and raises :class:`DropLogError` naming the file and line
 for damage anywhere else.
@@ -39,8 +39,9 @@ import logging
 import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 from crawler import config, defaults
 from crawler.content.simhash import to_hex
@@ -103,26 +104,33 @@ def row_record(row: Mapping[str, Any]) -> dict[str, Any]:
                        moment if isinstance(moment, datetime) else None)
 
 
-class DropLogOptions(NamedTuple):
+@dataclass(frozen=True)
+class DropLogOptions:
     """``DROPPED_LOG`` ("" = no drop log) and how a failed write of it is retried."""
 
-    path: str
-    retry_times: int
-    retry_backoff: float
+    path: str = defaults.DROPPED_LOG
+    retry_times: int = defaults.DROPPED_LOG_RETRY_TIMES
+    retry_backoff: float = defaults.DROPPED_LOG_RETRY_BACKOFF
+
+    @classmethod
+    def from_settings(cls, settings: config.SettingsLike) -> DropLogOptions:
+        """``DROPPED_LOG`` and ``DROPPED_LOG_RETRY_*``, checked (the path by
+        :func:`check_path`)."""
+        path = str(settings.get("DROPPED_LOG", defaults.DROPPED_LOG) or "")
+        if path:
+            check_path(path)
+        return cls(
+            path,
+            config.get_int(settings, "DROPPED_LOG_RETRY_TIMES",
+                           defaults.DROPPED_LOG_RETRY_TIMES, lo=0, hi=100),
+            config.get_float(settings, "DROPPED_LOG_RETRY_BACKOFF",
+                             defaults.DROPPED_LOG_RETRY_BACKOFF, lo=0),
+        )  # fmt: skip
 
 
 def droplog_settings(settings: config.SettingsLike) -> DropLogOptions:
-    """``DROPPED_LOG`` and ``DROPPED_LOG_RETRY_*``, checked (the path by :func:`check_path`)."""
-    path = str(settings.get("DROPPED_LOG", defaults.DROPPED_LOG) or "")
-    if path:
-        check_path(path)
-    return DropLogOptions(
-        path,
-        config.get_int(settings, "DROPPED_LOG_RETRY_TIMES", defaults.DROPPED_LOG_RETRY_TIMES,
-                       lo=0, hi=100),
-        config.get_float(settings, "DROPPED_LOG_RETRY_BACKOFF",
-                         defaults.DROPPED_LOG_RETRY_BACKOFF, lo=0),
-    )  # fmt: skip
+    """:meth:`DropLogOptions.from_settings` (the old name, kept for its callers)."""
+    return DropLogOptions.from_settings(settings)
 
 
 def check_path(path: str) -> None:

@@ -25,6 +25,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
+from crawler.meta import CANONICAL_URL
 from crawler.urls.traps import origin_of, probe_path
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class Soft404Probes:
     async def _probe(self, origin: str) -> None:
         url = origin + probe_path()
         request = Request(url, callback=NO_CALLBACK, dont_filter=True,
-                          meta={"canonical_url": url, "dont_redirect": True})
+                          meta={CANONICAL_URL: url, "dont_redirect": True})
         try:
             response = await self.crawler.engine.download_async(request)
             if isinstance(response, HtmlResponse) and response.status == 200:

@@ -58,7 +58,7 @@ Modules, one idea each:
 ``store``       :class:`Store`, both sides together
 ``reader``      :class:`CrawlReader`: a database reflected read-only for review (crawls, runs)
 ``pages``       :class:`PageReader`: its pages and drops (listing, lookups, report rows)
-``check``       :func:`validate` and :func:`check_storage`, before a crawl
+``check``       :class:`StorageSettings` and :func:`check_storage`, before a crawl
 ``ownership``   another program's database and a read-only one refused (before any write)
 ``scratch``     throw-away PostgreSQL schemas and bulk loads for tests and benchmarks
 ``migrations``  the alembic revisions, applied on open
@@ -70,9 +70,9 @@ from __future__ import annotations
 from crawler.outputs.formats import jsonable
 from crawler.storage.check import (
     SettleOptions,
+    StorageSettings,
     check_storage,
     settle_options,
-    validate,
     write_options,
 )
 from crawler.storage.engine import (
@@ -134,6 +134,7 @@ __all__ = [
     "Run",
     "SettleOptions",
     "StorageError",
+    "StorageSettings",
     "Store",
     "UTCDateTime",
     "acquire_engine",
@@ -153,7 +154,6 @@ __all__ = [
     "to_signed64",
     "to_unsigned64",
     "utcnow",
-    "validate",
     "wrap_error",
     "write_options",
 ]

@@ -1,9 +1,10 @@
-"""The storage settings, checked before a crawl: without connecting (:func:`validate`, in
-:func:`crawler.commands.preflight.settings_checks`) and by connecting and migrating
-(:func:`check_storage`)."""
+"""The storage settings, checked before a crawl: without connecting
+(:meth:`StorageSettings.from_settings`, in :func:`crawler.commands.preflight.settings_checks`)
+and by connecting and migrating (:func:`check_storage`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from crawler import config, defaults
@@ -66,10 +67,31 @@ def settle_options(settings: SettingsLike) -> SettleOptions | None:
     )
 
 
-def validate(settings: SettingsLike) -> None:
-    """Check the storage settings (no connection; see :func:`check_storage`)."""
-    write_options(settings)
-    settle_options(settings)
+@dataclass(frozen=True)
+class StorageSettings:
+    """The storage settings, checked without connecting (:func:`check_storage` connects): the
+    pipeline's batching and retries (:func:`write_options`), the settle step (``settle``:
+    :func:`settle_options`, None when off) and ``STORAGE_URL`` (``url``, a URL SQLAlchemy
+    parses)."""
+
+    url: str
+    batch_size: int
+    batch_seconds: float
+    dropped_text_max_chars: int
+    retry_times: int
+    retry_backoff: float
+    settle: SettleOptions | None
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> StorageSettings:
+        """Read and check them (:class:`~crawler.config.SettingError`)."""
+        write = write_options(settings)
+        settle = settle_options(settings)
+        return cls(url=_checked_url(settings), settle=settle, **write)
+
+
+def _checked_url(settings: SettingsLike) -> str:
+    """``STORAGE_URL``, refused (masked) when SQLAlchemy cannot parse it."""
     url = str(settings.get("STORAGE_URL") or defaults.STORAGE_URL)
     try:
         parse_url(url)
@@ -78,4 +100,6 @@ def validate(settings: SettingsLike) -> None:
             "STORAGE_URL", mask_url(url),
             "a SQLAlchemy URL such as sqlite:///crawl.db or postgresql+psycopg://user@host/db",
         ) from None
+    return url
+
 

@@ -17,8 +17,8 @@ The fingerprint is ``xxh3_128(method + b" " + canonical_url + b"\\n" + body)``, 
 * **may change**: the layout is not persisted by this module, but the JOBDIR state and the
   stored ``fingerprints`` column are keyed on it; a change needs a version bump there.
 
-The canonical URL comes from ``request.meta["canonical_url"]`` when the spider or
-:class:`crawler.middlewares.links.UrlNormalizationMiddleware` has set it, except on a
+The canonical URL comes from ``request.meta[CANONICAL_URL]`` (:mod:`crawler.meta`) when the
+spider or :class:`crawler.middlewares.links.UrlNormalizationMiddleware` has set it, except on a
 redirected request (``meta["redirect_urls"]``): Scrapy copies ``meta`` to the redirect target,
 so the stored value describes the previous URL and is recomputed. A URL that ``normalize_url``
 refuses is fingerprinted as written; the fingerprinter never raises for a URL.
@@ -35,6 +35,7 @@ from weakref import WeakKeyDictionary
 
 import xxhash
 
+from crawler.meta import CANONICAL_URL
 from crawler.urls.urlnorm import DEFAULT_POLICY, InvalidUrl, UrlPolicy, normalize_url
 
 if TYPE_CHECKING:
@@ -61,10 +62,10 @@ def fingerprint_url(canonical_url: str, method: str = "GET", body: bytes = b"") 
 
 
 def canonical_url_of(request: Request, policy: UrlPolicy | None = None) -> str | None:
-    """The canonical URL of ``request``: its trusted ``meta["canonical_url"]`` or a fresh
+    """The canonical URL of ``request``: its trusted ``meta[CANONICAL_URL]`` or a fresh
     :func:`normalize_url`; ``None`` when the URL is not a valid http(s) URL."""
     meta = request.meta
-    canonical = meta.get("canonical_url")
+    canonical = meta.get(CANONICAL_URL)
     if canonical and not meta.get("redirect_urls"):
         return str(canonical)
     try:

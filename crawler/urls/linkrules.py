@@ -14,9 +14,10 @@ its canonical URL and, when it is not followed, the stats key of the reason:
 ==============================  ===========================================================
 
 The web spider judges every link it extracts (memoized exactly by :class:`LinkMemo`) and the
-requests it yields carry ``meta["canonical_url"]``; the URL normalization middleware judges
-the requests that come without it (another spider's). :class:`DropNotes` logs the first drop
-of each kind at INFO and counts the rest (every one at DEBUG with ``URLNORM_DEBUG``).
+requests it yields carry their canonical URL (``meta[crawler.meta.CANONICAL_URL]``); the URL
+normalization middleware judges the requests that come without it (another spider's).
+:class:`DropNotes` logs the first drop of each kind at INFO and counts the rest (every one at
+DEBUG with ``URLNORM_DEBUG``).
 No Scrapy here: the stats collector is any object with ``inc_value``.
 """
 
@@ -32,6 +33,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from crawler import config, defaults
 from crawler.urls.scope import Scope, has_userinfo
+from crawler.urls.traps import TrapSettings
 from crawler.urls.urlnorm import DEFAULT_POLICY, InvalidUrl, UrlPolicy, normalize_url, url_host
 
 if TYPE_CHECKING:
@@ -65,13 +67,10 @@ class TrapLimits:
     max_length: int = defaults.URLLENGTH_LIMIT  # 0: no length limit
 
     @classmethod
-    def from_settings(cls, settings: SettingsLike) -> TrapLimits:
-        """Read the TRAP_* settings (each >= 1) and URLLENGTH_LIMIT (>= 0); SettingError if bad."""
-        def limit(name: str, lo: int = 1) -> int:
-            return config.get_int(settings, name, getattr(defaults, name), lo=lo)
-
-        return cls(limit("TRAP_MAX_SEGMENT_REPEAT"), limit("TRAP_MAX_PATH_DEPTH"),
-                   limit("TRAP_MAX_QUERY_PARAMS"), limit("URLLENGTH_LIMIT", lo=0))
+    def of(cls, traps: TrapSettings) -> TrapLimits:
+        """The path-shaped part of the crawl's trap settings (read and checked there)."""
+        return cls(traps.max_segment_repeat, traps.max_path_depth, traps.max_query_params,
+                   traps.max_length)
 
     def trap(self, canonical_url: str) -> str | None:
         """The trap kind ``canonical_url`` falls into, or None if it is within every limit."""
@@ -105,9 +104,10 @@ class LinkRules:
 
     @classmethod
     def from_settings(cls, settings: SettingsLike, scope: Scope | None = None) -> LinkRules:
-        """Read the URLNORM_*, TRAP_* and URLLENGTH_LIMIT settings; SettingError if bad."""
-        return cls(UrlPolicy.from_settings(settings), TrapLimits.from_settings(settings),
-                   scope)
+        """Read the URLNORM_* settings (:meth:`UrlPolicy.from_settings`) and the path limits of
+        :class:`~crawler.urls.traps.TrapSettings`; SettingError if bad."""
+        return cls(UrlPolicy.from_settings(settings),
+                   TrapLimits.of(TrapSettings.from_settings(settings)), scope)
 
     def judge(self, href: str, base: str | None = None) -> tuple[str | None, str | None]:
         """``(canonical URL or None, stats key of the reason not to follow it or None)``."""
@@ -144,20 +144,14 @@ class LinkRules:
         return None if trap is None else TRAP + trap
 
 
-def validate(settings: SettingsLike) -> None:
-    """The settings :class:`LinkRules` and :class:`DropNotes` read; SettingError if bad."""
-    LinkRules.from_settings(settings)
-    DropNotes.from_settings(settings)
-
-
+@dataclass(frozen=True)
 class DropNotes:
     """Counts links not followed, per stats key, in ``stats`` (anything with ``inc_value``);
     logs the first of each key at INFO (every one at DEBUG with ``debug``, i.e.
-    ``URLNORM_DEBUG``)."""
+    ``URLNORM_DEBUG``). Frozen: ``debug`` is a setting; only the keys logged grow."""
 
-    def __init__(self, debug: bool = False) -> None:
-        self.debug = debug
-        self._logged: set[str] = set()
+    debug: bool = False
+    _logged: set[str] = field(default_factory=set, repr=False, compare=False)
 
     @classmethod
     def from_settings(cls, settings: SettingsLike) -> DropNotes:

@@ -36,12 +36,13 @@ from crawler.config import SettingsLike
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["INLINE_TAGS", "MAX_DEPTH", "PageBounds", "bound_depth", "validate"]
+__all__ = ["INLINE_TAGS", "MAX_DEPTH", "PageBounds", "bound_depth"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class PageBounds:
-    """The two caps (0 = no cap) and which of their first bites were logged."""
+    """The two caps (0 = no cap) and which of their first bites were logged (frozen: the caps
+    are settings; only the set of logged bites grows)."""
 
     links_max: int = defaults.LINKS_PER_PAGE_MAX
     parse_chars: int = defaults.PAGE_MAX_PARSE_CHARS
@@ -76,11 +77,6 @@ class PageBounds:
             logger.info("Page with more than LINKS_PER_PAGE_MAX=%d links: %d not followed: %s "
                         "(further ones counted in dedup/links_capped)", self.links_max, cut, url,
                         extra=extra)  # fmt: skip
-
-
-def validate(settings: SettingsLike) -> PageBounds:
-    """The pre-flight check of the page bounds (:meth:`PageBounds.from_settings`)."""
-    return PageBounds.from_settings(settings)
 
 
 # --- nesting depth -----------------------------------------------------------------------------

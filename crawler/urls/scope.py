@@ -31,7 +31,7 @@ changes only when ``tldextract`` is upgraded.
 Private addresses (``BLOCK_PRIVATE_ADDRESSES``): :func:`is_private_address` is true for every
 address that is not globally reachable (private, loopback, link-local, unspecified, shared,
 documentation and reserved ranges; site-local IPv6; IPv6 forms that carry a private IPv4
-address: mapped, compatible, NAT64, 6to4, Teredo); :func:`private_guard_setting`
+address: mapped, compatible, NAT64, 6to4, Teredo); :class:`ScopeSettings`
 reads the setting (None: decided from the seeds, :func:`guard_default`).
 """
 
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -206,7 +207,7 @@ class Scope:
     @classmethod
     def from_settings(cls, settings: SettingsLike, seeds: Iterable[str] = ()) -> Scope:
         """The scope of ``seeds`` (canonical URLs) under ``SCOPE``; SettingError if bad."""
-        return cls(seeds, scope_setting(settings))
+        return cls(seeds, ScopeSettings.from_settings(settings).rule)
 
     def _root(self, key: SiteKey) -> SiteKey:
         host, port = key
@@ -269,13 +270,23 @@ class Scope:
         return f"SCOPE={self.rule} around {shown or 'no seed'}"
 
 
-def scope_setting(settings: SettingsLike) -> str:
-    """``SCOPE``, checked: one of :data:`SCOPE_CHOICES` (SettingError)."""
-    return config.get_choice(settings, "SCOPE", defaults.SCOPE, SCOPE_CHOICES)
+@dataclass(frozen=True)
+class ScopeSettings:
+    """``SCOPE`` (``rule``, one of :data:`SCOPE_CHOICES`) and ``BLOCK_PRIVATE_ADDRESSES``
+    (``block_private``: True, False, or None when unset or "auto": from the seeds,
+    :func:`guard_default`)."""
+
+    rule: str = defaults.SCOPE
+    block_private: bool | None = None
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> ScopeSettings:
+        """Read and check both (SettingError)."""
+        rule = config.get_choice(settings, "SCOPE", defaults.SCOPE, SCOPE_CHOICES)
+        return cls(rule, _private_guard(settings))
 
 
-def private_guard_setting(settings: SettingsLike) -> bool | None:
-    """``BLOCK_PRIVATE_ADDRESSES``: True, False, or None (unset or "auto": from the seeds)."""
+def _private_guard(settings: SettingsLike) -> bool | None:
     raw = settings.get("BLOCK_PRIVATE_ADDRESSES", defaults.BLOCK_PRIVATE_ADDRESSES)
     if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "auto", "none")):
         return None
@@ -284,6 +295,11 @@ def private_guard_setting(settings: SettingsLike) -> bool | None:
     except config.SettingError:
         raise config.SettingError("BLOCK_PRIVATE_ADDRESSES", raw,
                                   "True, False or auto (on unless a seed is private)") from None
+
+
+def private_guard_setting(settings: SettingsLike) -> bool | None:
+    """``BLOCK_PRIVATE_ADDRESSES`` (:class:`ScopeSettings`; kept for callers of the old name)."""
+    return ScopeSettings.from_settings(settings).block_private
 
 
 def guard_default(seed_addresses: Iterable[str]) -> bool:

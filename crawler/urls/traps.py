@@ -1,9 +1,10 @@
 """Traps that end by themselves: what a crawl learns about a host while it crawls it.
 
 The path-shaped traps (:class:`crawler.urls.linkrules.TrapLimits`) are caught by the shape of one
-URL. The traps of the real web hide in the query string and in the content: session IDs
-(every page links its siblings with a fresh ``?sid=``), calendars (a next day forever), soft
-404s (every unknown path answers 200 with the same page). The spider ends them with what the
+URL (their settings and this module's have one home: :class:`TrapSettings`). The traps of
+the real web hide in the query string and in the content: session IDs (every page links its
+siblings with a fresh ``?sid=``), calendars (a next day forever), soft 404s (every unknown
+path answers 200 with the same page). The spider ends them with what the
 content dedup already tells it:
 
 * the links of a page dropped as a duplicate are not followed (``TRAP_FOLLOW_LINKS_OF``:
@@ -48,7 +49,11 @@ MAX_DUPLICATE_HOPS = 16
 
 @dataclass(frozen=True)
 class TrapSettings:
-    """The ``TRAP_*`` settings of the traps of this module (each checked)."""
+    """Every ``TRAP_*`` setting and ``URLLENGTH_LIMIT``, read and checked here once.
+
+    :class:`TrapRules` takes the traps that end by themselves (the first six fields),
+    :class:`crawler.urls.linkrules.TrapLimits` the path-shaped ones (the last four:
+    :meth:`~crawler.urls.linkrules.TrapLimits.of`)."""
 
     follow_links_of: str = defaults.TRAP_FOLLOW_LINKS_OF
     learn_params_after: int = defaults.TRAP_LEARN_PARAMS_AFTER
@@ -56,24 +61,35 @@ class TrapSettings:
     path_max_query_variants: int = defaults.TRAP_PATH_MAX_QUERY_VARIANTS
     soft404_probe: bool = defaults.TRAP_SOFT404_PROBE
     duplicate_hops: int = defaults.TRAP_DUPLICATE_HOPS
+    max_segment_repeat: int = defaults.TRAP_MAX_SEGMENT_REPEAT
+    max_path_depth: int = defaults.TRAP_MAX_PATH_DEPTH
+    max_query_params: int = defaults.TRAP_MAX_QUERY_PARAMS
+    max_length: int = defaults.URLLENGTH_LIMIT  # 0: no length limit
 
     @classmethod
     def from_settings(cls, settings: SettingsLike) -> TrapSettings:
-        """Read and check the settings (SettingError on a bad value); 0 turns a count off."""
-        def count(name: str) -> int:
-            return config.get_int(settings, name, getattr(defaults, name), lo=0)
+        """Read and check the settings (SettingError on a bad value): a budget or count of 0
+        turns it off; the path limits are each >= 1, ``URLLENGTH_LIMIT`` >= 0 (0: none)."""
+        def count(name: str, lo: int = 0) -> int:
+            return config.get_int(settings, name, getattr(defaults, name), lo=lo)
 
-        def flag(name: str) -> bool:
-            return config.get_bool(settings, name, getattr(defaults, name))
-
-        follow = config.get_choice(settings, "TRAP_FOLLOW_LINKS_OF",
-                                   defaults.TRAP_FOLLOW_LINKS_OF,
-                                   defaults.TRAP_FOLLOW_LINKS_CHOICES)  # fmt: skip
-        hops = config.get_int(settings, "TRAP_DUPLICATE_HOPS", defaults.TRAP_DUPLICATE_HOPS,
-                              lo=0, hi=MAX_DUPLICATE_HOPS)
-        return cls(follow, count("TRAP_LEARN_PARAMS_AFTER"),
-                   count("TRAP_HOST_MAX_PAGES"), count("TRAP_PATH_MAX_QUERY_VARIANTS"),
-                   flag("TRAP_SOFT404_PROBE"), hops)  # fmt: skip
+        return cls(
+            follow_links_of=config.get_choice(settings, "TRAP_FOLLOW_LINKS_OF",
+                                              defaults.TRAP_FOLLOW_LINKS_OF,
+                                              defaults.TRAP_FOLLOW_LINKS_CHOICES),
+            learn_params_after=count("TRAP_LEARN_PARAMS_AFTER"),
+            host_max_pages=count("TRAP_HOST_MAX_PAGES"),
+            path_max_query_variants=count("TRAP_PATH_MAX_QUERY_VARIANTS"),
+            soft404_probe=config.get_bool(settings, "TRAP_SOFT404_PROBE",
+                                          defaults.TRAP_SOFT404_PROBE),
+            duplicate_hops=config.get_int(settings, "TRAP_DUPLICATE_HOPS",
+                                          defaults.TRAP_DUPLICATE_HOPS, lo=0,
+                                          hi=MAX_DUPLICATE_HOPS),
+            max_segment_repeat=count("TRAP_MAX_SEGMENT_REPEAT", lo=1),
+            max_path_depth=count("TRAP_MAX_PATH_DEPTH", lo=1),
+            max_query_params=count("TRAP_MAX_QUERY_PARAMS", lo=1),
+            max_length=count("URLLENGTH_LIMIT"),
+        )  # fmt: skip
 
 
 def split_query(canonical: str) -> tuple[str, dict[str, str] | None]:
@@ -270,7 +286,3 @@ def origin_of(canonical: str) -> str:
     scheme, sep, rest = canonical.partition("://")
     return scheme + sep + rest.split("/", 1)[0] if sep else ""
 
-
-def validate(settings: SettingsLike) -> TrapSettings:
-    """The ``TRAP_*`` settings of this module, checked (SettingError)."""
-    return TrapSettings.from_settings(settings)

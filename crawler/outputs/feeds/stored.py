@@ -3,7 +3,7 @@
 Scrapy's ``FeedExporter`` writes each item as it is scraped. With storage on that is too early:
 a page kept when it arrived may be demoted later (a canonical swap, a preferred twin, a
 refreshed fingerprint, the settle step), and the settle step may store a dropped page again.
-This subclass, with storage on (:func:`crawler.dedup.drops.storage_enabled`):
+This subclass, with storage on (:func:`crawler.pipelines.storage.storage_enabled`):
 
 * ignores ``item_scraped`` (with ``html`` among a feed's fields it keeps each page's HTML in
   a temporary file, :class:`HtmlSpool`, since storage keeps none; dropped pages too, for the
@@ -39,10 +39,9 @@ from twisted.internet.threads import blockingCallFromThread
 
 from crawler import defaults
 from crawler.backends.common import batched
-from crawler.dedup.drops import storage_enabled
 from crawler.exceptions import DuplicatePage
 from crawler.outputs.feeds.rows import BATCH, stored_items
-from crawler.pipelines.storage import StoragePipeline
+from crawler.pipelines.storage import StoragePipeline, storage_enabled
 from crawler.signals import CRAWL_ID_STAT
 
 if TYPE_CHECKING:

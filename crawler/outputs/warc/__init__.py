@@ -5,19 +5,18 @@ Three pieces, wired by ``crawler/settings/base.py`` through the two factories be
 ``WARC_OUTPUT`` is set: warcio is the ``warc`` extra, and a default install lists both
 components without having it:
 
-* :class:`crawler.outputs.warc.capture.RawCaptureMiddleware` (downloader middleware, order 950: its
-  ``process_response`` runs before ``HttpCompressionMiddleware``'s, 590) keeps the status,
-  headers and body of a 2xx response as the download handler returned them;
-* :class:`crawler.outputs.warc.extension.WarcWriter` (extension) holds each capture until storage
-has
-  committed the page's fate (``batch_committed``), then writes its records;
+* :class:`crawler.outputs.warc.capture.RawCaptureMiddleware` (downloader middleware, order
+  950: its ``process_response`` runs before ``HttpCompressionMiddleware``'s, 590) keeps the
+  status, headers and body of a 2xx response as the download handler returned them;
+* :class:`crawler.outputs.warc.extension.WarcWriter` (extension) holds each capture until
+  storage has committed the page's fate (``batch_committed``), then writes its records;
 * :mod:`crawler.outputs.warc.records` builds the records with warcio and
-:mod:`crawler.outputs.warc.files`
-  writes them, one gzip member per record, into rotating files.
+  :mod:`crawler.outputs.warc.files` writes them, one gzip member per record, into rotating
+  files.
 
-This module reads the settings: :func:`warc_options` (no I/O, registered with
-:mod:`crawler.config`) and :func:`check_warc` (creates the directory and writes a probe file:
-call it before the crawl starts, as ``check_storage``).
+This module reads the settings: :meth:`WarcOptions.from_settings` (no I/O, in
+:func:`crawler.commands.preflight.settings_checks`) and :func:`check_warc` (creates the
+directory and writes a probe file: call it before the crawl starts, as ``check_storage``).
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from typing import Any
 
 from crawler import config, defaults
 
-__all__ = ["RawCaptureMiddleware", "WarcOptions", "WarcWriter", "check_warc", "warc_options"]
+__all__ = ["RawCaptureMiddleware", "WarcOptions", "WarcWriter", "check_warc"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +54,27 @@ class WarcOptions:
     def enabled(self) -> bool:
         return bool(self.output)
 
+    @classmethod
+    def from_settings(cls, settings: config.SettingsLike) -> WarcOptions:
+        """The WARC settings, checked without writing to the disk (:class:`config.SettingError`;
+        an existing regular file named as the output is refused: it would be a prefix)."""
+        output = str(settings.get("WARC_OUTPUT") or defaults.WARC_OUTPUT).strip()
+        max_size = config.get_int(settings, "WARC_MAX_SIZE", defaults.WARC_MAX_SIZE, lo=1)
+        near = config.get_choice(settings, "WARC_NEAR_DUPLICATES", defaults.WARC_NEAR_DUPLICATES,
+                                 defaults.WARC_NEAR_DUPLICATES_CHOICES)  # fmt: skip
+        record_max = config.get_int(settings, "WARC_RECORD_MAX_BYTES",
+                                    defaults.WARC_RECORD_MAX_BYTES, lo=0)  # fmt: skip
+        cdxj = config.get_bool(settings, "WARC_CDXJ", defaults.WARC_CDXJ)
+        wacz = config.get_bool(settings, "WARC_WACZ", defaults.WARC_WACZ)
+        if wacz and not output:
+            raise config.SettingError("WARC_WACZ", "True", "WARC_OUTPUT set as well (the "
+                                      "package holds the crawl's WARC files)")  # fmt: skip
+        if wacz and not cdxj:
+            raise config.SettingError("WARC_WACZ", "True", "WARC_CDXJ = True as well (a WACZ "
+                                      "holds the CDXJ index)")  # fmt: skip
+        directory, prefix = _checked_output(settings, output)
+        return cls(output, directory, prefix, max_size, near, record_max, cdxj, wacz)
+
 
 def split_output(output: str, default_prefix: str) -> tuple[Path, str]:
     """``(directory, prefix)`` of ``WARC_OUTPUT``: a value ending with ``/`` or naming an
@@ -66,23 +86,9 @@ def split_output(output: str, default_prefix: str) -> tuple[Path, str]:
     return path.parent, path.name
 
 
-def warc_options(settings: config.SettingsLike) -> WarcOptions:
-    """The WARC settings, checked without writing to the disk (:class:`config.SettingError`;
-    an existing regular file named as the output is refused: it would be a prefix)."""
-    output = str(settings.get("WARC_OUTPUT") or defaults.WARC_OUTPUT).strip()
-    max_size = config.get_int(settings, "WARC_MAX_SIZE", defaults.WARC_MAX_SIZE, lo=1)
-    near = config.get_choice(settings, "WARC_NEAR_DUPLICATES", defaults.WARC_NEAR_DUPLICATES,
-                             defaults.WARC_NEAR_DUPLICATES_CHOICES)  # fmt: skip
-    record_max = config.get_int(settings, "WARC_RECORD_MAX_BYTES", defaults.WARC_RECORD_MAX_BYTES,
-                                lo=0)  # fmt: skip
-    cdxj = config.get_bool(settings, "WARC_CDXJ", defaults.WARC_CDXJ)
-    wacz = config.get_bool(settings, "WARC_WACZ", defaults.WARC_WACZ)
-    if wacz and not output:
-        raise config.SettingError("WARC_WACZ", "True", "WARC_OUTPUT set as well (the package "
-                                  "holds the crawl's WARC files)")  # fmt: skip
-    if wacz and not cdxj:
-        raise config.SettingError("WARC_WACZ", "True", "WARC_CDXJ = True as well (a WACZ holds "
-                                  "the CDXJ index)")  # fmt: skip
+def _checked_output(settings: config.SettingsLike, output: str) -> tuple[Path, str]:
+    """``(directory, prefix)`` of ``WARC_OUTPUT`` (:func:`split_output`), refused when it names
+    no prefix or an existing regular file (it would be a prefix)."""
     bot = str(settings.get("BOT_NAME") or defaults.BOT_NAME)
     directory, prefix = split_output(output, bot) if output else (Path(), bot)
     if output and (not prefix or prefix in (".", "..")):
@@ -90,14 +96,14 @@ def warc_options(settings: config.SettingsLike) -> WarcOptions:
     if output and (directory / prefix).is_file():  # "write into this file" is not a prefix
         raise config.SettingError("WARC_OUTPUT", output, "a directory (ending with /) or a path "
                                   "prefix that is not an existing file")  # fmt: skip
-    return WarcOptions(output, directory, prefix, max_size, near, record_max, cdxj, wacz)
+    return directory, prefix
 
 
 def check_warc(settings: config.SettingsLike) -> None:
     """Before the crawl starts: the WARC directory exists (created if missing) and accepts a
     new file. Raises :class:`config.SettingError` with the OS error in one line; does nothing
     when ``WARC_OUTPUT`` is empty."""
-    options = warc_options(settings)
+    options = WarcOptions.from_settings(settings)
     if not options.enabled:
         return
     from crawler.extras import require
@@ -123,7 +129,7 @@ class RawCaptureMiddleware:
     def from_crawler(cls, crawler: Any) -> Any:
         from scrapy.exceptions import NotConfigured
 
-        if not warc_options(crawler.settings).enabled:
+        if not WarcOptions.from_settings(crawler.settings).enabled:
             raise NotConfigured
         from crawler.outputs.warc.capture import RawCaptureMiddleware as Middleware
 
@@ -138,7 +144,7 @@ class WarcWriter:
     def from_crawler(cls, crawler: Any) -> Any:
         from scrapy.exceptions import NotConfigured
 
-        if not warc_options(crawler.settings).enabled:
+        if not WarcOptions.from_settings(crawler.settings).enabled:
             raise NotConfigured
         from crawler.outputs.warc.extension import WarcWriter as Writer
 

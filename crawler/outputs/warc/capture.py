@@ -12,8 +12,9 @@ HTTP cache is not an exchange: skipped). Two paths:
 
 * a response that may become a stored page (:func:`wants_page`: status 2xx, a ``Content-Type``
   that is HTML, or none: Scrapy sniffs the body; a request with a callback, not HEAD) waits in
-  ``request.meta[CAPTURE_META]``; the WARC extension takes it out when the response leaves the
-  downloader (``response_received``) and writes it once the page's fate is committed;
+  ``request.meta[WARC_CAPTURE]`` (:mod:`crawler.meta`); the WARC extension takes it out when
+  the response leaves the downloader (``response_received``) and writes it once the page's
+  fate is committed;
 * any other (a redirect, 4xx/5xx, robots.txt, a PDF or JSON body, a HEAD request) is sent at
   once with :data:`crawler.signals.exchange_captured`: the extension writes it as it is.
 
@@ -36,7 +37,8 @@ from scrapy.http.request import NO_CALLBACK
 
 from crawler import signals as dedup_signals
 from crawler.content.text import media_type
-from crawler.outputs.warc import warc_options
+from crawler.meta import WARC_CAPTURE
+from crawler.outputs.warc import WarcOptions
 from crawler.outputs.warc.records import Capture, HeaderList, warc_date
 from crawler.urls.fingerprint import canonical_url_of
 from crawler.urls.urlnorm import UrlPolicy
@@ -46,8 +48,9 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Headers, Response
 
-#: ``request.meta`` key of the :class:`Capture` of the request's response (taken out quickly).
-CAPTURE_META = "warc_capture"
+#: The old name of :data:`crawler.meta.WARC_CAPTURE`, the key of the :class:`Capture` of the
+#: request's response (taken out quickly; kept while its last users move to the new name).
+CAPTURE_META = WARC_CAPTURE
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 #: Request headers never written: the proxy's credentials were no part of the exchange with
 #: the site (a request's own ``Authorization`` and ``Cookie`` were, and are kept).
@@ -123,7 +126,7 @@ class RawCaptureMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RawCaptureMiddleware:
-        options = warc_options(crawler.settings)
+        options = WarcOptions.from_settings(crawler.settings)
         if not options.enabled:
             raise NotConfigured
         middleware = cls(UrlPolicy.from_settings(crawler.settings), options.record_max_bytes)
@@ -132,7 +135,7 @@ class RawCaptureMiddleware:
 
     def process_response(self, request: Request, response: Response,
                          spider: Any = None) -> Response:
-        earlier = request.meta.pop(CAPTURE_META, None)
+        earlier = request.meta.pop(WARC_CAPTURE, None)
         if earlier is not None:
             self._send(earlier)
         if "cached" in response.flags:
@@ -142,7 +145,7 @@ class RawCaptureMiddleware:
         if capture.truncated:
             self._inc("warc/truncated")
         if wants_page(request, response):
-            request.meta[CAPTURE_META] = capture
+            request.meta[WARC_CAPTURE] = capture
         else:
             self._send(capture)
         return response

@@ -89,13 +89,13 @@ from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.closing import close_crawl
 from crawler.content.simhash import to_hex
-from crawler.dedup.drops import storage_enabled
 from crawler.exceptions import DuplicatePage
-from crawler.outputs.warc import WarcOptions, check_warc, warc_options
-from crawler.outputs.warc.capture import CAPTURE_META
+from crawler.meta import WARC_CAPTURE
+from crawler.outputs.warc import WarcOptions, check_warc
 from crawler.outputs.warc.files import WarcFiles
 from crawler.outputs.warc.index import Packaging
 from crawler.outputs.warc.records import record_id, warc_date
+from crawler.pipelines.storage import storage_enabled
 from crawler.storage import dedup_settings
 from crawler.vocab import (
     CANONICAL_RULE,
@@ -153,7 +153,7 @@ class WarcWriter:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> WarcWriter:
-        options = warc_options(crawler.settings)
+        options = WarcOptions.from_settings(crawler.settings)
         if not options.enabled:
             raise NotConfigured
         check_warc(crawler.settings)  # the crawl command checked already; other runners may not
@@ -192,7 +192,7 @@ class WarcWriter:
 
     def response_received(self, response: Response, request: Request, spider: Any = None,
                           **_: Any) -> None:
-        capture = request.meta.pop(CAPTURE_META, None)
+        capture = request.meta.pop(WARC_CAPTURE, None)
         if capture is not None:
             fingerprint = self._fingerprint(request)
             earlier = self._pending.pop(fingerprint, None)
@@ -204,7 +204,7 @@ class WarcWriter:
         """A would-be page a downloader middleware turned into a new request (a meta refresh
         copies the meta, capture included): its exchange is written now, before the new
         request may be filtered, queued to disk or fail."""
-        capture = request.meta.pop(CAPTURE_META, None)
+        capture = request.meta.pop(WARC_CAPTURE, None)
         if capture is not None:
             self.exchange(capture)
 
