@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler import defaults
+from crawler.backends.common import redis_url
 from crawler.commands.console import with_safe_output
 from crawler.outputs.formats import mask_url
 
@@ -74,7 +74,7 @@ class Command(ScrapyCommand):
         from crawler.backends.common import RedisBackendError
 
         assert self.settings is not None
-        url = opts.redis or str(self.settings.get("REDIS_URL") or defaults.REDIS_URL)
+        url = opts.redis or redis_url(self.settings)
         try:
             self.exitcode = self._clear(args[0], url, opts)
         except RedisBackendError as exc:

@@ -37,6 +37,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler import defaults
+from crawler.backends.common import key_prefix, redis_url
 from crawler.commands.console import quiet_stdout, with_safe_output
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ class Command(ScrapyCommand):
         from crawler.backends.common import RedisBackendError, mask_url
 
         assert self.settings is not None
-        url = opts.redis or str(self.settings.get("REDIS_URL") or defaults.REDIS_URL)
+        url = opts.redis or redis_url(self.settings)
         try:
             from crawler.backends.redis import connect
         except ImportError:
@@ -173,7 +174,7 @@ class Command(ScrapyCommand):
 
         assert self.settings is not None
         client, url = self._client(opts)
-        prefix = str(self.settings.get("REDIS_KEY_PREFIX") or defaults.REDIS_KEY_PREFIX)
+        prefix = key_prefix(self.settings)
         found = _redis_call(lambda: namespaces(client, prefix, opts.spider), url)
         return {"redis": url, "prefix": prefix, "crawls": found}
 

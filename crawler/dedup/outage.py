@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import DropItem
 
-from crawler import defaults
-from crawler.backends.common import REDIS_ERROR, redis_errors, retry_policy
+from crawler.backends.common import REDIS_ERROR, redis_errors, redis_url, retry_policy
 from crawler.closing import CLOSE_REASON_STAT, close_crawl, stop_on_redis_error
 from crawler.dedup.counts import Counts
 from crawler.exceptions import Undecided
@@ -138,7 +137,7 @@ class GuardedIndex:
         if self.crawler is None:  # built by hand: nothing to close, the caller decides
             raise exc
         self.down = True
-        url = str(self.crawler.settings.get("REDIS_URL") or defaults.REDIS_URL)
+        url = redis_url(self.crawler.settings)
         stop_on_redis_error(self.crawler, exc, url)
 
 

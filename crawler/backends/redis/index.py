@@ -15,8 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from crawler import defaults
-from crawler.backends.common import namespace, retry_policy
+from crawler.backends.common import namespace, redis_url, retry_policy
 from crawler.backends.redis.connection import connect, text
 from crawler.backends.redis.index_lua import (
     CHECK_AND_ADD_LUA,
@@ -80,7 +79,7 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         ``resolver=`` the storage that holds kept pages' URLs."""
         given = "k" in kwargs and "blocks" in kwargs  # read once by the caller
         k, blocks = (kwargs["k"], kwargs["blocks"]) if given else settings_params(settings)
-        url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
+        url = redis_url(settings)
         policy = retry_policy(settings)
         index = cls(
             connect(url, policy.timeout),
