@@ -107,6 +107,30 @@ def test_contains_many_answers_as_contains_does_in_one_round_trip(ns):
     assert seen.contains_many([]) == []
 
 
+def test_redis_seen_set_has_the_whole_protocol_and_the_local_figures(ns):
+    """Every capability of :class:`crawler.backends.SeenSet`, with the same signatures; the
+    figures of the local set but its layers (they live in Redis), the same sizing and count
+    for the same keys (the bits differ: the shards index them their own way)."""
+    from crawler.backends.bloom import LocalSeenSet
+    from tests.test_bloom import protocol_gaps
+
+    seen = make_seen_set(Settings({**ns.copy_to_dict(), "BLOOM_CAPACITY": 100}))
+    assert isinstance(seen, RedisSeenSet) and protocol_gaps(seen) == []
+    assert seen.shared and seen.url == ns["REDIS_URL"]
+    local = LocalSeenSet(capacity=100)
+    for key in fresh_keys(60):
+        assert seen.add(key) is local.add(key)
+    figures, local_figures = seen.figures(), local.figures()
+    assert local_figures.pop("layers") == 1
+    assert list(figures) == list(local_figures)
+    sizing = ("capacity", "urls", "bits", "hashes", "false_positives_avoided")
+    assert [figures[k] for k in sizing] == [local_figures[k] for k in sizing] == [
+        100, 60, local.bits, local.hashes, 0]  # fmt: skip
+    assert 0 < figures["fill_ratio"] < 1 and figures["expected_false_positives"] >= 0
+    seen.clear()
+    assert len(seen) == 0 and seen.figures()["urls"] == 0
+
+
 def test_seen_set_is_shared_and_refuses_other_sizing(ns):
     a = make_seen_set(Settings({**ns.copy_to_dict(), "BLOOM_CAPACITY": 1000}))
     b = make_seen_set(Settings({**ns.copy_to_dict(), "BLOOM_CAPACITY": 1000}))

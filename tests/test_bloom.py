@@ -3,16 +3,27 @@ snapshots."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import logging
 import math
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.backends import bloom
-from crawler.backends.bloom import LocalSeenSet, SnapshotError, bloom_size, describe, read_snapshot
+from crawler import defaults
+from crawler.backends import SeenSet, bloom
+from crawler.backends.bloom import (
+    BloomSettings,
+    LocalSeenSet,
+    SnapshotError,
+    bloom_size,
+    describe,
+    read_snapshot,
+)
 from crawler.config import SettingError
 
 
@@ -61,6 +72,91 @@ def test_from_settings_reads_the_settings() -> None:
                                        "BLOOM_ON_FULL": "STOP"})
     assert (seen.capacity, seen.error_rate, seen.on_full) == (1000, 0.01, "stop")
     assert seen.bits == bloom_size(1000, 0.01)[0]
+
+
+def test_bloom_settings_are_one_frozen_value_with_the_project_defaults() -> None:
+    assert BloomSettings.from_settings({}) == BloomSettings() == BloomSettings(
+        defaults.BLOOM_CAPACITY, defaults.BLOOM_ERROR_RATE, defaults.BLOOM_ON_FULL,
+        defaults.BLOOM_VERIFY)  # fmt: skip
+    read = BloomSettings.from_settings({"BLOOM_CAPACITY": "2_000", "BLOOM_ON_FULL": "Stop",
+                                        "BLOOM_VERIFY": "true"})
+    assert read == BloomSettings(capacity=2000, on_full="stop", verify=True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.capacity = 1  # type: ignore[misc]
+    assert bloom.read_settings({"BLOOM_CAPACITY": 7}) == dataclasses.asdict(
+        BloomSettings(capacity=7))  # the alias the old callers use
+
+
+# --- the SeenSet protocol ----------------------------------------------------------------------
+
+#: The methods the protocol declares (what ``class SeenSet(Protocol)`` defines in its body).
+PROTOCOL_METHODS = [name for name, member in vars(SeenSet).items()
+                    if inspect.isfunction(member) and name not in ("__init__", "__subclasshook__")]
+
+
+def protocol_gaps(seen: object) -> list[str]:
+    """What ``seen`` lacks of :class:`crawler.backends.SeenSet`: an attribute it does not have,
+    a method its class does not define, or one whose signature (parameter names, kinds,
+    defaults and annotations; return annotation) differs from the protocol's."""
+    gaps = [f"attribute {name}" for name in SeenSet.__annotations__ if not hasattr(seen, name)]
+    for name in PROTOCOL_METHODS:
+        method = getattr(type(seen), name, None)
+        if not inspect.isfunction(method):
+            gaps.append(f"method {name}")
+        elif inspect.signature(method) != inspect.signature(getattr(SeenSet, name)):
+            gaps.append(f"signature of {name}: {inspect.signature(method)}")
+    return gaps
+
+
+def test_the_protocol_declares_every_capability_the_dupefilter_asks_for() -> None:
+    assert set(PROTOCOL_METHODS) == {"add", "__contains__", "contains_many", "__len__", "clear",
+                                     "close", "describe", "figures"}
+    assert set(SeenSet.__annotations__) == {"capacity", "error_rate", "on_full", "full",
+                                            "shared", "url"}
+
+
+def test_local_seen_set_has_the_whole_protocol_with_neutral_answers() -> None:
+    seen = LocalSeenSet(capacity=100)
+    assert protocol_gaps(seen) == []
+    assert (seen.shared, seen.url) == (False, "")
+    a, b = keys(2, "p")
+    seen.add(a)
+    assert seen.contains_many([a, b, a]) == [True, False, True] and seen.contains_many([]) == []
+    seen.clear()  # nothing to clear: the set lives and dies with the process
+    assert a in seen and len(seen) == 1
+
+
+def test_a_missing_or_changed_capability_fails_the_protocol_check() -> None:
+    body = dict(vars(LocalSeenSet))
+    without = {name: type(f"No_{name}", (), {k: v for k, v in body.items() if k != name})
+               for name in ("contains_many", "figures", "shared")}
+    assert protocol_gaps(without["contains_many"](capacity=10)) == ["method contains_many"]
+    assert protocol_gaps(without["figures"](capacity=10)) == ["method figures"]
+    assert protocol_gaps(without["shared"](capacity=10)) == ["attribute shared"]
+
+    class Renamed(LocalSeenSet):
+        def contains_many(self, fps: Sequence[bytes]) -> list[bool]:  # type: ignore[override]
+            return super().contains_many(fps)
+
+    class Wider(LocalSeenSet):
+        def add(self, key: bytes, force: bool = False) -> bool:
+            return super().add(key)
+
+    assert protocol_gaps(Renamed(capacity=10)) == [
+        "signature of contains_many: (self, fps: 'Sequence[bytes]') -> 'list[bool]'"]
+    assert protocol_gaps(Wider(capacity=10))[0].startswith("signature of add")
+
+
+def test_figures_are_the_bloom_stats_in_their_order() -> None:
+    seen = LocalSeenSet(capacity=50, on_full="grow")
+    for key in keys(120, "f"):
+        seen.add(key)
+    figures = seen.figures()
+    assert list(figures) == ["capacity", "urls", "bits", "hashes", "fill_ratio",
+                             "false_positives_avoided", "expected_false_positives", "layers"]
+    assert figures["urls"] == len(seen) and figures["layers"] == len(seen.layers) > 1
+    assert figures["fill_ratio"] == round(seen.fill_ratio, 6)
+    assert figures["expected_false_positives"] == round(seen.expected_false_positives(), 3)
 
 
 # --- correctness -------------------------------------------------------------------------------

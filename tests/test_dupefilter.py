@@ -1,4 +1,5 @@
-"""BloomDupeFilter with a real crawler, Scrapy's real Scheduler and real Requests."""
+"""BloomDupeFilter with a real crawler, Scrapy's real Scheduler (and our ResumingScheduler on it)
+and real Requests; its Redis-outage guard."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import redis
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.test import get_crawler
 
+from crawler import meta
 from crawler import signals as dedup_signals
 from crawler.backends.bloom import LocalSeenSet
-from crawler.dupefilter import RESUME_META, BloomDupeFilter
+from crawler.dupefilter import BloomDupeFilter, GuardedSeenSet
+from crawler.scheduler import ResumingScheduler
 from crawler.sitegen import Page, Site
 from crawler.sitegen.server import SiteServer
 from crawler.sitegen.text import TextMaker, load_words
@@ -36,11 +40,12 @@ BASE = {
 }
 
 
-def open_scheduler(settings: dict | None = None) -> tuple[Scheduler, BloomDupeFilter, object]:
+def open_scheduler(settings: dict | None = None, scheduler_cls: type[Scheduler] = Scheduler,
+                   ) -> tuple[Scheduler, BloomDupeFilter, object]:
     crawler = get_crawler(Spider, {**BASE, **(settings or {})})
     crawler.spider = crawler._create_spider("t")
     crawler.stats.open_spider()
-    scheduler = Scheduler.from_crawler(crawler)
+    scheduler = scheduler_cls.from_crawler(crawler)
     scheduler.open(crawler.spider)
     assert isinstance(scheduler.df, BloomDupeFilter)
     return scheduler, scheduler.df, crawler
@@ -137,8 +142,8 @@ def test_a_shared_seen_set_is_asked_once_per_batch_and_never_about_known_seen(re
         assert df.seen_fingerprints([a]) == [True] and len(asked) == 2  # known: not asked
         frontier = LeasedFrontier(seen.client, None, f"{base}:web:requests")
         request = Request("http://h.test/c")
-        fp = df.fingerprinter.fingerprint(request)
-        assert df.push_if_new(request, frontier)
+        fp = df.fingerprinter.fingerprint(request)  # the shared frontier's push as test-and-set
+        assert not df.record(request, lambda fp: not frontier.push_new(request, fp, seen))
         assert df.seen_fingerprints([fp, a]) == [True, True] and len(asked) == 2
         assert df.seen_fingerprint(c) is False and asked[-1] == [c]
     finally:
@@ -177,8 +182,8 @@ def test_verify_setting_builds_an_exact_set() -> None:
 
 
 def test_jobdir_resume_through_the_scheduler(tmp_path) -> None:
-    settings = {"JOBDIR": str(tmp_path)}
-    scheduler, df, crawler = open_scheduler(settings)
+    settings = {"JOBDIR": str(tmp_path), "STORAGE_URL": f"sqlite:///{tmp_path}/crawl.db"}
+    scheduler, _, crawler = open_scheduler(settings, ResumingScheduler)
     requests = [Request(f"http://a/{i}", meta={"canonical_url": f"http://a/{i}", "depth": 2})
                 for i in range(10)]
     for request in requests:
@@ -190,16 +195,60 @@ def test_jobdir_resume_through_the_scheduler(tmp_path) -> None:
     scheduler.close("shutdown")
     assert (tmp_path / "requests.queue").exists()
 
-    scheduler, df, crawler = open_scheduler(settings)
+    scheduler, _, crawler = open_scheduler(settings, ResumingScheduler)
     assert not (tmp_path / "requests.queue" / "active.json").exists()  # Scrapy's queue dropped
-    assert sorted(df._resume) == sorted(
-        crawler.request_fingerprinter.fingerprint(r) for r in requests[6:])
-    resumed = [Request(rec.url, meta={"canonical_url": rec.canonical_url, "depth": rec.depth,
-                                      RESUME_META: True}) for rec in df._resume.values()]
-    assert all(scheduler.enqueue_request(r) for r in resumed)  # let through once
+    assert (tmp_path / "requests.queue").is_dir()  # a fresh one for this run
+    resumed: list[Request] = []
+    queued: list[bool] = []
+
+    def crawl(request: Request) -> None:  # the engine's crawl: into the scheduler
+        resumed.append(request)
+        queued.append(scheduler.enqueue_request(request))
+
+    crawler.engine = SimpleNamespace(crawl=crawl)
+    crawler.signals.send_catch_log(signals.spider_opened, spider=crawler.spider)
+    assert sorted(r.url for r in resumed) == sorted(r.url for r in requests[6:])
+    assert all(r.meta[meta.RESUMED] and r.meta["depth"] == 2
+               and r.meta[meta.CANONICAL_URL] == r.url for r in resumed)
+    assert all(queued) and len(queued) == 4  # let through once
+    assert crawler.stats.get_value("dedup/jobdir/resumed") == 4
     assert not any(scheduler.enqueue_request(r.replace()) for r in resumed)  # then filtered
     assert not scheduler.enqueue_request(requests[0])  # finished pages stay seen
     assert sorted(drain(scheduler)) == sorted(r.url for r in requests[6:])
+
+
+def test_scrapy_stock_scheduler_keeps_its_own_resume_and_warns(tmp_path, caplog) -> None:
+    """A project that keeps Scrapy's scheduler with our dupefilter: the journal's unfinished
+    requests are not re-scheduled (one warning); Scrapy's queue is kept and resumes what a
+    clean stop left queued."""
+    settings = {"JOBDIR": str(tmp_path)}
+    scheduler, _, _ = open_scheduler(settings)
+    for i in range(3):
+        assert scheduler.enqueue_request(Request(f"http://a/{i}"))
+    scheduler.close("shutdown")
+    with caplog.at_level(logging.WARNING, logger="crawler.dupefilter"):
+        scheduler, _, crawler = open_scheduler(settings)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "3 requests seen but not finished" in warnings[0]
+    assert "crawler.scheduler.ResumingScheduler" in warnings[0]
+    assert sorted(drain(scheduler)) == [f"http://a/{i}" for i in range(3)]
+    assert crawler.stats.get_value("dedup/jobdir/resumed") is None
+
+
+def test_resuming_scheduler_without_our_journal_is_scrapys(tmp_path) -> None:
+    """Scrapy's own dupefilter (no journal): Scrapy's requests.queue is kept and resumed."""
+    settings = {"JOBDIR": str(tmp_path), "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"}
+    crawler = get_crawler(Spider, {**BASE, **settings})
+    crawler.spider = crawler._create_spider("t")
+    crawler.stats.open_spider()
+    scheduler = ResumingScheduler.from_crawler(crawler)
+    scheduler.open(crawler.spider)
+    assert scheduler.enqueue_request(Request("http://a/1"))
+    scheduler.close("shutdown")
+    again = ResumingScheduler.from_crawler(crawler)
+    again.open(crawler.spider)
+    again.resume(crawler.spider)  # nothing to resume from a journal: no engine call
+    assert drain(again) == ["http://a/1"]
 
 
 def test_plain_constructor_without_a_crawler() -> None:
@@ -411,7 +460,7 @@ def test_after_a_redis_failure_requests_are_dropped_without_asking_again(private
         df.close("redis_error")
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and f"Redis at {url} is unavailable" in errors[0].getMessage()
-    assert df.redis_down
+    assert df.guard.down
     stats = crawler.stats
     assert stats.get_value("dedup/redis_error") == 1
     assert stats.get_value("dedup/redis_error/requests_dropped") == 3
@@ -427,3 +476,52 @@ def test_redis_gone_only_at_close_is_a_warning(private_redis, caplog) -> None:
     assert [r.levelname for r in caplog.records if r.levelno >= logging.WARNING] == ["WARNING"]
     assert "final dedup/bloom stats" in caplog.text
     assert crawler.stats.get_value("dedup/redis_error") is None
+
+
+# --- the Redis-outage guard -------------------------------------------------------------------
+
+def _gone_seen_set() -> LocalSeenSet:
+    """A seen set whose server went away: each call raises what a Redis seen set raises."""
+    seen = LocalSeenSet(capacity=10)
+
+    def fail(*_: object) -> None:
+        raise redis.ConnectionError("Connection refused")
+
+    seen.add = seen.contains_many = seen.figures = seen.close = fail  # type: ignore[method-assign]
+    seen.url = "redis://:secret@gone.test:6379/0"  # type: ignore[misc]
+    return seen
+
+
+def test_the_guard_turns_the_first_redis_failure_into_the_outage_policy(caplog) -> None:
+    crawler = get_crawler(Spider)
+    crawler.stats.open_spider()
+    guard = GuardedSeenSet(_gone_seen_set(), crawler)
+    never = lambda: pytest.fail("Redis asked again after it failed")  # noqa: E731
+    with caplog.at_level(logging.DEBUG):
+        assert guard.add(b"k" * 16)  # "seen": the request is dropped
+        assert guard.down
+        assert guard.add(b"j" * 16) and guard.recorded(never)  # not asked again, dropped
+        assert guard.contains_many([b"a" * 16, b"b" * 16]) == [True, True]
+        assert guard.figures() == {}
+        assert guard.attempt(never, "fallback") == "fallback"
+        guard.close()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "gone.test" in errors[0] and "secret" not in errors[0]
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert crawler.stats.get_value("dedup/redis_error") == 1
+    assert crawler.stats.get_value("dedup/redis_error/requests_dropped") == 3
+
+
+def test_the_guard_without_a_crawler_raises_and_a_failure_at_close_only_warns(caplog) -> None:
+    with pytest.raises(redis.ConnectionError):
+        GuardedSeenSet(_gone_seen_set()).add(b"k" * 16)
+    crawler = get_crawler(Spider)
+    crawler.stats.open_spider()
+    guard = GuardedSeenSet(_gone_seen_set(), crawler)
+    with caplog.at_level(logging.INFO):
+        assert guard.figures(final=True) == {}
+    assert guard.down
+    assert [r.levelname for r in caplog.records if r.levelno >= logging.WARNING] == ["WARNING"]
+    assert "final dedup/bloom stats" in caplog.text
+    assert crawler.stats.get_value("dedup/redis_error") is None
+

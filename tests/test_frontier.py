@@ -230,14 +230,16 @@ def test_requests_are_queued_as_scrapy_serializes_them_without_scanning_the_spid
 
 
 def test_settings_of_the_lease(redis_url):
-    from crawler.cluster.worker import validate
+    from crawler.cluster.worker import WorkerSettings
     from crawler.config import SettingError
 
-    validate(Settings({"DISTRIBUTED_LEASE_SECONDS": 5, "DISTRIBUTED_PREFETCH": 4}))
+    read = WorkerSettings.from_settings(
+        Settings({"DISTRIBUTED_LEASE_SECONDS": 5, "DISTRIBUTED_PREFETCH": 4}))
+    assert (read.lease_seconds, read.prefetch) == (5, 4)
     with pytest.raises(SettingError, match="DISTRIBUTED_LEASE_SECONDS"):
-        validate(Settings({"DISTRIBUTED_LEASE_SECONDS": 0}))
+        WorkerSettings.from_settings(Settings({"DISTRIBUTED_LEASE_SECONDS": 0}))
     with pytest.raises(SettingError, match="DISTRIBUTED_PREFETCH"):
-        validate(Settings({"DISTRIBUTED_PREFETCH": 0}))
+        WorkerSettings.from_settings(Settings({"DISTRIBUTED_PREFETCH": 0}))
 
 
 def test_an_idle_worker_requeues_a_lease_nobody_will_acknowledge(redis_url):
@@ -297,16 +299,16 @@ def test_a_worker_exits_without_collecting_the_garbage_of_its_libraries(redis_ur
 
 
 def test_the_shared_scheduler_without_the_cluster_extension_is_refused():
-    from crawler.cluster.worker import validate
+    from crawler.cluster.worker import WorkerSettings
     from crawler.config import SettingError
 
     shared = {"SCHEDULER": "crawler.cluster.scheduler.SharedScheduler"}
     extension = "crawler.cluster.worker.ClusterWorker"
-    validate(Settings({**shared, "EXTENSIONS": {extension: 600}}))
+    WorkerSettings.from_settings(Settings({**shared, "EXTENSIONS": {extension: 600}}))
     with pytest.raises(SettingError, match=r"EXTENSIONS.*ClusterWorker enabled"):
-        validate(Settings({**shared, "EXTENSIONS": {extension: None}}))
+        WorkerSettings.from_settings(Settings({**shared, "EXTENSIONS": {extension: None}}))
     with pytest.raises(SettingError, match="ClusterWorker"):
-        validate(Settings(shared))
+        WorkerSettings.from_settings(Settings(shared))
 
 
 def test_a_lost_server_is_the_one_named_error_for_membership_and_frontier():

@@ -532,9 +532,13 @@ def test_a_dupefilter_without_the_early_skip_contract_means_no_early_skip():
     from crawler.dupefilter import BloomDupeFilter, EarlySkip, early_skip_of
     from crawler.spiders.web import WebSpider, html_tree
 
-    assert early_skip_of(SimpleNamespace(df=RFPDupeFilter())) is None
+    def running(df):  # a crawler whose engine's scheduler holds df
+        return SimpleNamespace(engine=SimpleNamespace(scheduler=SimpleNamespace(df=df)))
+
+    assert early_skip_of(running(RFPDupeFilter())) is None
     ours = BloomDupeFilter(LocalSeenSet(capacity=10))
-    assert isinstance(ours, EarlySkip) and early_skip_of(SimpleNamespace(df=ours)) is ours
+    assert isinstance(ours, EarlySkip) and early_skip_of(running(ours)) is ours
+    assert early_skip_of(get_crawler(WebSpider)) is None  # no engine yet
     crawler = get_crawler(WebSpider)
     spider = WebSpider.from_crawler(crawler, urls="http://h/")
     crawler.spider = spider

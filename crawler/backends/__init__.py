@@ -32,19 +32,57 @@ Resolver = Callable[[Sequence[int]], Mapping[int, tuple[str, str]]]
 
 
 class SeenSet(Protocol):
-    """A set of request fingerprints (``bytes``) that may answer "seen" for a new key.
+    """A set of request fingerprints (``bytes``) that may answer "seen" for a new key: every
+    capability the dupefilter (:mod:`crawler.dupefilter`) asks of one. Both seen sets
+    (:class:`crawler.backends.bloom.LocalSeenSet`, :class:`crawler.backends.redis.RedisSeenSet`)
+    implement all of it; a capability that does not apply to one answers the neutral value
+    given here.
 
-    ``add(key)`` is an atomic test-and-set: it returns True when the key was (probably) present
-    already and False when it was certainly new, and records it. ``key in s`` is read-only.
+    Questions:
+
+    * ``add(key)``: an atomic test-and-set; True when the key was (probably) present already,
+      False when it was certainly new, and then records it.
+    * ``key in s``: the same question, read-only; ``contains_many(keys)`` asks it of each of
+      ``keys`` in order, in one round trip for a shared set.
+    * ``len(s)``: the keys recorded (every process's, for a shared set).
+    * ``clear()``: forget every key. A no-op for the local set (it lives and dies with its
+      process; a ``JOBDIR`` snapshot is the journal's to replace).
+    * ``close()``: release the files or the connection.
+
+    Description:
+
+    * ``capacity``, ``error_rate``: the sizing (``BLOOM_CAPACITY``, ``BLOOM_ERROR_RATE``);
+      ``on_full``: ``"grow"`` or ``"stop"`` (``BLOOM_ON_FULL``); ``full``: the ``"stop"``
+      policy reached capacity (the dupefilter then closes the crawl, ``bloom_full``).
+    * ``shared``: the set lives outside this process and every worker of the crawl adds to it
+      (Redis). A key once answered "seen" stays seen (a Bloom filter never forgets), so a
+      client may remember it instead of asking again. False for the local set.
+    * ``url``: the server, for error messages; ``""`` for the local set.
+    * ``describe()``: the sizing in words, for the start log line.
+    * ``figures()``: the values of the ``dedup/bloom/*`` stats, in this order: ``capacity``,
+      ``urls``, ``bits``, ``hashes``, ``fill_ratio`` (6 decimals),
+      ``false_positives_avoided`` (0 without ``BLOOM_VERIFY``),
+      ``expected_false_positives`` (3 decimals), and ``layers`` where the set keeps its layers
+      in this process (the local set only).
+
+    A shared set raises :func:`crawler.backends.common.redis_errors` when its server fails.
     """
 
     capacity: int
     error_rate: float
+    on_full: str
+    full: bool
+    shared: bool
+    url: str
 
     def add(self, key: bytes) -> bool: ...
     def __contains__(self, key: bytes) -> bool: ...
+    def contains_many(self, keys: Sequence[bytes]) -> list[bool]: ...
     def __len__(self) -> int: ...
+    def clear(self) -> None: ...
     def close(self) -> None: ...
+    def describe(self) -> str: ...
+    def figures(self) -> dict[str, float]: ...
 
 
 class KeyChunk(Protocol):
@@ -140,7 +178,7 @@ def check_extras(settings: SettingsLike) -> None:
         needs["DEDUP_BACKEND=redis"] = "redis"
     scheduler = settings.get("SCHEDULER")
     name = scheduler if isinstance(scheduler, str) else getattr(scheduler, "__module__", "")
-    if name.startswith(("crawler.backends.", "scrapy_redis.")):
+    if name.startswith(("crawler.cluster.", "scrapy_redis.")):
         needs[f"SCHEDULER={name}"] = "redis"
     url = str(settings.get("STORAGE_URL") or defaults.STORAGE_URL)
     if url.split(":", 1)[0].split("+", 1)[0].lower() in ("postgresql", "postgres"):

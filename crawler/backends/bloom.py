@@ -44,6 +44,7 @@ import math
 import os
 import struct
 import zlib
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,8 @@ from crawler import config, defaults
 from crawler.state.atomicfile import fsync_dir
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from crawler.config import SettingsLike
 
 logger = logging.getLogger(__name__)
@@ -158,26 +161,48 @@ class BloomLayer:
 
 # --- settings --------------------------------------------------------------------------------
 
-def read_settings(settings: SettingsLike) -> dict[str, Any]:
-    """The four Bloom settings, checked (raises :class:`crawler.config.SettingError`)."""
-    return {
-        "capacity": config.get_int(settings, "BLOOM_CAPACITY", defaults.BLOOM_CAPACITY, lo=1),
-        "error_rate": config.get_float(settings, "BLOOM_ERROR_RATE", defaults.BLOOM_ERROR_RATE,
-                                       0.0, 1.0, open_interval=True),
-        "on_full": config.get_choice(settings, "BLOOM_ON_FULL", defaults.BLOOM_ON_FULL,
-                                     defaults.BLOOM_ON_FULL_CHOICES),
-        "verify": config.get_bool(settings, "BLOOM_VERIFY", defaults.BLOOM_VERIFY),
-    }
+@dataclass(frozen=True)
+class BloomSettings:
+    """The four Bloom settings, checked: ``BLOOM_CAPACITY`` (n, at least 1),
+    ``BLOOM_ERROR_RATE`` (p, in (0, 1)), ``BLOOM_ON_FULL`` (``"grow"`` or ``"stop"``) and
+    ``BLOOM_VERIFY``."""
 
+    capacity: int = defaults.BLOOM_CAPACITY
+    error_rate: float = defaults.BLOOM_ERROR_RATE
+    on_full: str = defaults.BLOOM_ON_FULL
+    verify: bool = defaults.BLOOM_VERIFY
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> BloomSettings:
+        """Read and check the settings, in the order above (raises
+        :class:`crawler.config.SettingError` naming the first bad one)."""
+        return cls(
+            capacity=config.get_int(settings, "BLOOM_CAPACITY", defaults.BLOOM_CAPACITY, lo=1),
+            error_rate=config.get_float(settings, "BLOOM_ERROR_RATE", defaults.BLOOM_ERROR_RATE,
+                                        0.0, 1.0, open_interval=True),
+            on_full=config.get_choice(settings, "BLOOM_ON_FULL", defaults.BLOOM_ON_FULL,
+                                      defaults.BLOOM_ON_FULL_CHOICES),
+            verify=config.get_bool(settings, "BLOOM_VERIFY", defaults.BLOOM_VERIFY),
+        )  # fmt: skip
+
+
+def read_settings(settings: SettingsLike) -> dict[str, Any]:
+    """:meth:`BloomSettings.from_settings` as a dict (kept for the callers not moved yet)."""
+    return asdict(BloomSettings.from_settings(settings))
 
 
 class LocalSeenSet:
     """In-process seen set: chained Bloom layers, optional exact verification, snapshots.
 
-    ``add(key)`` returns True when the key was (probably, or with ``verify`` certainly) present
-    and records it otherwise. ``verify_dir``: where the exact set's SQLite file lives (a temp
-    dir, removed at close, when None).
+    The whole :class:`crawler.backends.SeenSet` protocol: ``add(key)`` returns True when the
+    key was (probably, or with ``verify`` certainly) present and records it otherwise. Not
+    :attr:`shared` (no server: :attr:`url` is ``""``); :meth:`clear` does nothing.
+    ``verify_dir``: where the exact set's SQLite file lives (a temp dir, removed at close, when
+    None).
     """
+
+    shared = False
+    url = ""
 
     def __init__(self, capacity: int = defaults.BLOOM_CAPACITY,
                  error_rate: float = defaults.BLOOM_ERROR_RATE, on_full: str = "grow",
@@ -195,7 +220,7 @@ class LocalSeenSet:
 
     @classmethod
     def from_settings(cls, settings: SettingsLike, **kwargs: Any) -> LocalSeenSet:
-        options = read_settings(settings)
+        options = asdict(BloomSettings.from_settings(settings))
         options.update(kwargs)
         return cls(**options)
 
@@ -227,8 +252,16 @@ class LocalSeenSet:
             return False
         return self.exact is None or key in self.exact
 
+    def contains_many(self, keys: Sequence[bytes]) -> list[bool]:
+        """``key in self`` for each of ``keys``, in order."""
+        return [key in self for key in keys]
+
     def __len__(self) -> int:
         return self._count
+
+    def clear(self) -> None:
+        """Nothing: the set lives and dies with this process (the protocol's neutral answer);
+        a ``JOBDIR`` snapshot is replaced by the journal's own snapshots."""
 
     def close(self) -> None:
         if self.exact is not None:
@@ -273,6 +306,14 @@ class LocalSeenSet:
         if self.exact is not None:
             text += ", every 'seen' verified on disk"
         return text
+
+    def figures(self) -> dict[str, float]:
+        """The ``dedup/bloom/*`` stats (:meth:`crawler.backends.SeenSet.figures`)."""
+        return {"capacity": self.capacity, "urls": self._count, "bits": self.bits,
+                "hashes": self.hashes, "fill_ratio": round(self.fill_ratio, 6),
+                "false_positives_avoided": self.false_positives_avoided,
+                "expected_false_positives": round(self.expected_false_positives(), 3),
+                "layers": len(self.layers)}  # fmt: skip
 
     # --- saturation ----------------------------------------------------------------------
 

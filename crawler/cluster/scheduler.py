@@ -6,8 +6,11 @@ subclass keeps that and replaces the rest:
 * the queue is :class:`crawler.cluster.frontier.LeasedFrontier` (``SCHEDULER_QUEUE_CLASS`` is
   not read): host-partitioned, and a popped request is leased, not removed;
 * ``enqueue_request`` records the URL in the shared Bloom seen set and queues the request in one
-  Lua call (the dupefilter still fingerprints, counts and logs); a request that carries a lease
-  (a redirect or a retry of a popped request) acknowledges it in the same call;
+  Lua call, the frontier's push, which it hands the dupefilter as the request's test-and-set
+  (:meth:`crawler.dupefilter.BloomDupeFilter.record`: the dupefilter still fingerprints, counts
+  and logs); a request that carries a lease (a redirect or a retry of a popped request)
+  acknowledges it in the same call. With a local seen set (no shared one to fold in) the seen
+  check and the push are two steps;
 * ``next_request`` takes ``DISTRIBUTED_PREFETCH`` leased requests per Redis call and hands them
   out one by one; ``has_pending_requests`` is about those alone (whether the *shared* crawl is
   done is :class:`crawler.cluster.worker.ClusterWorker`'s question); the same call reports
@@ -31,7 +34,10 @@ subclass keeps that and replaces the rest:
 Its Redis client is its own (:func:`crawler.backends.redis.connect`, not scrapy-redis's, whose
 ``REDIS_PARAMS`` retry a timed-out call by themselves): calls are retried for up to
 ``REDIS_RETRY_SECONDS`` by :class:`crawler.backends.common.RedisRetry`, each one safe to run
-twice (:mod:`crawler.cluster.frontier`).
+twice (:mod:`crawler.cluster.frontier`). A call that still fails is the Redis outage of the
+crawl: every frontier call goes through the dupefilter's
+:class:`~crawler.dupefilter.guard.GuardedSeenSet` (:attr:`SharedScheduler.guard`), which closes
+the crawl with ``redis_error`` once and answers without Redis from then on.
 
 Stats: ``scheduler/enqueued/redis``, ``scheduler/dequeued/redis``, ``dedup/shared/leases_acked``,
 ``dedup/shared/leases_failed``, ``dedup/shared/hosts_stolen``.
@@ -47,20 +53,21 @@ from scrapy import signals
 from scrapy.utils.misc import load_object
 from scrapy_redis.scheduler import Scheduler
 
-from crawler import config, defaults
+from crawler import config, defaults, meta
 from crawler import signals as dedup_signals
-from crawler.backends.common import queue_key, redis_errors, retry_policy
-from crawler.backends.redis import connect
+from crawler.backends.common import queue_key, redis_url, retry_policy
+from crawler.backends.redis import RedisSeenSet, connect
 from crawler.cluster import joincheck
 from crawler.cluster import worker as cluster
 from crawler.cluster.frontier import LeasedFrontier, LeaseLost, handover_ms
 from crawler.exceptions import Undecided
-from crawler.signals import LEASE_META
 from crawler.storage.engine import StorageError
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+
+    from crawler.dupefilter import BloomDupeFilter, GuardedSeenSet
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +75,7 @@ logger = logging.getLogger(__name__)
 class SharedScheduler(Scheduler):
     """scrapy-redis's ``Scheduler`` on the leased frontier (see the module docstring)."""
 
-    df: Any  # our BloomDupeFilter, built by scrapy-redis (from_spider) or by open()
+    df: BloomDupeFilter  # built by scrapy-redis (from_spider) or by open()
     queue: LeasedFrontier
     crawler: Crawler | None = None
     _refused: joincheck.CrawlRefused | None = None
@@ -93,7 +100,7 @@ class SharedScheduler(Scheduler):
         self._buffer: deque[Request] = deque()
         self._fetched: list[str] = []  # leases whose download ended, for the next pop
         self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
-        url = str(spider.settings.get("REDIS_URL") or defaults.REDIS_URL)
+        url = redis_url(spider.settings)
         policy = retry_policy(spider.settings, self.stats)
         self.server = connect(url, policy.timeout)  # not scrapy-redis's: no hidden retries
         try:
@@ -116,12 +123,14 @@ class SharedScheduler(Scheduler):
             logger.info("Joining a shared crawl: %d request(s) queued, %d leased in %s",
                         queued, leased, self.queue.key, extra={"spider": spider})  # fmt: skip
 
+    @property
+    def guard(self) -> GuardedSeenSet:
+        """The Redis-outage guard of the crawl (the dupefilter's): ask its ``down``."""
+        return self.df.guard
+
     # --- scheduling ---------------------------------------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
-        if request.dont_filter:
-            queued = self._push(request)
-        else:
-            queued = self.df.push_if_new(request, self.queue)
+        queued = self._push(request) if request.dont_filter else self._push_if_new(request)
         if not queued:
             if not request.dont_filter:
                 self.df.log(request, self.spider)
@@ -130,12 +139,21 @@ class SharedScheduler(Scheduler):
             self.stats.inc_value("scheduler/enqueued/redis")
         return True
 
+    def _push_if_new(self, request: Request) -> bool:
+        """Record the URL as seen and queue ``request`` in one atomic step (a kill between
+        the two would leave a URL seen but never queued): the frontier's push is the
+        dupefilter's test-and-set. True when it was queued, False when already seen (or Redis
+        is down). A local seen set: two steps, no atomicity."""
+        seen = self.df.seen
+        if not isinstance(seen, RedisSeenSet):
+            return not self.df.request_seen(request) and self._push(request)
+        queue = self.queue
+        return not self.df.record(
+            request, lambda fp: not queue.push_new(request, fp, seen)
+        )  # fmt: skip
+
     def _push(self, request: Request) -> bool:
-        try:
-            return self.queue.push_new(request)
-        except redis_errors() as exc:
-            self.df.redis_failed(exc)
-            return False
+        return self.guard.attempt(lambda: self.queue.push_new(request), False)
 
     def next_request(self) -> Request | None:
         if not self._buffer and not self._refill():
@@ -146,16 +164,18 @@ class SharedScheduler(Scheduler):
         return request
 
     def _refill(self) -> bool:
-        if self.df.redis_down or self.queue.worker == "":
+        if self.guard.down or self.queue.worker == "":
             return False
         try:
-            requests, stolen = self.queue.pop_many(self.prefetch, fetched=self._fetched)
-            self._fetched = []
+            popped = self.guard.attempt(
+                lambda: self.queue.pop_many(self.prefetch, fetched=self._fetched), None
+            )  # fmt: skip
         except LeaseLost:
             return False  # ClusterWorker closes the spider (lease_lost)
-        except redis_errors() as exc:
-            self.df.redis_failed(exc)
+        if popped is None:
             return False
+        self._fetched = []
+        requests, stolen = popped
         if stolen:
             self._inc("dedup/shared/hosts_stolen")
             logger.info("Took host %s from a worker owning several with queued requests (this "
@@ -191,7 +211,7 @@ class SharedScheduler(Scheduler):
         ``scrapy crawlclear`` once it is over."""
 
     def left_downloader(self, request: Request, **_: Any) -> None:
-        lease = request.meta.get(LEASE_META)
+        lease = request.meta.get(meta.LEASE)
         if lease:
             self._fetched.append(lease)
 
@@ -201,13 +221,13 @@ class SharedScheduler(Scheduler):
         self._ack([lease for lease in leases or () if lease])
 
     def spider_error(self, failure: Any, response: Any, spider: Any = None) -> None:
-        self._failed(getattr(response, "meta", {}).get(LEASE_META))
+        self._failed(getattr(response, "meta", {}).get(meta.LEASE))
 
     def item_error(self, item: Any, response: Any, spider: Any = None, failure: Any = None) -> None:
         """A pipeline failed on the page: a bug is counted and acknowledged (never retried
         forever); a storage outage that reached here is not the page's fault: its lease goes
         back to the queue, as an Undecided page's."""
-        lease = getattr(response, "meta", {}).get(LEASE_META) if response else None
+        lease = getattr(response, "meta", {}).get(meta.LEASE) if response else None
         if isinstance(getattr(failure, "value", None), StorageError):
             self._requeue(lease)
         else:
@@ -217,15 +237,12 @@ class SharedScheduler(Scheduler):
                      spider: Any = None) -> None:
         """An Undecided page's request is not done: its lease goes back to the queue."""
         if isinstance(exception, Undecided):
-            self._requeue(getattr(response, "meta", {}).get(LEASE_META) if response else None)
+            self._requeue(getattr(response, "meta", {}).get(meta.LEASE) if response else None)
 
     def _requeue(self, lease: str | None) -> None:
-        if not lease or self.df.redis_down:
-            return
-        try:
-            self._inc("dedup/shared/leases_requeued", self.queue.requeue([lease]))
-        except redis_errors() as exc:
-            self.df.redis_failed(exc)
+        if lease:
+            requeued = self.guard.attempt(lambda: self.queue.requeue([lease]), 0)
+            self._inc("dedup/shared/leases_requeued", requeued)
 
     def _failed(self, lease: str | None) -> None:
         if lease:
@@ -233,12 +250,9 @@ class SharedScheduler(Scheduler):
             self._ack([lease])
 
     def _ack(self, leases: list[str]) -> None:
-        if not leases or self.df.redis_down:
-            return
-        try:
-            self._inc("dedup/shared/leases_acked", self.queue.ack(leases))
-        except redis_errors() as exc:
-            self.df.redis_failed(exc)
+        if leases:
+            acked = self.guard.attempt(lambda: self.queue.ack(leases), 0)
+            self._inc("dedup/shared/leases_acked", acked)
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats and count:

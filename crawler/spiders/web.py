@@ -465,10 +465,9 @@ class WebSpider(Spider):
     def _seen_check(self) -> tuple[Any, Any]:
         """The dupefilter's read-only batch check ``seen_fingerprints`` (None when early skip
         is off or the dupefilter does not keep the :class:`~crawler.dupefilter.EarlySkip`
-        contract) and, with ``DUPEFILTER_DEBUG``, its ``note_skipped`` logger (else None)."""
-        if not self.early_skip or self.crawler.engine is None:
-            return None, None
-        dupefilter = early_skip_of(self.crawler.engine.scheduler)
+        contract, or no scheduler runs yet: :func:`~crawler.dupefilter.early_skip_of`) and,
+        with ``DUPEFILTER_DEBUG``, its ``note_skipped`` logger (else None)."""
+        dupefilter = early_skip_of(self.crawler) if self.early_skip else None
         if dupefilter is None:
             return None, None
         return dupefilter.seen_fingerprints, dupefilter.note_skipped if dupefilter.debug else None

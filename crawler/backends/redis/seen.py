@@ -12,6 +12,8 @@ import json
 import logging
 import math
 import uuid
+from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -19,7 +21,13 @@ import redis
 
 from crawler import defaults
 from crawler.backends import bloom
-from crawler.backends.common import RedisBacked, keys_lost, namespace, retry_policy
+from crawler.backends.common import (
+    RedisBacked,
+    keys_lost,
+    namespace,
+    redis_url,
+    retry_policy,
+)
 from crawler.backends.redis.bloom_lua import BLOOM_CREATE_LUA, BLOOM_LUA, BLOOM_TEST_MANY_LUA
 from crawler.backends.redis.connection import clear_namespace, connect, namespace_mismatch
 from crawler.backends.redis.keys import MAX_LAYERS, SHARD_BITS, fp16
@@ -30,11 +38,16 @@ logger = logging.getLogger(__name__)
 class RedisSeenSet(RedisBacked):
     """Bloom-filter seen set in Redis, shared by every process of one namespace.
 
-    Same protocol and figures as :class:`crawler.backends.bloom.LocalSeenSet`: ``add`` is an atomic
-    test-and-set (one Lua script); ``BLOOM_ON_FULL="grow"`` adds layers in Redis (up to 8),
-    ``"stop"`` sets :attr:`full`. ``BLOOM_VERIFY`` is not available here (it is a local disk
-    set); the rate of the Redis filter is the configured p.
+    The whole :class:`crawler.backends.SeenSet` protocol, with the figures of
+    :class:`crawler.backends.bloom.LocalSeenSet` (but ``layers``: they live in Redis) and
+    :attr:`shared`: ``add`` is an atomic test-and-set (one Lua script); ``BLOOM_ON_FULL="grow"``
+    adds layers in Redis (up to 8), ``"stop"`` sets :attr:`full`. ``BLOOM_VERIFY`` is not
+    available here (it is a local disk set); the rate of the Redis filter is the configured p.
+    The shared frontier folds the test-and-set into its own push (:meth:`add_args`,
+    :meth:`added`: :mod:`crawler.cluster.frontier`).
     """
+
+    shared = True
 
     def __init__(
         self,
@@ -60,10 +73,10 @@ class RedisSeenSet(RedisBacked):
     def from_settings(cls, settings: Any, **kwargs: Any) -> RedisSeenSet:
         """From ``REDIS_URL``, the namespace and the Bloom settings; ``capacity=``,
         ``error_rate=``, ``on_full=``, ``shard_bits=`` override; other keywords are unused."""
-        options = bloom.read_settings(settings)
+        options = asdict(bloom.BloomSettings.from_settings(settings))
         if options.pop("verify"):
             logger.warning("BLOOM_VERIFY is not available with DEDUP_BACKEND=redis: ignored")
-        url = str(settings.get("REDIS_URL") or defaults.REDIS_URL)
+        url = redis_url(settings)
         wanted = ("capacity", "error_rate", "on_full", "shard_bits")
         options.update({k: v for k, v in kwargs.items() if k in wanted})
         policy = retry_policy(settings)
@@ -133,7 +146,7 @@ class RedisSeenSet(RedisBacked):
         present, _ = self._run(self._script, [self.base], [fp16(key), "test", 0, self.shard_bits])
         return bool(present)
 
-    def contains_many(self, keys: list[bytes]) -> list[bool]:
+    def contains_many(self, keys: Sequence[bytes]) -> list[bool]:
         """``key in self`` for each of ``keys``, in ONE Redis round trip (read-only): the
         spider asks about all the links of a page at once."""
         if not keys:
@@ -200,6 +213,14 @@ class RedisSeenSet(RedisBacked):
 
     def describe(self) -> str:
         return bloom.describe(self.capacity, self.error_rate) + f", shared in Redis {self.base}"
+
+    def figures(self) -> dict[str, float]:
+        """The ``dedup/bloom/*`` stats (:meth:`crawler.backends.SeenSet.figures`), read from
+        Redis (a few calls: ``BITCOUNT`` of every shard for the fill ratio)."""
+        return {"capacity": self.capacity, "urls": len(self), "bits": self.bits,
+                "hashes": self.hashes, "fill_ratio": round(self.fill_ratio, 6),
+                "false_positives_avoided": self.false_positives_avoided,
+                "expected_false_positives": round(self.expected_false_positives(), 3)}
 
     def add_keys_bulk(self, first: np.ndarray, second: np.ndarray) -> int:
         """Set the bits of many keys given as the two uint64 halves of their 16-byte

@@ -1,0 +1,108 @@
+"""``ResumingScheduler``: Scrapy's scheduler, resuming a ``JOBDIR`` crawl from the dedup journal
+(``SCHEDULER`` of the local profile).
+
+Scrapy's own resume, ``JOBDIR/requests.queue``, is not crash-safe: its state file is written
+only at a clean close, so a kill loses the queue. When the dupefilter keeps the ``JOBDIR``
+journal (:class:`crawler.dupefilter.BloomDupeFilter` on a local seen set:
+:mod:`crawler.state.jobstate`), this scheduler resumes from the journal instead:
+
+* when it is built, before Scrapy's scheduler opens its disk queue, it discards
+  ``requests.queue`` (one INFO line); Scrapy's scheduler then makes a fresh one, the disk queue
+  of this run as in Scrapy (so the ``scheduler/*`` stats are Scrapy's);
+* once the spider is open (``spider_opened``: the spider, its middlewares and the crawl budgets
+  are ready), it schedules every request the journal says was seen but never finished
+  (:meth:`crawler.dupefilter.BloomDupeFilter.unfinished`) through the engine, as any request
+  (``request_scheduled``: the scope check, the budgets), with the meta flags ``depth``,
+  :data:`crawler.meta.CANONICAL_URL` and :data:`crawler.meta.RESUMED` (the dupefilter lets it
+  through once, without a second journal record) and the spider's ``on_error`` errback when it
+  has one; one INFO line and the stat ``dedup/jobdir/resumed`` say how many.
+
+Without ``JOBDIR``, with the Redis seen set (durable in Redis) or with another dupefilter it is
+exactly Scrapy's :class:`~scrapy.core.scheduler.Scheduler`.
+
+A project that keeps Scrapy's stock scheduler with our dupefilter keeps the journal (the seen
+set survives a restart) but re-schedules nothing from it: Scrapy's ``requests.queue`` is kept
+and resumes what a clean stop left queued, while the requests a kill lost stay seen and are never
+fetched. The dupefilter logs one warning at start when the journal holds such requests.
+"""
+
+from __future__ import annotations
+
+__floor__ = "component"
+
+import logging
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.core.scheduler import Scheduler
+from scrapy.utils.misc import load_object
+
+from crawler import meta
+from crawler.dupefilter import BloomDupeFilter
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy.crawler import Crawler
+    from scrapy.spiders import Spider
+
+    from crawler.state.jobstate import PendingRequest
+
+logger = logging.getLogger(__name__)
+
+#: Scrapy's disk queue in ``JOBDIR``.
+SCRAPY_QUEUE = "requests.queue"
+
+
+class ResumingScheduler(Scheduler):
+    """Scrapy's scheduler that resumes a ``JOBDIR`` crawl from the dedup journal (module
+    docstring)."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        if journaled(crawler.settings):
+            discard_scrapy_queue(crawler.settings["JOBDIR"])
+        scheduler = super().from_crawler(crawler)
+        crawler.signals.connect(scheduler.resume, signal=signals.spider_opened)
+        return scheduler
+
+    def resume(self, spider: Spider) -> None:
+        """Schedule the journal's unfinished requests (``spider_opened``; module docstring)."""
+        if not isinstance(self.df, BloomDupeFilter) or self.crawler is None:
+            return
+        pending = self.df.unfinished()
+        if not pending:
+            return
+        errback = getattr(spider, "on_error", None)
+        for rec in pending:
+            self.crawler.engine.crawl(resumed_request(rec, errback))
+        logger.info("JOBDIR: re-scheduled %d requests seen but not finished before the restart",
+                    len(pending), extra={"spider": spider})
+        if self.stats is not None:
+            self.stats.set_value("dedup/jobdir/resumed", len(pending))
+
+
+def journaled(settings: Any) -> bool:
+    """Whether the crawl's dupefilter keeps the ``JOBDIR`` journal (``DUPEFILTER_CLASS`` is a
+    :class:`BloomDupeFilter` that :meth:`~BloomDupeFilter.keeps_journal` with ``settings``)."""
+    dupefilter = load_object(settings["DUPEFILTER_CLASS"])
+    return (isinstance(dupefilter, type) and issubclass(dupefilter, BloomDupeFilter)
+            and dupefilter.keeps_journal(settings))
+
+
+def discard_scrapy_queue(jobdir: str) -> None:
+    """Remove Scrapy's ``requests.queue`` from ``jobdir`` (one INFO line when it was there)."""
+    queue = Path(jobdir, SCRAPY_QUEUE)
+    if queue.exists():
+        logger.info("JOBDIR %s: discarding Scrapy's requests.queue (not crash-safe); the "
+                    "dedup journal re-schedules what was not finished", jobdir)
+        shutil.rmtree(queue)
+
+
+def resumed_request(rec: PendingRequest, errback: Any = None) -> Request:
+    """The request of a journal record, flagged :data:`crawler.meta.RESUMED`."""
+    request_meta = {meta.CANONICAL_URL: rec.canonical_url, "depth": rec.depth,
+                    meta.RESUMED: True}
+    return Request(rec.url, meta=request_meta, errback=errback)
