@@ -1,5 +1,5 @@
-"""Custom signals, sent through ``crawler.signals``, the request meta key of a lease and the
-stat of the crawl id.
+"""Custom signals, sent through ``crawler.signals``, and the stat of the crawl id (the request
+meta keys are in :mod:`crawler.meta`).
 
 ``batch_committed``: sent by the storage pipeline on the reactor thread after a batch is durably
 committed. Keyword arguments: ``fingerprints`` (``list[str]``, hex request fingerprints of every
@@ -39,16 +39,11 @@ WARC writer archives it at once. Keyword argument ``capture`` (a
 
 from __future__ import annotations
 
-from crawler import meta
-
 batch_committed = object()
 request_finished = object()
 page_demoted = object()
 page_refingerprinted = object()
 exchange_captured = object()
-
-#: The old name of :data:`crawler.meta.LEASE` (kept while its last users move to it).
-LEASE_META = meta.LEASE
 
 #: The stat holding the id of this crawl's ``crawls`` row: the crawl id's one published home
 #: for other components (the drop log's lines written at once, the WARC files' ``warcinfo``).

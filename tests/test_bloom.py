@@ -83,8 +83,6 @@ def test_bloom_settings_are_one_frozen_value_with_the_project_defaults() -> None
     assert read == BloomSettings(capacity=2000, on_full="stop", verify=True)
     with pytest.raises(dataclasses.FrozenInstanceError):
         read.capacity = 1  # type: ignore[misc]
-    assert bloom.read_settings({"BLOOM_CAPACITY": 7}) == dataclasses.asdict(
-        BloomSettings(capacity=7))  # the alias the old callers use
 
 
 # --- the SeenSet protocol ----------------------------------------------------------------------

@@ -31,6 +31,7 @@ from tests.conftest import ROOT
 PROJECT_SETTINGS = textwrap.dedent("""
     # --- dedup-crawler (pip install dedup-crawler) ---
     DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"
+    SCHEDULER = "crawler.scheduler.ResumingScheduler"
     REQUEST_FINGERPRINTER_CLASS = "crawler.urls.fingerprint.CanonicalRequestFingerprinter"
     SPIDER_MIDDLEWARES = {
         "crawler.middlewares.links.UrlNormalizationMiddleware": 550,

@@ -678,7 +678,8 @@ def test_the_middleware_sends_every_exchange_and_keeps_pages_for_their_fate():
     from scrapy.utils.test import get_crawler
 
     from crawler import signals as dedup_signals
-    from crawler.outputs.warc.capture import CAPTURE_META, RawCaptureMiddleware
+    from crawler.meta import WARC_CAPTURE as CAPTURE_META
+    from crawler.outputs.warc.capture import RawCaptureMiddleware
 
     crawler = get_crawler(settings_dict={"WARC_OUTPUT": "out/"})
     crawler._apply_settings()  # stats and the fingerprinter, as a crawl start makes them
@@ -835,7 +836,7 @@ def test_a_page_fetched_twice_or_refreshed_away_is_still_archived(tmp_path):
     from scrapy.http import Response
 
     from crawler.exceptions import Undecided
-    from crawler.outputs.warc.capture import CAPTURE_META
+    from crawler.meta import WARC_CAPTURE as CAPTURE_META
 
     files = WarcFiles(tmp_path, "t", max_size=10**9, info=dict)
     writer = WarcWriter(files)

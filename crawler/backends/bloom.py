@@ -186,11 +186,6 @@ class BloomSettings:
         )  # fmt: skip
 
 
-def read_settings(settings: SettingsLike) -> dict[str, Any]:
-    """:meth:`BloomSettings.from_settings` as a dict (kept for the callers not moved yet)."""
-    return asdict(BloomSettings.from_settings(settings))
-
-
 class LocalSeenSet:
     """In-process seen set: chained Bloom layers, optional exact verification, snapshots.
 

@@ -61,9 +61,9 @@ from scrapy import Request
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
+from crawler import meta
 from crawler.backends.common import RedisBacked
 from crawler.backends.redis import BLOOM_FN, clear_namespace
-from crawler.signals import LEASE_META
 
 if TYPE_CHECKING:
     import redis
@@ -358,14 +358,14 @@ class LeasedFrontier(RedisBacked):
     # --- requests as JSON ---------------------------------------------------------------------
     def _encode(self, request: Request) -> str:
         data = request_dict(request, self.spider)
-        data.get("meta", {}).pop(LEASE_META, None)
+        data.get("meta", {}).pop(meta.LEASE, None)
         return str(self.serializer.dumps(data))
 
     def _decode(self, lease: str, record: bytes | str) -> Request:
         text = record.decode() if isinstance(record, bytes) else record
         payload = text.split("\n", 2)[2]
         request = request_from_dict(self.serializer.loads(payload), spider=self.spider)
-        request.meta[LEASE_META] = lease
+        request.meta[meta.LEASE] = lease
         return request
 
     # --- pushing ----------------------------------------------------------------------------
@@ -375,7 +375,7 @@ class LeasedFrontier(RedisBacked):
         """Queue ``request`` unless ``seen`` already holds ``fp`` (recorded in the same step);
         True when it was queued. A request carrying a lease (a redirect or retry of a popped
         request) acknowledges that lease in the same step: it is replaced by this one."""
-        lease = request.meta.get(LEASE_META)
+        lease = request.meta.get(meta.LEASE)
         args: list[Any] = [host_key(request), int(request.priority), self._encode(request)]
         keys = [self.key, self.key]
         if fp is not None and seen is not None:

@@ -53,7 +53,7 @@ from scrapy import signals
 from scrapy.utils.misc import load_object
 from scrapy_redis.scheduler import Scheduler
 
-from crawler import config, defaults, meta
+from crawler import defaults, meta
 from crawler import signals as dedup_signals
 from crawler.backends.common import queue_key, redis_url, retry_policy
 from crawler.backends.redis import RedisSeenSet, connect
@@ -84,8 +84,7 @@ class SharedScheduler(Scheduler):
     def from_crawler(cls, crawler: Crawler) -> SharedScheduler:
         scheduler: SharedScheduler = super().from_crawler(crawler)
         scheduler.crawler = crawler
-        scheduler.prefetch = config.get_int(crawler.settings, "DISTRIBUTED_PREFETCH",
-                                            defaults.DISTRIBUTED_PREFETCH, lo=1, hi=1000)
+        scheduler.prefetch = cluster.WorkerSettings.from_settings(crawler.settings).prefetch
         for signal in (dedup_signals.batch_committed, dedup_signals.request_finished):
             crawler.signals.connect(scheduler.finished, signal=signal)
         crawler.signals.connect(scheduler.spider_error, signal=signals.spider_error)

@@ -59,7 +59,7 @@ from crawler import signals as dedup_signals
 from crawler.closing import close_crawl
 from crawler.dedup.counts import Counts
 from crawler.exceptions import DuplicatePage
-from crawler.outputs.droplog import DropLog, drop_record, droplog_settings, row_record
+from crawler.outputs.droplog import DropLog, DropLogOptions, drop_record, row_record
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -89,7 +89,8 @@ class DropWriter:
         self.deferred = deferred
         self.counts = counts or Counts()
         self.crawler = crawler
-        options = droplog_settings(crawler.settings) if crawler is not None and log else None
+        options = (DropLogOptions.from_settings(crawler.settings)
+                   if crawler is not None and log else None)
         self.retry_times = options.retry_times if options else defaults.DROPPED_LOG_RETRY_TIMES
         self.retry_backoff = (options.retry_backoff if options
                               else defaults.DROPPED_LOG_RETRY_BACKOFF)  # fmt: skip
