@@ -228,8 +228,8 @@ def parse_parts(text: str | None) -> list[str]:
 def code_digests() -> dict[str, str]:
     """Short SHA-1 of the modules that decide (results are comparable at equal digests)."""
     root = Path(__file__).resolve().parent.parent / "crawler"
-    names = ("text.py", "template.py", "simhash.py", "pipelines/neardup.py", "pipelines/pages.py",
-             "pipelines/hosts.py", "pipelines/preferred.py", "pipelines/outage.py",
+    names = ("content/text.py", "content/template.py", "content/simhash.py", "dedup/decider.py",
+             "dedup/pages.py", "dedup/hosts.py", "dedup/preferred.py", "dedup/outage.py",
              "backends/local.py")
     return {n: hashlib.sha1((root / n).read_bytes()).hexdigest()[:12] for n in names}
 

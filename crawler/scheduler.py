@@ -21,9 +21,10 @@ Without ``JOBDIR``, with the Redis seen set (durable in Redis) or with another d
 exactly Scrapy's :class:`~scrapy.core.scheduler.Scheduler`.
 
 A project that keeps Scrapy's stock scheduler with our dupefilter keeps the journal (the seen
-set survives a restart) but re-schedules nothing from it: Scrapy's ``requests.queue`` is kept
-and resumes what a clean stop left queued, while the requests a kill lost stay seen and are never
-fetched. The dupefilter logs one warning at start when the journal holds such requests.
+set survives a restart) but nothing takes its unfinished requests: a run that finds some stops
+as it opens (``jobdir_error``, one ERROR line saying to set ``SCHEDULER`` to this class), the
+journal untouched, rather than leave them seen and never fetched
+(:meth:`crawler.dupefilter.journal.SeenJournal.refuse_unless_rescheduled`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class ResumingScheduler(Scheduler):
         if journaled(crawler.settings):
             discard_scrapy_queue(crawler.settings["JOBDIR"])
         scheduler = super().from_crawler(crawler)
+        if isinstance(scheduler.df, BloomDupeFilter) and scheduler.df.journal is not None:
+            scheduler.df.journal.rescheduler = True  # it takes the journal's unfinished requests
         crawler.signals.connect(scheduler.resume, signal=signals.spider_opened)
         return scheduler
 
@@ -73,7 +76,7 @@ class ResumingScheduler(Scheduler):
         if not isinstance(self.df, BloomDupeFilter) or self.crawler is None:
             return
         pending = self.df.unfinished()
-        if not pending:
+        if pending is None:  # the journal owed nothing
             return
         errback = getattr(spider, "on_error", None)
         for rec in pending:

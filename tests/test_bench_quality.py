@@ -258,3 +258,13 @@ def test_unique_adverts_never_repeat() -> None:
     texts = [m.group(0) for m in ads if m]
     assert len(texts) == 20 and len(set(texts)) == 20  # plain paragraphs, each its own
     assert not any('class="sponsored"' in p.html for p in pages)  # nothing marks them
+
+
+def test_the_digests_name_the_modules_that_decide() -> None:
+    """bench.quality's results are comparable at equal digests of the deciding modules; a path
+    the tree lost makes it die when it writes them (found by the review after the move)."""
+    from bench.quality import code_digests
+
+    digests = code_digests()
+    assert len(digests) >= 9 and "dedup/decider.py" in digests
+    assert all(len(d) == 12 for d in digests.values())

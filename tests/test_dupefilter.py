@@ -217,22 +217,80 @@ def test_jobdir_resume_through_the_scheduler(tmp_path) -> None:
     assert sorted(drain(scheduler)) == sorted(r.url for r in requests[6:])
 
 
-def test_scrapy_stock_scheduler_keeps_its_own_resume_and_warns(tmp_path, caplog) -> None:
-    """A project that keeps Scrapy's scheduler with our dupefilter: the journal's unfinished
-    requests are not re-scheduled (one warning); Scrapy's queue is kept and resumes what a
-    clean stop left queued."""
+def test_scrapy_stock_scheduler_with_a_journal_owing_requests_refuses_to_lose_them(
+    tmp_path, caplog
+) -> None:
+    """A project that keeps Scrapy's scheduler with our dupefilter: nothing would re-schedule
+    the journal's unfinished requests (they stay seen, never fetched), so the crawl stops as
+    it opens (one ERROR line naming the setting, ``jobdir_error``) and the journal keeps them:
+    the next run with ResumingScheduler fetches them all."""
     settings = {"JOBDIR": str(tmp_path)}
     scheduler, _, _ = open_scheduler(settings)
     for i in range(3):
         assert scheduler.enqueue_request(Request(f"http://a/{i}"))
-    scheduler.close("shutdown")
-    with caplog.at_level(logging.WARNING, logger="crawler.dupefilter"):
+    scheduler.close("shutdown")  # a kill would lose Scrapy's queue; the journal has them
+    with caplog.at_level(logging.INFO, logger="crawler.dupefilter"):
         scheduler, _, crawler = open_scheduler(settings)
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "3 requests seen but not finished" in warnings[0]
-    assert "crawler.scheduler.ResumingScheduler" in warnings[0]
-    assert sorted(drain(scheduler)) == [f"http://a/{i}" for i in range(3)]
-    assert crawler.stats.get_value("dedup/jobdir/resumed") is None
+        closed: list[str] = []  # the engine's close_spider_async, called with the reason
+        crawler.engine = SimpleNamespace(close_spider_async=lambda reason: closed.append(reason))
+        crawler.signals.send_catch_log(signals.spider_opened, spider=crawler.spider)
+    errors = [r.getMessage() for r in caplog.records
+              if r.levelno == logging.ERROR and r.name == "crawler.dupefilter"]
+    assert len(errors) == 1 and "3 requests seen but not finished" in errors[0]
+    assert 'SCHEDULER = "crawler.scheduler.ResumingScheduler"' in errors[0]
+    assert closed == ["jobdir_error"]
+    assert crawler.stats.get_value("dedup/close_reason") == "jobdir_error"
+    scheduler.close("jobdir_error")
+
+    again, _, crawler = open_scheduler(settings, ResumingScheduler)
+    resumed: list[Request] = []
+    crawler.engine = SimpleNamespace(crawl=resumed.append)
+    crawler.signals.send_catch_log(signals.spider_opened, spider=crawler.spider)
+    assert sorted(r.url for r in resumed) == [f"http://a/{i}" for i in range(3)]
+
+
+def test_a_fresh_jobdir_with_scrapys_scheduler_runs(tmp_path, caplog) -> None:
+    """Nothing owed: Scrapy's scheduler with our dupefilter crawls (no refusal)."""
+    scheduler, _, crawler = open_scheduler({"JOBDIR": str(tmp_path)})
+    crawler.engine = SimpleNamespace()
+    with caplog.at_level(logging.WARNING):
+        crawler.signals.send_catch_log(signals.spider_opened, spider=crawler.spider)
+    assert not [r for r in caplog.records
+                if r.levelno >= logging.WARNING and r.name.startswith("crawler")]
+    assert crawler.stats.get_value("dedup/close_reason") is None
+    assert scheduler.enqueue_request(Request("http://a/1"))
+
+
+def test_resume_when_storage_holds_every_pending_page_says_so(tmp_path, caplog) -> None:
+    """A kill between the storage commit and ``batch_committed``: storage holds every page the
+    journal owes. None is fetched again, and the resume still says how many it re-scheduled
+    (0) and sets ``dedup/jobdir/resumed`` (found by the review: the early return lost both)."""
+    from crawler.items import PageItem
+    from crawler.pipelines.storage import document_row
+    from crawler.storage import Store
+
+    db = f"sqlite:///{tmp_path}/crawl.db"
+    settings = {"JOBDIR": str(tmp_path / "job"), "STORAGE_URL": db}
+    scheduler, _, _ = open_scheduler(settings, ResumingScheduler)
+    urls = [f"http://a/{i}" for i in range(3)]
+    for url in urls:
+        assert scheduler.enqueue_request(Request(url, meta={meta.CANONICAL_URL: url}))
+    scheduler.close("shutdown")
+    pages = [PageItem(url=u, status=200, content_type="text/html", title="", text=f"page {u}",
+                      html="", depth=0, referer=None, fetched_at="", canonical_url=u)
+             for u in urls]  # fmt: skip
+    with Store(db) as store:
+        store.upsert_documents([document_row(page, None) for page in pages])
+
+    scheduler, _, crawler = open_scheduler(settings, ResumingScheduler)
+    crawled: list[Request] = []
+    crawler.engine = SimpleNamespace(crawl=crawled.append)
+    with caplog.at_level(logging.INFO):
+        crawler.signals.send_catch_log(signals.spider_opened, spider=crawler.spider)
+    assert crawled == []
+    assert crawler.stats.get_value("dedup/jobdir/already_stored") == 3
+    assert any("re-scheduled 0 requests" in r.getMessage() for r in caplog.records)
+    assert crawler.stats.get_value("dedup/jobdir/resumed") == 0
 
 
 def test_resuming_scheduler_without_our_journal_is_scrapys(tmp_path) -> None:

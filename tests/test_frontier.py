@@ -13,7 +13,7 @@ from scrapy.utils.request import request_from_dict
 from crawler.backends.redis import RedisSeenSet, clear_namespace, connect
 from crawler.cluster.frontier import LeasedFrontier, LeaseLost, host_key
 from crawler.cluster.worker import Member
-from crawler.signals import LEASE_META
+from crawler.meta import LEASE as LEASE_META
 
 pytestmark = pytest.mark.redis
 

@@ -28,6 +28,7 @@ from crawler.content.simindex import content_key, url_key
 from crawler.storage import (
     Base,
     StorageError,
+    StorageSettings,
     Store,
     check_storage,
     dedup_settings,
@@ -36,7 +37,6 @@ from crawler.storage import (
     parse_url,
     to_signed64,
     to_unsigned64,
-    validate,
 )
 from tests.conftest import fresh_pg_schema
 
@@ -281,6 +281,7 @@ def _linking_home(links: list[str]) -> bytes:
             "</body></html>").encode()
 
 
+@pytest.mark.slow
 def test_a_recrawl_meeting_other_spellings_updates_the_stored_pages(db_url: str, tmp_path):
     from crawler.sitegen import Page, Site
     from crawler.sitegen.server import SiteServer
@@ -451,7 +452,7 @@ def test_a_file_that_is_not_sqlite(tmp_path) -> None:
 @pytest.mark.parametrize("url", ["not a url", "mysql://u:pw@h/db", "postgres+nodriver://h/db"])
 def test_bad_urls_are_refused_by_validation(url: str) -> None:
     with pytest.raises(config.SettingError, match="STORAGE_URL") as info:
-        validate({"STORAGE_URL": url})
+        StorageSettings.from_settings({"STORAGE_URL": url})
     assert "pw" not in str(info.value)
 
 

@@ -24,7 +24,7 @@ from crawler import defaults
 from crawler.backends.redis import clear_namespace, connect
 from crawler.cluster.frontier import LeasedFrontier
 from crawler.cluster.heartbeat import Heartbeat, interval
-from crawler.cluster.worker import Member, validate
+from crawler.cluster.worker import Member, WorkerSettings
 from crawler.config import SettingError
 from crawler.sitegen.server import serve_web
 
@@ -259,7 +259,7 @@ def test_the_heartbeat_is_at_most_a_third_of_the_lease():
     assert interval({}, defaults.DISTRIBUTED_LEASE_SECONDS) == beat
     assert interval({"DISTRIBUTED_HEARTBEAT_SECONDS": 5}, 3.0) == 1.0
     with pytest.raises(SettingError, match="DISTRIBUTED_HEARTBEAT_SECONDS"):
-        validate({"DISTRIBUTED_HEARTBEAT_SECONDS": 0})
+        WorkerSettings.from_settings({"DISTRIBUTED_HEARTBEAT_SECONDS": 0})
 
 
 # --- end to end: worker processes on a web of five hosts -------------------------------------

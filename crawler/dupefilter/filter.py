@@ -53,7 +53,7 @@ from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_seen_set
 from crawler.closing import close_crawl
 from crawler.dupefilter.guard import GuardedSeenSet
-from crawler.dupefilter.journal import SeenJournal, warn_unless_resumed
+from crawler.dupefilter.journal import SeenJournal
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -118,7 +118,7 @@ class BloomDupeFilter(BaseDupeFilter):
         if kept is not None:
             for signal in (dedup_signals.batch_committed, dedup_signals.request_finished):
                 crawler.signals.connect(kept.finished, signal=signal)
-            warn_unless_resumed(settings, kept)
+            crawler.signals.connect(kept.refuse_unless_rescheduled, signal=signals.spider_opened)
         return dupefilter
 
     @classmethod
@@ -267,12 +267,12 @@ class BloomDupeFilter(BaseDupeFilter):
 
     # --- JOBDIR ------------------------------------------------------------------------------
 
-    def unfinished(self) -> list[PendingRequest]:
+    def unfinished(self) -> list[PendingRequest] | None:
         """The requests the journal says were seen but not finished before the restart, less
-        those storage already holds (:meth:`SeenJournal.unfinished`); empty without a journal.
-        Each is let through once by :meth:`request_seen` when it carries the meta flag
-        :data:`crawler.meta.RESUMED` (no second journal record)."""
-        return self.journal.unfinished() if self.journal is not None else []
+        those storage already holds (:meth:`SeenJournal.unfinished`); None when the journal owed
+        nothing or there is none. Each is let through once by :meth:`request_seen` when it
+        carries the meta flag :data:`crawler.meta.RESUMED` (no second journal record)."""
+        return self.journal.unfinished() if self.journal is not None else None
 
     def _stop_full(self) -> None:
         self.stopping = True

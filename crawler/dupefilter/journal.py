@@ -11,8 +11,11 @@ What the journal says was seen but never finished before the restart is
 :meth:`SeenJournal.unfinished`, for a scheduler to re-schedule
 (:class:`crawler.scheduler.ResumingScheduler`) with the meta flag :data:`crawler.meta.RESUMED`:
 such a request is let through once (:meth:`SeenJournal.resumed`), without a second record.
-Another scheduler (Scrapy's own) re-schedules nothing from it: :func:`warn_unless_resumed` logs
-one warning at start when the journal holds such requests.
+Another scheduler (Scrapy's own) re-schedules nothing from it, so when the journal holds such
+requests and no scheduler said it takes them (:attr:`SeenJournal.rescheduler`), the crawl stops
+as it opens (:meth:`SeenJournal.refuse_unless_rescheduled`: one ERROR line naming the setting to
+change, finish reason ``jobdir_error``) with the journal untouched: nothing it owes is lost, and
+the next run with :class:`crawler.scheduler.ResumingScheduler` fetches them.
 
 A write failure closes the spider with finish reason ``jobdir_error`` (one ERROR line); the
 journal is given up for the rest of the crawl.
@@ -22,8 +25,6 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any
-
-from scrapy.utils.misc import load_object
 
 from crawler import meta
 from crawler.closing import close_crawl
@@ -48,6 +49,8 @@ class SeenJournal:
         self.jobstate: JobState | None = jobstate
         self.crawler = crawler
         self._resume: dict[bytes, PendingRequest] = {rec.fp: rec for rec in jobstate.open()}
+        #: a scheduler takes :meth:`unfinished` (crawler.scheduler.ResumingScheduler sets it)
+        self.rescheduler = False
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, jobdir: str, seen: SeenSet,
@@ -65,6 +68,19 @@ class SeenJournal:
     def resuming(self) -> int:
         """How many requests of the previous runs are still to be let through once."""
         return len(self._resume)
+
+    def refuse_unless_rescheduled(self, spider: Any = None) -> None:
+        """At ``spider_opened``: when the journal owes requests that no scheduler takes, stop
+        the crawl (``jobdir_error``, one ERROR line) before it fetches anything it could lose;
+        the journal keeps them for the next run (module docstring)."""
+        if not self._resume or self.rescheduler or self.crawler is None:
+            return
+        scheduler = self.crawler.settings.get("SCHEDULER")
+        logger.error("JOBDIR: %d requests seen but not finished before the restart would never "
+                     "be fetched: SCHEDULER=%s does not re-schedule the dedup journal; set "
+                     "SCHEDULER = \"crawler.scheduler.ResumingScheduler\" (docs/install.md) and "
+                     "run again (the journal keeps them)", len(self._resume), scheduler)
+        close_crawl(self.crawler, "jobdir_error")
 
     def resumed(self, fp: bytes, request: Request) -> bool:
         """Whether ``request`` is a re-scheduled one (meta :data:`crawler.meta.RESUMED`) the
@@ -95,11 +111,12 @@ class SeenJournal:
         except OSError as exc:
             self._fail(exc)
 
-    def unfinished(self) -> list[PendingRequest]:
+    def unfinished(self) -> list[PendingRequest] | None:
         """The requests seen but not finished before the restart, less those storage already
-        holds (:meth:`_drop_already_stored`); each is let through once (:meth:`resumed`)."""
+        holds (:meth:`_drop_already_stored`; the list may then be empty); each is let through
+        once (:meth:`resumed`). None when the journal owed nothing."""
         if not self._resume or self.jobstate is None or self.crawler is None:
-            return []
+            return None
         self._drop_already_stored(self.jobstate, self.crawler)
         return list(self._resume.values())
 
@@ -155,18 +172,3 @@ class SeenJournal:
             crawler.stats.set_value("dedup/jobdir/already_stored", len(fps))
 
 
-def warn_unless_resumed(settings: BaseSettings, journal: SeenJournal) -> None:
-    """One warning when ``journal`` holds unfinished requests that ``SCHEDULER`` will not
-    re-schedule (it is not a :class:`crawler.scheduler.ResumingScheduler`)."""
-    if not journal.resuming:
-        return
-    from crawler.scheduler import ResumingScheduler
-
-    scheduler = load_object(settings["SCHEDULER"])
-    # not issubclass: Scrapy's scheduler metaclass says yes to any class with its methods
-    if isinstance(scheduler, type) and ResumingScheduler in scheduler.__mro__:
-        return
-    logger.warning("JOBDIR: %d requests seen but not finished before the restart are not "
-                   "fetched again: SCHEDULER=%s does not re-schedule the dedup journal "
-                   "(crawler.scheduler.ResumingScheduler does)", journal.resuming,
-                   settings["SCHEDULER"])  # fmt: skip
