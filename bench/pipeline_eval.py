@@ -30,7 +30,8 @@ from bench.scores import Outcome, score
 from crawler.backends import make_content_index
 from crawler.content.template import TemplateFilter, block_hashes, template_key
 from crawler.content.text import block_tokens, extract, main_tokens
-from crawler.dedup.decider import ContentDecider, DeciderSettings
+from crawler.dedup.decider import ContentDecider
+from crawler.dedup.options import DeciderSettings
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.outputs.droplog import DropLog, read_drop_log

@@ -22,3 +22,7 @@ that nothing imports upward.
 __floor__ = "library"
 
 __version__ = "0.1.0"
+
+from crawler.moved import install as _install_moved_paths
+
+_install_moved_paths()  # the module paths of 0.1 still import (crawler/moved.py)

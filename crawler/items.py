@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from crawler.content.simhash import to_hex
 
 if TYPE_CHECKING:
-    from crawler.dedup.decider import Verdict
+    from crawler.dedup.verdict import Verdict
 
 #: The fields a feed export carries, in order (docs/storage-and-outputs.md, "Feed exports"):
 #: everything a consumer of the unique documents needs, nothing internal (``blocks``, ``binary``,
@@ -44,7 +44,7 @@ class PageItem:
     normalized URL of another page of the crawl that this page names canonical (``<link
     rel="canonical">`` or a ``Link`` header), None when it names none, itself, or a page off the
     crawl. ``verdict`` is the page's fate as the spider asked it of the content decider
-    (:class:`crawler.dedup.decider.Verdict`), for the near-duplicate pipeline to act on, which
+    (:class:`crawler.dedup.verdict.Verdict`), for the near-duplicate pipeline to act on, which
     empties it before the item goes on (never stored, never exported).
     """
 

@@ -16,7 +16,8 @@ from scrapy.utils.test import get_crawler
 from crawler import signals as dedup_signals
 from crawler.backends.local import LocalContentIndex
 from crawler.content.template import TemplateFilter
-from crawler.dedup.decider import KEPT, ContentDecider, Verdict, content_decider
+from crawler.dedup.decider import ContentDecider
+from crawler.dedup.verdict import KEPT, Verdict, content_decider
 from crawler.exceptions import DuplicatePage
 from crawler.items import PageItem
 from crawler.outputs.droplog import DropLog, read_drop_log

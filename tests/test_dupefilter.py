@@ -242,7 +242,7 @@ def test_scrapy_stock_scheduler_with_a_journal_owing_requests_refuses_to_lose_th
     assert crawler.stats.get_value("dedup/close_reason") == "jobdir_error"
     scheduler.close("jobdir_error")
 
-    again, _, crawler = open_scheduler(settings, ResumingScheduler)
+    _, _, crawler = open_scheduler(settings, ResumingScheduler)
     resumed: list[Request] = []
     crawler.engine = SimpleNamespace(crawl=resumed.append)
     crawler.signals.send_catch_log(signals.spider_opened, spider=crawler.spider)
@@ -568,6 +568,26 @@ def test_the_guard_turns_the_first_redis_failure_into_the_outage_policy(caplog) 
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
     assert crawler.stats.get_value("dedup/redis_error") == 1
     assert crawler.stats.get_value("dedup/redis_error/requests_dropped") == 3
+
+
+def test_a_frontier_failure_after_the_dupefilter_closed_only_warns(caplog) -> None:
+    """A last frontier call (an ack at close) failing once the dupefilter closed: the crawl
+    ended for its own reason; no redis_error (as before the guard existed; found by the
+    review)."""
+    crawler = get_crawler(Spider)
+    crawler.stats.open_spider()
+    guard = GuardedSeenSet(_gone_seen_set(), crawler)
+    guard.close()
+
+    def ack() -> int:
+        raise redis.ConnectionError("gone")
+
+    with caplog.at_level(logging.INFO):
+        assert guard.attempt(ack, 0) == 0
+    assert guard.down
+    assert crawler.stats.get_value("dedup/redis_error") is None
+    assert crawler.stats.get_value("dedup/close_reason") is None
+    assert [r.levelname for r in caplog.records if r.name.startswith("crawler")] == ["WARNING"]
 
 
 def test_the_guard_without_a_crawler_raises_and_a_failure_at_close_only_warns(caplog) -> None:

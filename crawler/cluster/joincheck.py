@@ -131,7 +131,7 @@ def _simhash(i: int) -> Callable[[config.SettingsLike], Any]:
 
 def _decider(name: str) -> Callable[[config.SettingsLike], Any]:
     def read(settings: config.SettingsLike) -> Any:
-        from crawler.dedup.decider import DeciderSettings
+        from crawler.dedup.options import DeciderSettings
 
         return getattr(DeciderSettings.from_settings(settings), name)
     return read

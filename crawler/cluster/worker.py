@@ -659,16 +659,21 @@ class ClusterWorker:
             finish_crawl(self.member, self.crawler.settings, *self._crawl_keys())
 
     def batch_committed(self, **_: Any) -> None:
-        """Leases were acknowledged (the scheduler's handler of the same signal): let the engine
-        look again now, so an idle worker holding the crawl's last leases closes at once."""
+        """A batch committed (the scheduler acknowledges its leases on the same signal): let
+        the engine look again, so an idle worker holding the crawl's last leases closes at
+        once. The look is scheduled for the next reactor turn, after every handler of the
+        signal, so the order Scrapy calls them in does not matter."""
         self._wake()
 
     def _storage(self) -> list[Any]:
+        """The crawl's storage pipeline, as a list (empty: none, or no engine yet), found with
+        Scrapy's ``crawler.get_item_pipeline``."""
         from crawler.pipelines.storage import StoragePipeline
 
-        scraper = getattr(self._engine(), "scraper", None)
-        components = getattr(getattr(scraper, "itemproc", None), "middlewares", ())
-        return [c for c in components if isinstance(c, StoragePipeline)]
+        if self._engine() is None:
+            return []
+        pipeline = self.crawler.get_item_pipeline(StoragePipeline)
+        return [pipeline] if pipeline is not None else []
 
     def _storage_idle(self) -> bool:
         """Whether the storage pipeline has committed everything it was given (a storage outage

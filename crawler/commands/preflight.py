@@ -104,7 +104,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
     from crawler.cluster.worker import WorkerSettings
     from crawler.config import ScrapySettings
     from crawler.content import simindex
-    from crawler.dedup.decider import DeciderSettings
+    from crawler.dedup.options import DeciderSettings
     from crawler.extensions.progress import ProgressSettings
     from crawler.middlewares.headerlimit import HeaderLimitSettings
     from crawler.middlewares.retryafter import RetryAfterSettings

@@ -1,8 +1,9 @@
 """``ContentDecider``: one per crawler, it decides each page's fate once.
 
-The spider asks it first (:func:`content_decider`, then :meth:`ContentDecider.decide`) so that
-a duplicate's links are not followed (:mod:`crawler.urls.traps`), and puts the answer on the
-item (``PageItem.verdict``, a :class:`Verdict`); the near-duplicate pipeline
+The spider asks it first (:func:`~crawler.dedup.verdict.content_decider`, then
+:meth:`ContentDecider.decide`) so that a duplicate's links are not followed
+(:mod:`crawler.urls.traps`), and puts the answer on the item (``PageItem.verdict``, a
+:class:`~crawler.dedup.verdict.Verdict`); the near-duplicate pipeline
 (:class:`crawler.pipelines.neardup.NearDuplicatePipeline`) acts on that field, or asks here
 itself for an item that carries none (another spider's). The flow, for each page:
 
@@ -47,31 +48,32 @@ pages not checked are dropped unchecked; a database outage leaves a page undecid
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.utils.asyncio import run_in_thread, sleep
 
-from crawler import config, defaults
+from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_content_index
 from crawler.cluster.joincheck import off_when_refused
-from crawler.content.simindex import settings_params
 from crawler.content.template import KeptPage, TemplateFilter
 from crawler.dedup.counts import Counts
 from crawler.dedup.drops import DropWriter
 from crawler.dedup.hosts import HostTemplates
+from crawler.dedup.options import DeciderSettings
 from crawler.dedup.outage import GuardedIndex, StorageOutage
-from crawler.dedup.overrides import DROP, Override, Overrides, overrides_file
+from crawler.dedup.overrides import DROP, Override, Overrides
 from crawler.dedup.pages import Candidate, Fingerprinter
 from crawler.dedup.preference import seed_hosts
 from crawler.dedup.preferred import PreferenceRule
 from crawler.dedup.soft404 import Soft404Pages
 from crawler.dedup.stored import StoredPages
+from crawler.dedup.verdict import KEPT, Verdict
 from crawler.exceptions import DuplicatePage
-from crawler.outputs.droplog import DropLog
+from crawler.outputs.droplog import DropLog, DropLogOptions
 from crawler.storage.engine import StorageError
 from crawler.storage.overrides import load_overrides
 from crawler.urls.urlnorm import UrlPolicy
@@ -101,76 +103,6 @@ OVERRIDE_DISTINCT_STAT = "dedup/override/distinct"
 OVERRIDE_PROTECTED_STAT = "dedup/override/protected"
 
 
-@dataclass(frozen=True)
-class DeciderSettings:
-    """The settings of the content decision, each read and checked once (``SettingError``)."""
-
-    min_tokens: int = defaults.SIMHASH_MIN_TOKENS  # SIMHASH_MIN_TOKENS
-    shingle: int = defaults.SIMHASH_SHINGLE  # SIMHASH_SHINGLE
-    persist: bool = defaults.SIMHASH_PERSIST  # SIMHASH_PERSIST
-    prefer_canonical: bool = defaults.DEDUP_CANONICAL  # DEDUP_CANONICAL
-    k: int = defaults.SIMHASH_MAX_DISTANCE  # SIMHASH_MAX_DISTANCE
-    blocks: int = defaults.SIMHASH_MAX_DISTANCE + 1  # SIMHASH_BLOCKS
-    overrides_file: str = ""  # DEDUP_OVERRIDES_FILE, its rules read and checked
-
-    @classmethod
-    def from_settings(cls, settings: config.SettingsLike) -> DeciderSettings:
-        k, blocks = settings_params(settings)
-        return cls(
-            min_tokens=config.get_int(settings, "SIMHASH_MIN_TOKENS",
-                                      defaults.SIMHASH_MIN_TOKENS, 0),
-            shingle=config.get_int(settings, "SIMHASH_SHINGLE", defaults.SIMHASH_SHINGLE, 1, 8),
-            persist=config.get_bool(settings, "SIMHASH_PERSIST", defaults.SIMHASH_PERSIST),
-            prefer_canonical=config.get_bool(settings, "DEDUP_CANONICAL",
-                                             defaults.DEDUP_CANONICAL),
-            k=k, blocks=blocks, overrides_file=overrides_file(settings),
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A page's fate, decided once by :meth:`ContentDecider.decide` and carried on its item.
-
-    ``error`` is None when the page is kept (its item then holds ``content_hash`` and
-    ``simhash``); else the exception the pipeline raises for it: a
-    :class:`~crawler.exceptions.DuplicatePage` (its ``drop``), an
-    :class:`~crawler.exceptions.Undecided` page (a database outage) or a page left unchecked
-    (a Redis outage). Counting and logging happened when it was decided."""
-
-    error: Exception | None = None
-
-    @property
-    def kept(self) -> bool:
-        return self.error is None
-
-    @property
-    def drop(self) -> Drop | None:
-        """The Drop of a duplicate (None: kept, or not decided)."""
-        return self.error.drop if isinstance(self.error, DuplicatePage) else None
-
-    def act(self, item: Any) -> Any:
-        """``item`` when kept, else raise the exception decided."""
-        if self.error is not None:
-            raise self.error
-        return item
-
-
-KEPT = Verdict()
-
-
-def content_decider(crawler: Crawler) -> ContentDecider | None:
-    """The crawl's content decider: the one the near-duplicate pipeline of ``ITEM_PIPELINES``
-    holds, found with Scrapy's documented ``crawler.get_item_pipeline``; None when no such
-    pipeline runs or the engine does not exist yet (then every page's links are followed)."""
-    from crawler.pipelines.neardup import NearDuplicatePipeline
-
-    try:
-        pipeline = crawler.get_item_pipeline(NearDuplicatePipeline)
-    except RuntimeError:  # no engine yet
-        return None
-    return pipeline.decider if pipeline is not None else None
-
-
 class ContentDecider:
     """The decision flow of the module docstring.
 
@@ -193,6 +125,7 @@ class ContentDecider:
         k: int = defaults.SIMHASH_MAX_DISTANCE,
         stored: StoredPages | None = None,
         crawler: Crawler | None = None,
+        droplog_options: DropLogOptions | None = None,
     ) -> None:
         self.index = index
         self.stats = stats
@@ -201,7 +134,7 @@ class ContentDecider:
         self.guard = GuardedIndex(index, self.counts, crawler)
         self.outage = StorageOutage(self.stored.retry, self.counts, crawler)
         self.drops = DropWriter(droplog, deferred=defer_droplog, counts=self.counts,
-                                crawler=crawler)  # fmt: skip
+                                crawler=crawler, options=droplog_options)  # fmt: skip
         self.fingerprinter = Fingerprinter(templates, min_tokens=min_tokens, shingle=shingle,
                                            counts=self.counts)  # fmt: skip
         self.hosts = HostTemplates(self.fingerprinter, self.guard, self.drops, self.stored,
@@ -226,12 +159,12 @@ class ContentDecider:
             owner = _owner(crawler)
         index = make_content_index(settings, crawler=crawler, k=options.k,
                                    blocks=options.blocks, **_index_options(owner, stored))
-        path = settings.get("DROPPED_LOG", defaults.DROPPED_LOG)
+        logged = DropLogOptions.from_settings(settings)
         decider = cls(
             index, min_tokens=options.min_tokens, shingle=options.shingle,
-            templates=TemplateFilter(), droplog=DropLog(path) if path else None,
+            templates=TemplateFilter(), droplog=DropLog(logged.path) if logged.path else None,
             stats=crawler.stats, stored=stored, defer_droplog=stores, crawler=crawler,
-            prefer_canonical=options.prefer_canonical, k=options.k,
+            prefer_canonical=options.prefer_canonical, k=options.k, droplog_options=logged,
         )  # fmt: skip
         decider.overrides_from = (
             settings.get("STORAGE_URL", defaults.STORAGE_URL) if stores else None,

@@ -81,16 +81,16 @@ class DropWriter:
     ``log``: the drop log, None without ``DROPPED_LOG``. ``deferred``: a storage pipeline
     runs, so storage writes the row first and the log follows its commit. ``crawler``: for
     the ``page_demoted`` signal, the ``batch_committed`` subscription, the crawl id, the retry
-    settings and closing the crawl (None: built by hand, no signals, default retries)."""
+    settings and closing the crawl (None: built by hand, no signals); ``options``: the retry
+    settings (None: the defaults)."""
 
     def __init__(self, log: DropLog | None = None, *, deferred: bool = False,
-                 counts: Counts | None = None, crawler: Crawler | None = None) -> None:
+                 counts: Counts | None = None, crawler: Crawler | None = None,
+                 options: DropLogOptions | None = None) -> None:
         self.log = log
         self.deferred = deferred
         self.counts = counts or Counts()
         self.crawler = crawler
-        options = (DropLogOptions.from_settings(crawler.settings)
-                   if crawler is not None and log else None)
         self.retry_times = options.retry_times if options else defaults.DROPPED_LOG_RETRY_TIMES
         self.retry_backoff = (options.retry_backoff if options
                               else defaults.DROPPED_LOG_RETRY_BACKOFF)  # fmt: skip

@@ -52,6 +52,7 @@ class GuardedSeenSet:
         self.seen = seen
         self.crawler = crawler
         self.down = False
+        self.closed = False  # the dupefilter closed: a later failure only warns
 
     def add(self, key: bytes) -> bool:
         """``seen.add(key)``; True ("seen": the request is dropped, and counted) when Redis is
@@ -109,7 +110,9 @@ class GuardedSeenSet:
         return fallback
 
     def close(self) -> None:
-        """Close the seen set; a Redis failure then is only logged at DEBUG."""
+        """Close the seen set; a Redis failure then is only logged at DEBUG, and one after
+        (a last frontier call) only warns: the crawl ended for its own reason."""
+        self.closed = True
         try:
             self.seen.close()
         except redis_errors() as exc:
@@ -120,6 +123,9 @@ class GuardedSeenSet:
         if self.crawler is None:  # built by from_settings: nothing to close, the caller decides
             raise exc
         self.down = True
+        if self.closed:
+            logger.warning("Redis failed after the dupefilter closed: %s", exc)
+            return
         stop_on_redis_error(self.crawler, exc, self.seen.url or defaults.REDIS_URL)
 
     def _dropped(self) -> bool:

@@ -48,7 +48,7 @@ from crawler.content.simhash import to_hex
 from crawler.outputs.formats import utc_iso
 from crawler.vocab import KEPT_REASON, Drop
 
-__all__ = ["FIELDS", "DropLog", "DropLogError", "DropLogOptions", "drop_record", "droplog_settings",
+__all__ = ["FIELDS", "DropLog", "DropLogError", "DropLogOptions", "drop_record",
            "read_drop_log", "row_drop", "row_record", "utc_iso"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -126,11 +126,6 @@ class DropLogOptions:
             config.get_float(settings, "DROPPED_LOG_RETRY_BACKOFF",
                              defaults.DROPPED_LOG_RETRY_BACKOFF, lo=0),
         )  # fmt: skip
-
-
-def droplog_settings(settings: config.SettingsLike) -> DropLogOptions:
-    """:meth:`DropLogOptions.from_settings` (the old name, kept for its callers)."""
-    return DropLogOptions.from_settings(settings)
 
 
 def check_path(path: str) -> None:

@@ -2,8 +2,8 @@
 
 The decision is the crawl's :class:`~crawler.dedup.decider.ContentDecider` (this pipeline
 builds it and holds it: one per crawler, found by the spider through
-:func:`crawler.dedup.decider.content_decider`). The ``web`` spider decides each page before it
-yields it and puts the :class:`~crawler.dedup.decider.Verdict` on the item
+:func:`crawler.dedup.verdict.content_decider`). The ``web`` spider decides each page before it
+yields it and puts the :class:`~crawler.dedup.verdict.Verdict` on the item
 (``PageItem.verdict``); this pipeline acts on that field: it returns a kept item and raises the
 exception of any other (a :class:`~crawler.exceptions.DuplicatePage` goes to storage and the
 drop log through Scrapy's ``item_dropped``). An item without a verdict (another spider's, or a
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 
-from crawler.dedup.decider import ContentDecider, Verdict
+from crawler.dedup.decider import ContentDecider
+from crawler.dedup.verdict import Verdict
 from crawler.pipelines.storage import seed_urls, storage_enabled
 
 if TYPE_CHECKING:

@@ -49,7 +49,7 @@ Behaviour:
 * One :class:`~crawler.items.PageItem` per HTML response; other responses (and failures) send
   :data:`crawler.signals.request_finished` so the JOBDIR journal knows they are done.
 * Decided before its links (:mod:`crawler.urls.traps`): ``parse`` asks the crawl's content
-  decider (:func:`crawler.dedup.decider.content_decider`, found once the spider opens) for the
+  decider (:func:`crawler.dedup.verdict.content_decider`, found once the spider opens) for the
   page's fate before it yields the page's links and puts the answer on the item
   (``PageItem.verdict``: the near-duplicate pipeline acts on it), so a duplicate's links are not
   followed (``TRAP_FOLLOW_LINKS_OF``) and a page's decision teaches the parameters its host
@@ -86,7 +86,7 @@ from crawler import config, defaults, meta
 from crawler import signals as dedup_signals
 from crawler.cluster.startlist import takes_start_list
 from crawler.content.text import extract, is_binary, media_type
-from crawler.dedup.decider import content_decider
+from crawler.dedup.verdict import content_decider
 from crawler.dupefilter import early_skip_of
 from crawler.items import PageItem
 from crawler.spiders.probes import Soft404Probes
