@@ -9,8 +9,7 @@ from __future__ import annotations
 
 BOT_NAME = "dedup-crawler"
 
-# --- URL normalization (crawler.urls.urlnorm)
-# -------------------------------------------------------
+# --- URL normalization (crawler.urls.urlnorm) -----------------------------------------------------
 #: Query parameters removed from every URL before it is keyed; glob patterns, matched exactly
 #: against the lower-cased parameter name.
 URLNORM_STRIP_PARAMS: tuple[str, ...] = (
@@ -42,15 +41,14 @@ TRAP_FOLLOW_LINKS_OF = "kept"  # links always followed of: kept | near_duplicate
 TRAP_FOLLOW_LINKS_CHOICES = ("kept", "near_duplicates", "all")
 #: The links of a duplicate are still followed while the path to it holds at most this many
 #: duplicates in a row (crawler.urls.traps): a distinct page linked only from a duplicate is
-# fetched.
+#: fetched.
 TRAP_DUPLICATE_HOPS = 1
 TRAP_LEARN_PARAMS_AFTER = 3  # duplicates differing only in a parameter before it is ignored
 TRAP_HOST_MAX_PAGES = 1_000_000  # requests scheduled per host (0 = no budget)
 TRAP_PATH_MAX_QUERY_VARIANTS = 1_000  # requests per path with only the query changing
 TRAP_SOFT404_PROBE = True  # fetch one never-linked path per host; pages like it: soft_404
 
-# --- Bloom filter "seen" set (crawler.backends.bloom, crawler.dupefilter)
-# -------------------------------
+# --- Bloom filter "seen" set (crawler.backends.bloom, crawler.dupefilter) -------------------------
 BLOOM_CAPACITY = 10_000_000
 BLOOM_ERROR_RATE = 0.001
 BLOOM_ON_FULL = "grow"  # "grow" | "stop"
@@ -59,8 +57,7 @@ BLOOM_VERIFY = False
 JOBDIR_SNAPSHOT_RECORDS = 50_000  # journal records between two snapshots of the filter
 JOBDIR_SNAPSHOT_SECONDS = 60.0  # seconds between two snapshots of the filter
 
-# --- SimHash near-duplicate detection (crawler.content.simhash, crawler.content.simindex)
-# ----------------------
+# --- SimHash near-duplicate detection (crawler.content.simhash, crawler.content.simindex) ---------
 SIMHASH_MAX_DISTANCE = 3
 SIMHASH_MAX_DISTANCE_RANGE = (0, 16)
 SIMHASH_BLOCKS: int | None = None  # None means SIMHASH_MAX_DISTANCE + 1
@@ -106,8 +103,7 @@ REDIS_START_URLS_KEY: str | None = None
 REDIS_START_URLS_BATCH_SIZE = 16  # start-list entries taken per idle poll
 DISTRIBUTED_SEED_WAIT_SECONDS = 0.0  # a seedless worker waits this long for a first seed (0 = ever)
 
-# --- Seeds and scope (crawler.urls.seeds, crawler.spiders.web)
-# --------------------------------------
+# --- Seeds and scope (crawler.urls.seeds, crawler.spiders.web) ------------------------------------
 SEED_DEFAULT_SCHEME = "https"
 SCOPE = "host"  # links and redirects: "host" (exact, port included), "domain" or "subdomains"
 #: Refuse links and redirects to private/loopback/link-local addresses; None: on unless a
@@ -127,8 +123,7 @@ PAGE_MAX_PARSE_CHARS = 2_000_000  # characters of a page's markup parsed for lin
 DOWNLOAD_MAX_HEADER_BYTES = 256 * 1024
 DOWNLOAD_MAX_HEADER_COUNT = 500
 
-# --- WARC output (crawler.outputs.warc)
-# ------------------------------------------------------------------
+# --- WARC output (crawler.outputs.warc) -----------------------------------------------------------
 WARC_OUTPUT = ""  # a directory (ends with "/" or exists) or a path prefix; empty: no WARC files
 WARC_MAX_SIZE = 1_000_000_000  # bytes after which a WARC file is closed and the next one opened
 WARC_NEAR_DUPLICATES = "response"  # "response" | "metadata": what a near duplicate leaves
@@ -137,6 +132,5 @@ WARC_RECORD_MAX_BYTES = 0  # a payload longer is cut to it (WARC-Truncated: leng
 WARC_CDXJ = True  # a CDXJ index (NAME.cdxj) beside each closed WARC file
 WARC_WACZ = False  # package the crawl's WARC files, index and page list as one WACZ at the end
 
-# --- Feed exports (crawler.outputs.feeds, crawler.items)
-# ------------------------------------------------
+# --- Feed exports (crawler.outputs.feeds, crawler.items) ------------------------------------------
 FEED_EXPORT_HTML = False  # feeds carry the raw html too (off: the schema of crawler.items)

@@ -29,8 +29,8 @@ from crawler import review
 from crawler.review import LATEST_JOB, CrawlDB, ReviewError
 from crawler.state.jobstate import (
     JOB_FILE,
+    JobdirSettings,
     JobStateError,
-    check_jobdir,
     job_id,
     read_job_id,
     state_dir,
@@ -63,7 +63,7 @@ def test_a_damaged_job_file_is_refused_naming_it(tmp_path: Path, content: str) -
     with pytest.raises(JobStateError, match=JOB_FILE):
         job_id(tmp_path)
     with pytest.raises(JobStateError, match="delete the job directory"):
-        check_jobdir({"JOBDIR": str(tmp_path)})  # the pre-flight check, before a crawl
+        JobdirSettings.from_settings({"JOBDIR": str(tmp_path)})  # pre-flight, before a crawl
 
 
 # --- schema: crawls.job and crawls.command ------------------------------------------------------

@@ -16,6 +16,7 @@ with one line. What the Redis components share and their error type live in
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler import config, defaults, extras
@@ -142,9 +143,24 @@ class ContentIndex(Protocol):
 
 
 def backend_name(settings: SettingsLike) -> str:
+    """``DEDUP_BACKEND``, checked: the one reader of the setting."""
     return config.get_choice(
         settings, "DEDUP_BACKEND", defaults.DEDUP_BACKEND, defaults.DEDUP_BACKEND_CHOICES
     )
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """The crawl's backend (``DEDUP_BACKEND``), the extras it and ``STORAGE_URL`` need checked
+    installed (:func:`check_extras`: :class:`crawler.extras.MissingExtraError`, one line)."""
+
+    name: str = defaults.DEDUP_BACKEND
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> BackendSettings:
+        name = backend_name(settings)
+        check_extras(settings)
+        return cls(name)
 
 
 def make_seen_set(settings: SettingsLike, **kwargs: Any) -> SeenSet:

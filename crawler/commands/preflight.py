@@ -93,17 +93,14 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
     """Every component's settings, each read and checked the way the component reads them:
     ``<Thing>Settings.from_settings``, a frozen dataclass whose fields are named, raising
     :class:`SettingError` (or :class:`~crawler.extras.MissingExtraError`) on a value the crawl
-    cannot use. Four entries still have another shape (their modules are being reshaped):
-    ``backend_name`` and ``check_extras`` (:mod:`crawler.backends`), ``jobstate.check_jobdir``
-    and ``simindex.settings_params``."""
-    from crawler.backends import backend_name, check_extras
+    cannot use."""
+    from crawler.backends import BackendSettings
     from crawler.backends.bloom import BloomSettings
     from crawler.backends.common import NamespaceSettings, RedisSettings
     from crawler.cluster.joincheck import QueueSettings
     from crawler.cluster.startlist import StartListSettings
     from crawler.cluster.worker import WorkerSettings
     from crawler.config import ScrapySettings
-    from crawler.content import simindex
     from crawler.dedup.options import DeciderSettings
     from crawler.extensions.progress import ProgressSettings
     from crawler.middlewares.headerlimit import HeaderLimitSettings
@@ -112,7 +109,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
     from crawler.outputs.droplog import DropLogOptions
     from crawler.outputs.warc import WarcOptions
     from crawler.spiders.web import SpiderSettings
-    from crawler.state import jobstate
+    from crawler.state.jobstate import JobdirSettings
     from crawler.storage import StorageSettings
     from crawler.urls.linkrules import DropNotes
     from crawler.urls.pagebounds import PageBounds
@@ -122,8 +119,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
 
     return [
         ScrapySettings.from_settings,  # Scrapy's DOWNLOAD_*, CLOSESPIDER_*, ..., STATS_FILE
-        backend_name,  # DEDUP_BACKEND
-        check_extras,  # the extras the backend and STORAGE_URL need
+        BackendSettings.from_settings,  # DEDUP_BACKEND, the extras it and STORAGE_URL need
         UrlPolicy.from_settings,  # URLNORM_STRIP_PARAMS, URLNORM_SORT_QUERY
         DropNotes.from_settings,  # URLNORM_DEBUG
         TrapSettings.from_settings,  # TRAP_*, URLLENGTH_LIMIT
@@ -131,8 +127,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
         SpiderSettings.from_settings,  # DEDUP_EARLY_SKIP, DEDUP_CANONICAL
         PageBounds.from_settings,  # LINKS_PER_PAGE_MAX, PAGE_MAX_PARSE_CHARS
         BloomSettings.from_settings,  # BLOOM_*
-        jobstate.check_jobdir,  # JOBDIR, JOBDIR_SNAPSHOT_*
-        simindex.settings_params,  # SIMHASH_MAX_DISTANCE, blocks
+        JobdirSettings.from_settings,  # JOBDIR, JOBDIR_SNAPSHOT_*
         StorageSettings.from_settings,  # STORAGE_*, DROPPED_TEXT_MAX_CHARS, the settle step
         DropLogOptions.from_settings,  # DROPPED_LOG (a writable file path), DROPPED_LOG_RETRY_*
         WorkerSettings.from_settings,  # DISTRIBUTED_*, the shared scheduler's extension
@@ -141,7 +136,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
         RedisSettings.from_settings,  # REDIS_URL, REDIS_RETRY_SECONDS, REDIS_TIMEOUT_SECONDS
         NamespaceSettings.from_settings,  # DEDUP_NAMESPACE (a key segment: no ':')
         ProgressSettings.from_settings,  # DEDUP_PROGRESS_INTERVAL
-        DeciderSettings.from_settings,  # SIMHASH_*, DEDUP_* of the content decider
+        DeciderSettings.from_settings,  # SIMHASH_* (k and blocks too), DEDUP_* of the decider
         WarcOptions.from_settings,  # WARC_*
         RobotsSettings.from_settings,  # ROBOTSTXT_RETRY_BACKOFF*, _UNAVAILABLE_MAX_SECONDS
         RetryAfterSettings.from_settings,  # RETRY_AFTER_MAX_SECONDS

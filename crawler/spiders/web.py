@@ -212,8 +212,7 @@ class WebSpider(Spider):
         """Bring more seeds' sites (canonical URLs) into the scope; how many were new."""
         return self.scope.add_seeds(canonical)
 
-    # --- traps (crawler.urls.traps)
-    # ----------------------------------------------------------------
+    # --- traps (crawler.urls.traps) ---------------------------------------------------------------
 
     async def _decide(self, item: PageItem) -> Drop | None:
         """Decide the page with the crawl's content decider and put the verdict on the item

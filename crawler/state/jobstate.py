@@ -66,6 +66,7 @@ import os
 import re
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -120,14 +121,29 @@ def snapshot_settings(settings: SettingsLike) -> tuple[int, float]:
                              defaults.JOBDIR_SNAPSHOT_SECONDS, lo=0.0))
 
 
-def check_jobdir(settings: SettingsLike) -> None:
-    """The JOBDIR settings, and a JOBDIR that cannot be created or written, or whose snapshot
-    or journal is unreadable, refused before the crawl (:class:`JobState` checks the same
-    when it is built)."""
-    snapshot_settings(settings)
-    jobdir = settings.get("JOBDIR")
-    if not jobdir:
-        return
+@dataclass(frozen=True)
+class JobdirSettings:
+    """``JOBDIR`` ("": none) and its snapshot period (``JOBDIR_SNAPSHOT_RECORDS``,
+    ``JOBDIR_SNAPSHOT_SECONDS``), checked; ``from_settings`` also refuses a ``JOBDIR`` that
+    cannot be created or written, or whose snapshot or journal is unreadable, before the
+    crawl (:class:`JobState` checks the same when it is built)."""
+
+    jobdir: str = ""
+    snapshot_records: int = defaults.JOBDIR_SNAPSHOT_RECORDS
+    snapshot_seconds: float = defaults.JOBDIR_SNAPSHOT_SECONDS
+
+    @classmethod
+    def from_settings(cls, settings: SettingsLike) -> JobdirSettings:
+        records, seconds = snapshot_settings(settings)
+        jobdir = str(settings.get("JOBDIR") or "")
+        if jobdir:
+            check_jobdir(jobdir)
+        return cls(jobdir, records, seconds)
+
+
+def check_jobdir(jobdir: str) -> None:
+    """A ``jobdir`` that cannot be created or written, or whose snapshot or journal is
+    unreadable: :class:`JobStateError` (or SettingError)."""
     directory = state_dir(jobdir)
     config.check_dir_path("JOBDIR", str(directory))
     snapshot = directory / SNAPSHOT
