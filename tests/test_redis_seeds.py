@@ -71,6 +71,7 @@ def _warnings(cluster: Cluster, text: str) -> list[str]:
     return [line for line in lines if "WARNING" in line and text in line]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["pushed_after_start", "pushed_before_start"])
 def test_seedless_workers_take_seeds_from_redis(tmp_path, order):
     sites = [template_site(24, seed=3), template_site(24, seed=4)]
@@ -117,6 +118,7 @@ def test_seedless_workers_take_seeds_from_redis(tmp_path, order):
         client.delete(key)
 
 
+@pytest.mark.slow
 def test_a_seeded_worker_takes_what_the_start_list_holds_before_the_crawl_is_done(tmp_path):
     """A crawl fed by its start list (a seedless worker joined it) is not done while seeds
     wait in the list: a worker started with seeds that finds the frontier empty takes them,
@@ -281,6 +283,9 @@ def test_demo_serve_until_sigint(tmp_path):
             lines.append(line)
         printed = "".join(lines)
         assert url in printed
+        seeds = tmp_path / "demo" / "seeds.txt"
+        assert seeds.read_text() == url + "\n"
+        assert f"scrapy crawl web -a seeds={seeds}" in printed  # one process, or:
         assert "SCRAPY_SETTINGS_MODULE=crawler.settings.distributed" in printed
         assert "lpush" in printed
         with urllib.request.urlopen(url, timeout=10) as response:

@@ -178,7 +178,8 @@ def serve_banner(site: Site, base_url: str, seeds: Path) -> str:
     return "\n".join([
         f"Demo site: {len(site.canonical_pages)} pages at {base_url}/ (seeds file: "
         f"{display(seeds)})",
-        "Crawl it with the distributed profile (docs/scale-out.md; Redis and PostgreSQL "
+        f"Crawl it in one process:  scrapy crawl web -a seeds={display(seeds)} {local}",
+        "or with the distributed profile (docs/scale-out.md; Redis and PostgreSQL "
         "running), in two or more other terminals:",
         f"  export SCRAPY_SETTINGS_MODULE=crawler.settings.distributed DEDUP_NAMESPACE={namespace}",
         f"  scrapy crawl web {local}    # each worker waits for seeds",
