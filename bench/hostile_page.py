@@ -1,8 +1,9 @@
 """One huge page: the cost of a 30 MB page with 500,000 links, old behaviour and new side by side.
 
 ``.venv/bin/python -m bench.hostile_page [--mb 30] [--links 500000] [--quick] [-s NAME=VALUE ...]``
-from the project root. One process serves a generated page on 127.0.0.1 (``/``: ``--links``
-links to ``/p/N`` padded with text to ``--mb`` megabytes; anything else answers 404); each
+from the project root. One process serves a generated page on 127.0.0.1 with the scripted web
+(:mod:`crawler.sitegen.scripted`; ``/``: ``--links`` links to ``/p/N`` padded with text to
+``--mb`` megabytes; anything else answers 404); each
 configuration crawls it in a ``scrapy crawl web`` child process with the project's settings,
 ``CLOSESPIDER_ITEMCOUNT=1`` and ``DOWNLOAD_DELAY=5`` (the crawl ends once the page's item
 is stored: its links are judged and scheduled, and at most one of them fetched) and the crawler
@@ -26,9 +27,7 @@ import json
 import shutil
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,7 @@ from twisted.internet import task
 
 from bench.crawl import ROOT, command, pin_cpus, run_child
 from bench.probe import CrawlProbe
+from crawler.sitegen.scripted import Answer, ScriptedWeb
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -62,34 +62,6 @@ def huge_page(megabytes: float, links: int) -> bytes:
     body = "".join(rows)
     return (f"<!DOCTYPE html><html><head><title>Huge</title></head><body><ul>\n{body}"
             "</ul></body></html>\n").encode()  # fmt: skip
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _PageServer
-
-    def do_GET(self) -> None:
-        body, status = (self.server.page, 200) if self.path == "/" else (b"no", 404)
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silent: no line per request."""
-
-
-class _PageServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, page: bytes) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.page = page
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
 
 
 class LagProbe(CrawlProbe):
@@ -203,15 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     title = f"Hostile page: {len(page) / 1e6:.1f} MB, {args.links} links"
     print(title, flush=True)
     cpu = pin_cpus(no_pin=False)
-    server = _PageServer(page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     runs = []
-    try:
+    with ScriptedWeb() as web:
+        site = web[0].route("/", Answer(body=page))
         for name in names:
-            runs.append(crawl_once(name, server.base_url, cpu, args))
+            runs.append(crawl_once(name, site.url, cpu, args))
             print(f"{name}: {runs[-1]}", flush=True)
-    finally:
-        server.shutdown()
     print()
     print(table(title, runs))
     results = ROOT / "bench" / "results"

@@ -1,4 +1,5 @@
-"""Shared fixtures: real servers on 127.0.0.1, and a crawl run as a subprocess.
+"""Shared fixtures: real servers on 127.0.0.1 (the scripted web of the hostile tests among
+them), and a crawl run as a subprocess.
 
 ``pg_url`` and ``redis_url`` connect to the real PostgreSQL and Redis servers. Outside CI a
 missing server skips the test with the reason; with ``CI=true`` it fails, so CI can never go
@@ -79,6 +80,23 @@ def demo_server():
 
     with SiteServer(demo_site()) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def scripted_web():
+    """One :class:`~crawler.sitegen.scripted.ScriptedWeb` for the session: three sites (ports)
+    on 127.0.0.1 whose answers each test scripts; use :func:`scripted` in a test."""
+    from crawler.sitegen.scripted import ScriptedWeb
+
+    with ScriptedWeb(sites=3) as web:
+        yield web
+
+
+@pytest.fixture
+def scripted(scripted_web):
+    """The session's scripted web, its routes, scripts and logs cleared for this test."""
+    yield scripted_web.reset()
+    scripted_web.reset()
 
 
 @dataclass

@@ -61,6 +61,7 @@ def test_seen_set_has_no_false_negatives_and_counts(ns):
     seen.close()
 
 
+@pytest.mark.slow
 def test_seen_set_false_positive_rate_near_p(ns):
     p = 0.01
     seen = RedisSeenSet.from_settings(ns, capacity=4000, error_rate=p, on_full="stop")
@@ -263,7 +264,8 @@ def test_unreachable_redis_is_one_named_error_with_masked_password(factory):
 
 
 def test_a_lost_connection_later_is_the_same_error(ns):
-    index = make_content_index(ns)
+    # retried for 1 s, not the default 30 (the retry itself: tests/test_hostile_redis.py)
+    index = make_content_index(Settings({**ns.copy_to_dict(), "REDIS_RETRY_SECONDS": 1}))
     index.client.connection_pool.connection_kwargs["port"] = _closed_port()
     index.client.connection_pool.reset()
     with pytest.raises(RedisBackendError):
@@ -393,6 +395,7 @@ def _store_kept(store: Store, p: PageSignature) -> None:
                              "content_hash": p.content_hash, "simhash": p.simhash}])
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=crawl_sequences())
@@ -460,6 +463,7 @@ def _held_bytes(client, base: str) -> int:
                for key in client.scan_iter(match=f"{base}:*", count=1000))
 
 
+@pytest.mark.slow
 def test_the_lean_index_costs_under_64_bytes_per_page(ns, tmp_path):
     """Redis memory per kept page at 20,000 pages, lean (URLs in storage): the bucket hashes'
     fixed cost is spread over few pages here, so this bounds the per-page part only."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from tests.conftest import ROOT, crawl_command
 
 
@@ -46,6 +48,7 @@ def test_no_seeds_at_all():
     assert result.stderr == "error: no seeds given: use -a seeds=FILE or -a urls=URL1,URL2\n"
 
 
+@pytest.mark.slow
 def test_setting_out_of_range_names_setting_value_and_range(tmp_path):
     for name, value in [
         ("BLOOM_ERROR_RATE", "1.5"),

@@ -223,6 +223,7 @@ def _scrapy(*args: str, cwd) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_the_commands_report_the_whole_crawl_and_narrow_to_a_worker(tmp_path) -> None:
     db = tmp_path / "crawl.db"
     with Store(f"sqlite:///{db}") as store:
@@ -323,6 +324,7 @@ def test_three_workers_and_a_late_joiner_are_one_crawl(services, tmp_path, kill)
         assert diff.returncode == 0, diff.stdout + diff.stderr
 
 
+@pytest.mark.slow
 def test_export_writes_the_whole_crawl_or_one_worker_as_a_feed(tmp_path) -> None:
     """``scrapy export``: the crawl's stored set from storage, in the feed's schema; a
     distributed crawl whole by default, one worker with --worker, JSON Lines or CSV."""

@@ -18,6 +18,7 @@ import sys
 import textwrap
 from collections import Counter
 
+import pytest
 from scrapy.http import HtmlResponse, Request
 
 from crawler.sitegen import demo_site
@@ -75,6 +76,7 @@ SPIDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_an_existing_project_gets_dedup_and_storage(tmp_path):
     env = {**os.environ, "PYTHONPATH": ""}
     subprocess.run([sys.executable, "-m", "scrapy", "startproject", "news"], cwd=tmp_path,

@@ -306,6 +306,7 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("partner_first", "concurrency"), [(False, 1), (True, 8)],
                          ids=["home-first-serial", "partner-first-parallel"])
 def test_the_feed_holds_exactly_the_stored_pages_in_either_order(crawl, demo_server, tmp_path,

@@ -1,9 +1,10 @@
 """Issue 15 item 3: a drop log that cannot be written loses no drop and fails the crawl.
 
-Each test runs a real ``scrapy crawl`` against a small server of its own on 127.0.0.1: pairs of
-pages 1..4 SimHash bits apart (``tests.test_dedupreport.near_site``: at k=3 the pairs at 1, 2
-and 3 bits give one drop each) and a chain of slow pages that keeps the crawl running. The
-server can act on a request (remove or restore the drop log's directory). The disk fails for
+Each test runs a real ``scrapy crawl`` against a site of the scripted web on 127.0.0.1
+(:mod:`crawler.sitegen.scripted`): pairs of pages 1..4 SimHash bits apart
+(``tests.test_dedupreport.near_site``: at k=3 the pairs at 1, 2 and 3 bits give one drop each)
+and a chain of slow pages that keeps the crawl running. The site can act on a request (remove
+or restore the drop log's directory). The disk fails for
 real: ``/dev/full`` answers every write with ENOSPC, a removed directory with ENOENT.
 
 What must hold: the pre-flight check refuses a ``DROPPED_LOG`` that cannot be a log file
@@ -21,16 +22,13 @@ import os
 import random
 import re
 import shutil
-import threading
-import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from crawler.sitegen.scripted import Answer, Request, ScriptedSite, ScriptedWeb
 from tests.conftest import CrawlRun, run_crawl
 
 #: SimHash distances of the page pairs, and k: the pairs at 1..K are near duplicates.
@@ -65,64 +63,31 @@ def _html(title: str, nav: str, text: str) -> bytes:
             f"<main><p>{text}</p></main></body></html>").encode()
 
 
-class Site:
-    """The pages on 127.0.0.1; ``on_get(path)`` runs before each answer (the hostile act);
-    ``/slow/*`` answers after ``slow`` seconds; ``hits`` counts requests by path."""
-
-    def __init__(self, pages: dict[str, bytes], slow: float = 0.0,
-                 on_get: Callable[[str], None] = lambda path: None) -> None:
-        self.pages, self.slow, self.on_get = pages, slow, on_get
-        self.hits: Counter[str] = Counter()
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                site.hits[self.path] += 1
-                site.on_get(self.path)
-                if self.path.startswith("/slow/"):
-                    time.sleep(site.slow)
-                body = site.pages.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body or b"")))
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_port}"
-
-    def __enter__(self) -> Site:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture(scope="module")
 def pages() -> dict[str, bytes]:
     return _pages()
 
 
 @pytest.fixture
-def serve(pages: dict[str, bytes]) -> Iterator[Callable[..., Site]]:
-    sites: list[Site] = []
+def serve(pages: dict[str, bytes], scripted: ScriptedWeb) -> Callable[..., ScriptedSite]:
+    """``serve(slow=0, on_get=...)``: the pages on a site of the web; ``on_get(path)`` runs
+    before each answer (the hostile act); ``/slow/*`` answers after ``slow`` seconds."""
 
-    def _serve(**kwargs: Any) -> Site:
-        sites.append(Site(pages, **kwargs).__enter__())
-        return sites[-1]
+    def _serve(slow: float = 0.0,
+               on_get: Callable[[str], None] = lambda path: None) -> ScriptedSite:  # fmt: skip
+        def answer(request: Request) -> Answer:
+            on_get(request.target)
+            delay = slow if request.target.startswith("/slow/") else 0.0
+            body = pages.get(request.target)
+            return Answer(200 if body is not None else 404, body or b"", delay=delay)
 
-    yield _serve
-    for site in sites:
-        site.__exit__()
+        return scripted[0].script(answer)
+
+    return _serve
 
 
-def crawl(tmp_path: Path, site: Site, log: str | Path, **settings: Any) -> CrawlRun:
-    return run_crawl(tmp_path / "run", urls=[site.base_url + "/"], timeout=120, settings={
+def crawl(tmp_path: Path, site: ScriptedSite, log: str | Path, **settings: Any) -> CrawlRun:
+    return run_crawl(tmp_path / "run", urls=[site.url + "/"], timeout=120, settings={
         "SIMHASH_MAX_DISTANCE": K, "ROBOTSTXT_OBEY": False, "DROPPED_LOG": str(log),
         "DROPPED_LOG_RETRY_TIMES": 2, "DROPPED_LOG_RETRY_BACKOFF": 0.1, **settings})
 
@@ -170,7 +135,7 @@ def test_a_log_path_that_cannot_be_a_log_is_refused_before_the_crawl(
 
 
 def test_a_full_disk_mid_crawl_is_retried_then_stops_the_crawl(
-        tmp_path: Path, serve: Callable[..., Site]) -> None:
+        tmp_path: Path, serve: Callable[..., ScriptedSite]) -> None:
     """Each drop committed at once (batches of 1): the first log line fails with ENOSPC while
     the slow chain is still being crawled; 2 retries, then ``droplog_error``."""
     site = serve(slow=0.4)
@@ -192,7 +157,7 @@ def test_a_full_disk_mid_crawl_is_retried_then_stops_the_crawl(
 
 
 def test_a_full_disk_at_the_end_still_fails_the_crawl(
-        tmp_path: Path, serve: Callable[..., Site]) -> None:
+        tmp_path: Path, serve: Callable[..., ScriptedSite]) -> None:
     """The only batch commits while the crawl closes (``finished``): the failure found then
     becomes the finish reason of the stats file and the ``crawls`` row, and exit 1."""
     run = crawl(tmp_path, serve(), "/dev/full", STORAGE_BATCH_SECONDS=60)
@@ -205,7 +170,7 @@ def test_a_full_disk_at_the_end_still_fails_the_crawl(
 
 
 def test_a_log_directory_back_within_the_retries_loses_no_line(
-        tmp_path: Path, serve: Callable[..., Site]) -> None:
+        tmp_path: Path, serve: Callable[..., ScriptedSite]) -> None:
     """The server removes the log's directory when the crawl starts and restores it when
     the fifth slow page is asked for (>= 2 s later): the first line fails, a retry (0.2 s
     doubling, 5 times: 6.2 s) writes it, and the crawl ends as usual."""
@@ -233,7 +198,7 @@ def test_a_log_directory_back_within_the_retries_loses_no_line(
 
 
 def test_without_storage_the_summary_still_counts_the_drops(
-        tmp_path: Path, serve: Callable[..., Site]) -> None:
+        tmp_path: Path, serve: Callable[..., ScriptedSite]) -> None:
     """No storage pipeline: the log is the drops' only record, written at once. Before: each
     drop raised inside the pipeline (an ERROR traceback), the summary read 0 drops, exit 0."""
     run = crawl(tmp_path, serve(slow=0.4), "/dev/full",

@@ -1,4 +1,5 @@
-"""Page bounds and wide encodings (issue 15, item 6): a hostile server of our own on 127.0.0.1.
+"""Page bounds and wide encodings (issue 15, item 6): hostile sites of the scripted web on
+127.0.0.1 (:mod:`crawler.sitegen.scripted`).
 
 * A page with more links than ``LINKS_PER_PAGE_MAX``: only the first ones are fetched, the
   rest counted in ``dedup/links_capped`` and the first page logged.
@@ -10,65 +11,28 @@
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from crawler.content.text import is_binary, wide_encoding
 from crawler.middlewares.encoding import undeclared_wide_encoding
+from crawler.sitegen.scripted import Answer, ScriptedSite, ScriptedWeb
 
 WIDE = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _HostileServer
-
-    def do_GET(self) -> None:
-        self.server.hits[self.path] += 1
-        ctype, body = self.server.pages.get(self.path, ("text/html", b"<p>no such page</p>"))
-        self.send_response(200 if self.path in self.server.pages else 404)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silent."""
-
-
-class _HostileServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, pages: dict[str, tuple[str, bytes]]) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.pages = pages
-        self.hits: Counter[str] = Counter()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
 @pytest.fixture
-def serve() -> Iterator[Any]:
-    """``serve({path: (content type, body)})`` -> a running server (stopped after the test)."""
-    servers: list[_HostileServer] = []
+def serve(scripted: ScriptedWeb) -> Callable[[dict[str, tuple[str, bytes]]], ScriptedSite]:
+    """``serve({path: (content type, body)})`` -> a site of the web answering those pages (and
+    a 404 for anything else)."""
 
-    def _serve(pages: dict[str, tuple[str, bytes]]) -> _HostileServer:
-        server = _HostileServer(pages)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
+    def _serve(pages: dict[str, tuple[str, bytes]]) -> ScriptedSite:
+        return scripted[0].serve({path: Answer(body=body, content_type=ctype)
+                                  for path, (ctype, body) in pages.items()})  # fmt: skip
 
-    yield _serve
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return _serve
 
 
 def _html(title: str, body: str) -> str:
@@ -177,78 +141,23 @@ def test_a_misspelled_bound_is_caught() -> None:
 # --- endless response headers (issue 23, item 5) -------------------------------------------------
 
 
-class _EndlessHeaders:
-    """A raw-socket server on 127.0.0.1: ``/endless`` answers a status line and then header
-    lines without end (as long as the client reads); anything else a small page (``/ok``) or a
-    404 (``/robots.txt``). Records the bytes it managed to send on each ``/endless`` connection
-    before the client hung up."""
-
-    LINE = b"X-Filler: " + b"v" * 1000 + b"\r\n"
-
-    def __init__(self) -> None:
-        import socket
-
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sent: list[int] = []
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: Any) -> None:
-        import socket
-
-        # A small send buffer: the bytes counted are (nearly) the bytes the client took.
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
-        with conn:
-            request = b""
-            while b"\r\n\r\n" not in request:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                request += chunk
-            path = request.split(b" ", 2)[1]
-            if path != b"/endless":
-                body = b"<html><body><p>A plain page with ordinary headers.</p></body></html>"
-                status = b"200 OK" if path == b"/ok" else b"404 Not Found"
-                conn.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html\r\n"
-                             b"Content-Length: " + str(len(body)).encode() + b"\r\n"
-                             b"Connection: close\r\n\r\n" + body)  # fmt: skip
-                return
-            sent = 0
-            try:
-                conn.sendall(b"HTTP/1.1 200 OK\r\n")
-                while sent < 1 << 30:
-                    conn.sendall(self.LINE)
-                    sent += len(self.LINE)
-            except OSError:
-                pass
-            self.sent.append(sent)
-
-    def close(self) -> None:
-        self.sock.close()
+#: ``/endless``: a status line and then header lines without end (as long as the client reads).
+ENDLESS_LINE = b"X-Filler: " + b"v" * 1000 + b"\r\n"
 
 
-def test_endless_response_headers_are_refused_early(crawl) -> None:
-    server = _EndlessHeaders()
-    try:
-        run = crawl(urls=[server.url + "/endless", server.url + "/ok"],
-                    settings={"DOWNLOAD_TIMEOUT": 60}, timeout=120)  # fmt: skip
-    finally:
-        server.close()
+def test_endless_response_headers_are_refused_early(scripted: ScriptedWeb, crawl) -> None:
+    body = b"<html><body><p>A plain page with ordinary headers.</p></body></html>"
+    server = scripted[0].serve({"/endless": Answer(flood=ENDLESS_LINE),
+                                "/ok": Answer(body=body, content_type="text/html")})
+    run = crawl(urls=[server.url + "/endless", server.url + "/ok"],
+                settings={"DOWNLOAD_TIMEOUT": 60}, timeout=120)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stats["downloader/headers_too_large"] == 1
     assert run.stored_urls() == {server.url + "/ok"}
     # One connection (not retried), dropped soon after the 256 KiB bound: before, 1 GiB
     # was read over three tries. Bytes in flight in the kernel's buffers count too.
-    assert len(server.sent) == 1
-    assert server.sent[0] < 1024 * 1024, server.sent
+    assert len(server.flooded) == 1
+    assert server.flooded[0] < 1024 * 1024, server.flooded
     assert run.stderr.count("Response refused, connection dropped") == 1
     assert "DOWNLOAD_MAX_HEADER_BYTES=262144" in run.stderr
 

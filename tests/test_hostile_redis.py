@@ -29,7 +29,7 @@ from crawler.backends.common import RedisBackendError, RedisRetry
 from crawler.backends.redis import RedisContentIndex, RedisSeenSet, connect
 from crawler.cluster.frontier import LeasedFrontier
 from crawler.cluster.worker import Member
-from crawler.signals import LEASE_META
+from crawler.meta import LEASE as LEASE_META
 from crawler.sitegen import template_site
 from crawler.sitegen.server import SiteServer, serve_web
 from crawler.vocab import PageSignature

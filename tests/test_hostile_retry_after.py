@@ -1,25 +1,24 @@
 """``Retry-After`` on 429 and 503 (issue 15, item 4): the host is paused for the given time
 (capped by ``RETRY_AFTER_MAX_SECONDS``) and the request retried after the pause, within
-``RETRY_TIMES``; other hosts keep going meanwhile. Real ``scrapy crawl web`` runs against small
-servers of their own on 127.0.0.1 that log when each request arrives."""
+``RETRY_TIMES``; other hosts keep going meanwhile. Real ``scrapy crawl web`` runs against sites
+of the scripted web (:mod:`crawler.sitegen.scripted`) on 127.0.0.1, which log when each request
+arrives."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crawler.middlewares.retryafter import retry_after_seconds
+from crawler.sitegen.scripted import Answer, ScriptedSite, ScriptedWeb
 from tests.conftest import CrawlRun, run_crawl
 
-Answer = tuple[int, dict[str, str], str]  # status, headers, body
 TEXT = {
     "/": "home of the busy site about birds that sing at dawn in the forest",
     "/page": "a page about owls hunting mice at night in the fields and barns",
@@ -28,64 +27,29 @@ TEXT = {
 }
 
 
-class Server:
-    """``answer(path, n)`` answers the n-th request (from 1) of a path; arrivals are logged."""
-
-    def __init__(self, answer: Callable[[str, int], Answer]) -> None:
-        self.log: list[tuple[float, str]] = []
-        lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                with lock:
-                    server.log.append((time.monotonic(), self.path))
-                    count = server.times(self.path)
-                status, headers, body = answer(self.path, len(count))
-                data = body.encode()
-                self.send_response(status)
-                for name, value in {"Content-Type": "text/html", **headers}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def times(self, path: str) -> list[float]:
-        return [t for t, p in self.log if p == path]
-
-
 def _page(path: str, links: list[str]) -> Answer:
     anchors = "".join(f'<a href="{p}">{p}</a> ' for p in links)
     body = f"<h1>{path}</h1><p>{TEXT.get(path, path)}</p>{anchors}"
-    return 200, {}, f"<html><body>{body}</body></html>"
+    return Answer(body=f"<html><body>{body}</body></html>", content_type="text/html")
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[str, int], Answer]], Server]]:
-    servers: list[Server] = []
+def serve(scripted: ScriptedWeb) -> Callable[[Callable[[str, int], Answer]], ScriptedSite]:
+    """``serve(answer)``: the next site of the web, answering the n-th request (from 1) of a
+    path with ``answer(path, n)``."""
+    sites = iter(scripted.sites)
 
-    def start(answer: Callable[[str, int], Answer]) -> Server:
-        servers.append(Server(answer))
-        return servers[-1]
+    def start(answer: Callable[[str, int], Answer]) -> ScriptedSite:
+        return next(sites).script(lambda request: answer(request.target, request.nth))
 
-    yield start
-    for server in servers:
-        server.httpd.shutdown()
-        server.httpd.server_close()
+    return start
+
+
+NOT_FOUND = Answer(404, "", content_type="text/html")
 
 
 def _other_host(path: str, n: int) -> Answer:
-    return (404, {}, "") if path == "/robots.txt" else _page(path, ["/b1", "/b2"])
+    return NOT_FOUND if path == "/robots.txt" else _page(path, ["/b1", "/b2"])
 
 
 def _crawl(tmp_path: Path, seeds: list[str], **settings: Any) -> CrawlRun:
@@ -102,14 +66,14 @@ def test_429_with_retry_after_is_retried_after_the_pause(serve, tmp_path) -> Non
 
     def busy(path: str, n: int) -> Answer:
         if path == "/page" and n == 1:
-            return 429, {"Retry-After": "2"}, "slow down"
-        return (404, {}, "") if path == "/robots.txt" else _page(path, [])
+            return Answer(429, "slow down", "text/html", {"Retry-After": "2"})
+        return NOT_FOUND if path == "/robots.txt" else _page(path, [])
 
     site, other = serve(busy), serve(_other_host)
     run = _crawl(tmp_path, [site.url + "/page", other.url + "/"], CONCURRENT_REQUESTS=1)
     first, retry = site.times("/page")
     assert retry - first >= 2.0
-    assert any(first < t < retry for t, p in other.log if p != "/robots.txt")
+    assert any(first < r.at < retry for r in other.log() if r.target != "/robots.txt")
     assert run.stats["retry/retry_after"] == 1
     assert site.url + "/page" in run.stored_urls()
     assert run.stderr.count("Retry-After") == 1  # the first pause, at INFO
@@ -122,8 +86,8 @@ def test_the_cap_bounds_a_long_retry_after_and_retry_times_holds(serve, tmp_path
 
     def down(path: str, n: int) -> Answer:
         if path == "/page":
-            return 503, {"Retry-After": later}, "maintenance"
-        return (404, {}, "") if path == "/robots.txt" else _page(path, [])
+            return Answer(503, "maintenance", "text/html", {"Retry-After": later})
+        return NOT_FOUND if path == "/robots.txt" else _page(path, [])
 
     site = serve(down)
     started = time.monotonic()

@@ -1,24 +1,24 @@
 """robots.txt on a hostile server (issue 15, item 4): a robots.txt answering 5xx, or not at all,
 means "disallow everything" for that host until a later fetch answers (RFC 9309 2.3.1.4); a
 4xx means "allow everything" whatever its body. Each case is a real ``scrapy crawl web``
-against a small server of its own on 127.0.0.1 that records every request it receives."""
+against sites of the scripted web (:mod:`crawler.sitegen.scripted`) on 127.0.0.1, which record
+every request they receive."""
 
 from __future__ import annotations
 
 import socket
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from crawler.sitegen.scripted import Answer, ScriptedSite, ScriptedWeb
 from tests.conftest import CrawlRun, run_crawl
 
-Answer = tuple[int, str]  # status, body
+Reply = tuple[int, str]  # status, body
 ROBOTS = "User-agent: *\nDisallow: /private\n"
 PAGES = {
     "/": "home page of the robots test site about gardening and tomatoes",
@@ -28,49 +28,7 @@ PAGES = {
 }
 
 
-class RobotsServer:
-    """A threaded HTTP server: ``robots(n)`` answers the n-th robots.txt request (from 1), the
-    pages of :data:`PAGES` link each other; every request is logged with its arrival time."""
-
-    def __init__(self, robots: Callable[[int], Answer]) -> None:
-        self.log: list[tuple[float, str]] = []
-        lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                with lock:
-                    server.log.append((time.monotonic(), self.path))
-                    count = server.requests("/robots.txt")
-                status, body = robots(count) if self.path == "/robots.txt" else _page(self.path)
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def requests(self, path: str) -> int:
-        return sum(1 for _, p in self.log if p == path)
-
-    def paths(self) -> set[str]:
-        return {p for _, p in self.log}
-
-    def first(self, path: str) -> float:
-        return min(t for t, p in self.log if p == path)
-
-
-def _page(path: str) -> Answer:
+def _page(path: str) -> Reply:
     if path not in PAGES:
         return 404, "not here"
     links = "".join(f'<a href="{p}">{p}</a> ' for p in PAGES)
@@ -78,17 +36,16 @@ def _page(path: str) -> Answer:
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[int], Answer]], RobotsServer]]:
-    servers: list[RobotsServer] = []
+def serve(scripted: ScriptedWeb) -> Callable[[Callable[[int], Reply]], ScriptedSite]:
+    """``serve(robots)``: the next site of the web; ``robots(n)`` answers its n-th robots.txt
+    request (from 1), the pages of :data:`PAGES` link each other."""
+    sites = iter(scripted.sites)
 
-    def start(robots: Callable[[int], Answer]) -> RobotsServer:
-        servers.append(RobotsServer(robots))
-        return servers[-1]
+    def start(robots: Callable[[int], Reply]) -> ScriptedSite:
+        site = next(sites).route("/robots.txt", lambda request: Answer(*robots(request.nth)))
+        return site.script(lambda request: Answer(*_page(request.target)))
 
-    yield start
-    for server in servers:
-        server.httpd.shutdown()
-        server.httpd.server_close()
+    return start
 
 
 def _crawl(tmp_path: Path, seeds: list[str], **settings: Any) -> CrawlRun:
@@ -112,10 +69,10 @@ def test_robots_503_then_200_holds_the_host_then_obeys(serve, tmp_path) -> None:
     robots.txt is fetched before it answers, and ``/private`` never."""
     site = serve(lambda n: (503, "busy") if n <= 4 else (200, ROBOTS))
     run = _crawl(tmp_path, [site.url + "/"])
-    assert site.requests("/private") == 0
+    assert site.hits["/private"] == 0
     assert {"/", "/a", "/b"} <= site.paths()
-    answered = [t for t, p in site.log if p == "/robots.txt"][4]
-    assert site.first("/") >= answered
+    answered = site.times("/robots.txt")[4]
+    assert min(site.times("/")) >= answered
     assert run.stats["robotstxt/unavailable"] >= 1
     assert run.stats["robotstxt/held"] >= 1
     assert "robotstxt/given_up" not in run.stats
@@ -134,7 +91,7 @@ def test_robots_always_failing_gives_up_after_the_bound(serve, tmp_path) -> None
                  ROBOTSTXT_UNAVAILABLE_MAX_SECONDS=2, CONCURRENT_REQUESTS=2)
     assert time.monotonic() - started < 60
     assert failing.paths() == {"/robots.txt"}
-    assert failing.requests("/robots.txt") >= 2  # retried with backoff
+    assert failing.hits["/robots.txt"] >= 2  # retried with backoff
     assert {"/", "/a", "/b"} <= healthy.paths()
     assert run.stats["robotstxt/given_up"] == 2
     assert run.stats["robotstxt/unavailable"] >= 2
@@ -178,6 +135,6 @@ def test_the_distributed_profile_shares_only_an_answered_robots_txt(serve, tmp_p
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
     assert run.stats.get("finish_reason") == "finished"
     assert list(shared.values()) == [ROBOTS.encode()]
-    assert site.requests("/private") == 0
+    assert site.hits["/private"] == 0
     assert {"/", "/a", "/b"} <= site.paths()
     assert run.stats["robotstxt/unavailable"] == 4

@@ -1,21 +1,19 @@
 """One scope for links and redirects, userinfo links, the private-address guard (issue 15,
 items 2 and 7).
 
-The crawls are real ``scrapy crawl web`` subprocesses against a small virtual-host server of
-this file: two listening ports on 127.0.0.1 answer every ``*.localhost`` name by its ``Host``
-header. The system resolver here knows only ``localhost``; the crawls resolve ``*.localhost``
-to 127.0.0.1 as RFC 6761 (6.3) asks and browsers do, through Scrapy's own resolver setting
-(``TWISTED_DNS_RESOLVER`` = :class:`LocalhostResolver`), so the scope middleware's address
-check and the download ask the same resolver. Nothing leaves 127.0.0.1.
+The crawls are real ``scrapy crawl web`` subprocesses against virtual hosts on the scripted web
+(:mod:`crawler.sitegen.scripted`): two of its sites (listening ports) on 127.0.0.1 answer every
+``*.localhost`` name by its ``Host`` header. The system resolver here knows only ``localhost``;
+the crawls resolve ``*.localhost`` to 127.0.0.1 as RFC 6761 (6.3) asks and browsers do, through
+Scrapy's own resolver setting (``TWISTED_DNS_RESOLVER`` = :class:`LocalhostResolver`), so the
+scope middleware's address check and the download ask the same resolver. Nothing leaves
+127.0.0.1.
 """
 
 from __future__ import annotations
 
 import socket
-import threading
 import uuid
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from scrapy.resolver import CachingThreadedResolver
 from twisted.internet import defer
 
 from crawler.config import SettingError
+from crawler.sitegen.scripted import Answer, Request, ScriptedWeb, redirect
 from crawler.urls import scope as scope_module
 from crawler.urls.scope import (
     Scope,
@@ -50,54 +49,39 @@ class LocalhostResolver(CachingThreadedResolver):
 
 
 class VirtualHosts:
-    """Two ports on 127.0.0.1 serving every host by its ``Host`` header: ``/`` (a page linking
-    ``/next`` and ``links[(host, port)]``) and ``/next``; ``redirects[(host, port, path)]``
-    answers 301; anything else 404. ``seen`` records every ``(host, port, path)`` asked."""
+    """Two sites of the scripted web (ports P and Q on 127.0.0.1) serving every host by its
+    ``Host`` header: ``/`` (a page linking ``/next`` and ``links[(host, port)]``) and ``/next``;
+    ``redirects[(host, port, path)]`` answers 301; anything else 404. ``seen`` lists every
+    ``(host, port, path)`` asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, web: ScriptedWeb) -> None:
         self.redirects: dict[tuple[str, int, str], str] = {}
         self.refreshes: dict[tuple[str, int, str], str] = {}  # <meta http-equiv="refresh">
         self.links: dict[tuple[str, int], list[str]] = {}
-        self.seen: list[tuple[str, int, str]] = []
-        self._lock = threading.Lock()
-        self.servers = [ThreadingHTTPServer(("127.0.0.1", 0), self._handler()) for _ in "PQ"]
-        self.p, self.q = (server.server_address[1] for server in self.servers)
+        self.sites = web.sites[:2]
+        self.p, self.q = (site.port for site in self.sites)
+        for site in self.sites:
+            site.script(self.answer)
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        site = self
+    @property
+    def seen(self) -> list[tuple[str, int, str]]:
+        requests = sorted((r for site in self.sites for r in site.log()), key=lambda r: r.at)
+        return [(r.host, r.port, r.target) for r in requests]
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                host = (self.headers.get("Host") or "").rsplit(":", 1)[0]
-                port = self.server.server_address[1]
-                with site._lock:
-                    site.seen.append((host, port, self.path))
-                status, headers, body = site.answer(host, port, self.path)
-                self.send_response(status)
-                for name, value in [*headers, ("Content-Length", str(len(body)))]:
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        return Handler
-
-    def answer(self, host: str, port: int, path: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    def answer(self, request: Request) -> Answer:
+        host, port, path = request.host, request.port, request.target
         location = self.redirects.get((host, port, path))
         if location is not None:
-            return 301, [("Location", location)], b""
+            return redirect(location)
         if path not in ("/", "/next"):
-            return 404, [("Content-Type", "text/plain")], b"no such page"
+            return Answer(404, b"no such page", "text/plain")
         links = ["/next", *self.links.get((host, port), [])] if path == "/" else []
         anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
         text = f"The page {path} of {host} on port {port}, written for this test alone."
         refresh = self.refreshes.get((host, port, path))
         head = f'<meta http-equiv="refresh" content="0; url={refresh}">' if refresh else ""
         html = f"<html><head>{head}<title>{host}:{port}{path}</title></head><body><p>{text}</p>"
-        return 200, [("Content-Type", "text/html; charset=utf-8")], (
-            html + anchors + "</body></html>").encode()
+        return Answer(body=(html + anchors + "</body></html>").encode())
 
     def url(self, host: str, path: str = "/", port: int | None = None) -> str:
         return f"http://{host}:{port or self.p}{path}"
@@ -107,15 +91,8 @@ class VirtualHosts:
 
 
 @pytest.fixture
-def site() -> Iterator[VirtualHosts]:
-    hosts = VirtualHosts()
-    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in hosts.servers]
-    for thread in threads:
-        thread.start()
-    yield hosts
-    for server in hosts.servers:
-        server.shutdown()
-        server.server_close()
+def site(scripted: ScriptedWeb) -> VirtualHosts:
+    return VirtualHosts(scripted)
 
 
 def _crawl(workdir: Path, urls: list[str], **settings: Any) -> CrawlRun:

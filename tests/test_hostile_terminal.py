@@ -1,6 +1,7 @@
 """Issue 15 item 5: crawled text never reaches the terminal raw, and CSV cells never run.
 
-One real ``scrapy crawl`` (once per module) of a small server on 127.0.0.1: an original page and
+One real ``scrapy crawl`` (once per module) of a site of the scripted web on 127.0.0.1
+(:mod:`crawler.sitegen.scripted`): an original page and
 a near-duplicate copy whose title and extra lines hold terminal attacks (an OSC 52 clipboard
 write, a screen clear, a window-title change, a C1 CSI ``\\x9b``, BEL, DEL) and a CSV formula
 (``=cmd|...``). The copy is dropped, then the real commands run over what was stored:
@@ -23,15 +24,14 @@ import random
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crawler.commands.console import ESCAPED_NOTE
+from crawler.sitegen.scripted import Answer, ScriptedSite, ScriptedWeb
 from tests.conftest import ROOT, CrawlRun, run_crawl
 
 #: What a terminal would act on: C0 but tab and newline, DEL, C1.
@@ -69,45 +69,20 @@ def _pages() -> dict[str, bytes]:
             "/b": _html(HOSTILE_TITLE, [*text[:6], *HOSTILE_LINES, *text[6:]])}
 
 
-class Site:
-    """The pages, served on 127.0.0.1 from a thread."""
-
-    def __init__(self, pages: dict[str, bytes]) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = pages.get(self.path, b"")
-                self.send_response(200 if self.path in pages else 404)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+@pytest.fixture(scope="module")
+def site(scripted_web: ScriptedWeb) -> Iterator[ScriptedSite]:
+    """The pages on a site of the session's scripted web, for this module's one crawl."""
+    yield scripted_web[0].serve({path: Answer(body=body) for path, body in _pages().items()})
+    scripted_web.reset()
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[Site]:
-    served = Site(_pages())
-    yield served
-    served.close()
-
-
-@pytest.fixture(scope="module")
-def hostile_crawl(site: Site, tmp_path_factory: pytest.TempPathFactory) -> CrawlRun:
-    run = run_crawl(tmp_path_factory.mktemp("hostile-terminal"), urls=[site.base_url + "/"],
+def hostile_crawl(site: ScriptedSite, tmp_path_factory: pytest.TempPathFactory) -> CrawlRun:
+    run = run_crawl(tmp_path_factory.mktemp("hostile-terminal"), urls=[site.url + "/"],
                     timeout=120, settings={"ROBOTSTXT_OBEY": False, "SIMHASH_MAX_DISTANCE": 12})
     assert run.returncode == 0, run.stderr[-3000:]
     rows = run.rows("SELECT url, duplicate_of, reason FROM dropped")
-    assert rows == [(site.base_url + "/b", site.base_url + "/a", "near_duplicate")], rows
+    assert rows == [(site.url + "/b", site.url + "/a", "near_duplicate")], rows
     return run
 
 
@@ -163,7 +138,7 @@ def test_text_output_shows_the_attack_escaped(hostile_crawl: CrawlRun, args: tup
                                   ("--explain", "/b", "--diff", "--format", "json")],
                          ids=["listing", "drop-log", "explain"])
 def test_json_output_is_escaped_and_still_decodes_to_the_page(
-        site: Site, hostile_crawl: CrawlRun, args: tuple[str, ...]) -> None:
+        site: ScriptedSite, hostile_crawl: CrawlRun, args: tuple[str, ...]) -> None:
     args = tuple(str(hostile_crawl.dropped_log) if a == "LOG" else a for a in args)
     out = dropped(hostile_crawl, *args)
     data = [json.loads(line) for line in out.splitlines()]
@@ -171,7 +146,7 @@ def test_json_output_is_escaped_and_still_decodes_to_the_page(
         assert data[0]["dropped"]["title"] == HOSTILE_TITLE
         assert f"+{HOSTILE_LINES[1]}" in data[0]["diff"]
     if "--log" in args:  # the drop log holds no title: URLs only
-        assert [record["url"] for record in data] == [site.base_url + "/b"]
+        assert [record["url"] for record in data] == [site.url + "/b"]
     else:
         assert "\\u009b" in out and "\\u001b" in out and HOSTILE_TITLE in strings(data)
 

@@ -1,6 +1,7 @@
 """Traps that end by themselves (issue 15, item 1): each hostile site below is crawled by a real
-``scrapy crawl web`` against a small server of its own on 127.0.0.1, with a safety stop far
-above what the crawl should need; the crawl must end by itself (``finished``) well under it."""
+``scrapy crawl web`` against a site of the scripted web (:mod:`crawler.sitegen.scripted`) on
+127.0.0.1, with a safety stop far above what the crawl should need; the crawl must end by itself
+(``finished``) well under it."""
 
 from __future__ import annotations
 
@@ -9,75 +10,36 @@ import random
 import re
 import subprocess
 import sys
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from crawler.sitegen.scripted import Answer, ScriptedSite, ScriptedWeb
 from crawler.sitegen.text import TextMaker
 from tests.conftest import ROOT, CrawlRun, run_crawl
 
 #: Safety stop of every crawl here (requests): the traps below never end without the guards.
 SAFETY_PAGES = 1500
-Answer = tuple[int, str]  # status, HTML
-
-
-class TrapServer:
-    """A threaded HTTP server answering ``handler(path_and_query)``; counts each request."""
-
-    def __init__(self, handler: Callable[[str], Answer]) -> None:
-        self.handler = handler
-        self.hits: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                with server._lock:
-                    server.hits[self.path] += 1
-                status, body = (404, "") if self.path == "/robots.txt" else handler(self.path)
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def fetches(self) -> int:
-        """Page requests the server answered (robots.txt left out)."""
-        return sum(n for path, n in self.hits.items() if path != "/robots.txt")
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[str], Answer]], TrapServer]]:
-    servers: list[TrapServer] = []
+def serve(scripted: ScriptedWeb) -> Callable[[Callable[[str], Answer]], ScriptedSite]:
+    """``serve(handler)``: a site answering ``handler(path_and_query)``, robots.txt a 404."""
 
-    def start(handler: Callable[[str], Answer]) -> TrapServer:
-        server = TrapServer(handler)
-        server.thread.start()
-        servers.append(server)
-        return server
+    def start(handler: Callable[[str], Answer]) -> ScriptedSite:
+        site = scripted[0].route("/robots.txt", Answer(404))
+        return site.script(lambda request: handler(request.target))
 
-    yield start
-    for server in servers:
-        server.httpd.shutdown()
-        server.httpd.server_close()
+    return start
+
+
+def fetches(site: ScriptedSite) -> int:
+    """Page requests the site answered (robots.txt left out)."""
+    return sum(n for path, n in site.hits.items() if path != "/robots.txt")
 
 
 def _texts(count: int, seed: int = 7) -> list[str]:
@@ -121,9 +83,9 @@ def test_a_session_id_loop_stops_after_a_handful_of_pages(serve, tmp_path) -> No
     def handler(target: str) -> Answer:
         path = urlsplit(target).path.strip("/")
         if path not in texts:
-            return 404, "not here"
+            return Answer(404, "not here")
         links = [f"/{p}?sid={next(counter):08x}" for p in texts]
-        return 200, _page(f"Page {path}", texts[path], links)
+        return Answer(body=_page(f"Page {path}", texts[path], links))
 
     site = serve(handler)
     run = _crawl(tmp_path, site.url + "/a?sid=start")
@@ -133,7 +95,7 @@ def test_a_session_id_loop_stops_after_a_handful_of_pages(serve, tmp_path) -> No
     assert run.stats["urlnorm/learned_params"] >= 1
     assert run.stats["dedup/links_not_followed/exact_duplicate"] >= 3
     assert "ignores the query parameter 'sid'" in run.stderr
-    assert site.fetches() <= 40, site.hits  # unbounded before: 1,155 fetches in 40 s
+    assert fetches(site) <= 40, site.hits  # unbounded before: 1,155 fetches in 40 s
     report = tmp_path / "report.json"
     subprocess.run([sys.executable, "-m", "scrapy", "dedupreport", "--db",
                     f"sqlite:///{run.db_path}", "--format", "json", "-o", str(report)],
@@ -145,9 +107,9 @@ def test_a_session_id_loop_stops_after_a_handful_of_pages(serve, tmp_path) -> No
 def _calendar(target: str) -> Answer:
     """``/cal?d=N``: day N, linking day N+1 (:func:`_day`); any other path is a real 404."""
     if urlsplit(target).path != "/cal":
-        return 404, "no such page"
+        return Answer(404, "no such page")
     day = int(parse_qs(urlsplit(target).query).get("d", ["0"])[0])
-    return 200, _page("Events", _day(day, _texts(1, seed=11)[0]), [f"/cal?d={day + 1}"])
+    return Answer(body=_page("Events", _day(day, _texts(1, seed=11)[0]), [f"/cal?d={day + 1}"]))
 
 
 def test_a_calendar_stops_at_its_first_near_duplicate_day(serve, tmp_path) -> None:
@@ -158,7 +120,7 @@ def test_a_calendar_stops_at_its_first_near_duplicate_day(serve, tmp_path) -> No
     assert run.stats["dedup/links_not_followed/near_duplicate"] >= 1
     distances = [int(d) for d, in run.rows("SELECT distance FROM dropped")]
     assert distances and all(0 < d <= 3 for d in distances)  # really near, not exact
-    assert site.fetches() <= 10, site.hits  # unbounded before: 4,117 fetches in 30 s
+    assert fetches(site) <= 10, site.hits  # unbounded before: 4,117 fetches in 30 s
 
 
 def test_a_calendar_is_crawled_on_when_near_duplicate_links_are_followed(serve, tmp_path):
@@ -169,7 +131,7 @@ def test_a_calendar_is_crawled_on_when_near_duplicate_links_are_followed(serve, 
                  TRAP_LEARN_PARAMS_AFTER=0, TRAP_PATH_MAX_QUERY_VARIANTS=30)
     assert run.stats["finish_reason"] == "finished"
     assert run.stats["urlnorm/trap/query_variants"] >= 1
-    assert 30 <= site.fetches() <= 35, site.hits  # the path budget, not the near-dup rule
+    assert 30 <= fetches(site) <= 35, site.hits  # the path budget, not the near-dup rule
 
 
 def test_soft_404_pages_are_dropped_and_their_links_not_followed(serve, tmp_path) -> None:
@@ -183,12 +145,12 @@ def test_soft_404_pages_are_dropped_and_their_links_not_followed(serve, tmp_path
         path = urlsplit(target).path
         if path in real:
             links = [p for p in real if p != path] + [f"/gone{real[path]}", "/retired"]
-            return 200, _page(f"Real {path}", texts[real[path]], links)
-        if re.fullmatch(r"/[0-9a-f]{24}", path):  # the probe, answered late: the host's
-            time.sleep(1.0)  # pages wait for it rather than be decided without it
+            return Answer(body=_page(f"Real {path}", texts[real[path]], links))
+        # the probe, answered late: the host's pages wait for it rather than be decided without it
+        delay = 1.0 if re.fullmatch(r"/[0-9a-f]{24}", path) else 0.0
         token = re.sub(r"\W", "", path)[:12]
-        return 200, _page("Sorry", f"We looked for {path} everywhere. {sorry}",
-                          [f"/more{token}", f"/x{token}"])
+        return Answer(body=_page("Sorry", f"We looked for {path} everywhere. {sorry}",
+                                 [f"/more{token}", f"/x{token}"]), delay=delay)
 
     site = serve(handler)
     run = _crawl(tmp_path, site.url + "/")
@@ -200,7 +162,7 @@ def test_soft_404_pages_are_dropped_and_their_links_not_followed(serve, tmp_path
     assert distances & {1, 2, 3}  # the path echoed: like the probe, not identical to it
     assert run.stats["dedup/soft404/probes"] == 1
     assert run.stats["dedup/links_not_followed/soft_404"] == reasons["soft_404"]
-    assert site.fetches() <= 12, site.hits  # unbounded before: 980 fetches, never stopped
+    assert fetches(site) <= 12, site.hits  # unbounded before: 980 fetches, never stopped
     listed = _dropped(run, "--reason", "soft404", "--format", "json")
     rows = [json.loads(line) for line in listed.stdout.splitlines()]
     assert len(rows) == reasons["soft_404"] and {r["reason"] for r in rows} == {"soft_404"}
@@ -225,9 +187,9 @@ def test_a_paginated_listing_is_crawled_whole(serve, tmp_path) -> None:
         query = parse_qs(urlsplit(target).query)
         page = int(query.get("page", ["1"])[0])
         if urlsplit(target).path != "/list" or not 1 <= page <= 50:
-            return 404, "no such page"
+            return Answer(404, "no such page")
         links = [f"/list?page={p}&ref={page}" for p in (page - 1, page + 1, 1) if 1 <= p <= 50]
-        return 200, _page(f"Listing {page}", texts[page - 1], links)
+        return Answer(body=_page(f"Listing {page}", texts[page - 1], links))
 
     site = serve(handler)
     run = _crawl(tmp_path, site.url + "/list?page=1")

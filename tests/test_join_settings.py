@@ -149,6 +149,7 @@ def test_another_storage_url_is_refused_without_its_password(crawl, pg_url):
     assert "hunter2" not in err
 
 
+@pytest.mark.slow
 def test_a_different_k_is_one_line_exit_2_not_a_traceback(crawl):
     """The issue's SIMHASH_MAX_DISTANCE=6 against 3 (a 25-line traceback, exit 1, before)."""
     with paused_first_worker(crawl):
@@ -289,6 +290,7 @@ process.start()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", [{"SIMHASH_SHINGLE": 2}, {"SCHEDULER_PERSIST": False}])
 def test_a_script_worker_is_refused_with_one_error_line(crawl, site, tmp_path, setting):
     script = tmp_path / "worker.py"

@@ -12,6 +12,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from crawler import report
 from crawler.report.html import render_html
 from crawler.review import CrawlDB
@@ -65,6 +67,7 @@ def _check_dom(page: Page, data: dict) -> None:
     assert first is None or first in rows
 
 
+@pytest.mark.slow
 def test_demo_report_in_chromium(demo_crawl: CrawlRun, tmp_path: Path) -> None:
     html, data = _render(demo_crawl, tmp_path / "demo-report.html")
     png, page = _shoot_and_dump(html, tmp_path)
@@ -75,6 +78,7 @@ def test_demo_report_in_chromium(demo_crawl: CrawlRun, tmp_path: Path) -> None:
     assert [int(a["data-distance"]) for a in bins] == list(range(max(0, k - 3), k + 9))
 
 
+@pytest.mark.slow
 def test_report_at_k12_in_chromium(tmp_path: Path) -> None:
     run = crawl_near_site(tmp_path / "crawl", (2, 5, 9, 12, 13), 12)
     assert sorted(d for (d,) in run.rows("SELECT distance FROM dropped")) == [2, 5, 9, 12]

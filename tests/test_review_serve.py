@@ -450,6 +450,7 @@ def _shown(page: Any) -> list[str]:
     return page.locator("#drops tbody tr").evaluate_all("rows => rows.map(r => r.dataset.url)")
 
 
+@pytest.mark.slow
 def test_review_in_chromium(near_db: Path, tmp_path: Path) -> None:
     by_distance = dict(table_rows(near_db, "SELECT distance, url FROM dropped"))
     wrong = by_distance[1]
@@ -508,6 +509,7 @@ def test_review_in_chromium(near_db: Path, tmp_path: Path) -> None:
         shutil.copy(shots / name, SHOTS / f"review-{name}")
 
 
+@pytest.mark.slow
 def test_the_list_pages_through_20000_drops_in_chromium(many_db: Path) -> None:
     with serving(many_db) as server, browser_page() as (page, errors):
         page.goto(server.url)

@@ -297,6 +297,7 @@ class Mirror:
         assert len(self.index) == len(self.fps) - len(self.dead)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("k", "blocks"), [(3, None), (0, 1), (5, 8), (2, 64)])
 def test_exact_across_levels_and_during_big_merges(small_levels, k, blocks):
     mirror = Mirror(k, blocks, seed=k)

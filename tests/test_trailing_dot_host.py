@@ -3,9 +3,7 @@ robots.txt, one download slot, whichever spelling a page links or a seed uses.""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet import defer
 
+from crawler.sitegen.scripted import ScriptedWeb
 from crawler.urls.linkrules import fetch_url
 from crawler.urls.urlnorm import normalize_url
 from tests.conftest import run_crawl
@@ -58,15 +57,8 @@ def test_the_dotted_spelling_is_the_same_key_and_fetch(parts, port, rest) -> Non
 
 
 @pytest.fixture
-def hosts() -> Iterator[VirtualHosts]:
-    site = VirtualHosts()
-    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in site.servers]
-    for thread in threads:
-        thread.start()
-    yield site
-    for server in site.servers:
-        server.shutdown()
-        server.server_close()
+def hosts(scripted: ScriptedWeb) -> VirtualHosts:
+    return VirtualHosts(scripted)
 
 
 @pytest.mark.slow

@@ -7,7 +7,9 @@ target, plus ground truth; see :mod:`crawler.sitegen.site`):
 - :func:`template_site` — short distinct pages inside one huge shared template (main-text tests);
 - :func:`link_heavy_site` — thousands of pages with ~100 links each, no duplicate content (bench).
 
-:class:`~crawler.sitegen.server.SiteServer` serves a site on 127.0.0.1.
+:class:`~crawler.sitegen.server.SiteServer` serves a site on 127.0.0.1;
+:class:`~crawler.sitegen.scripted.ScriptedWeb` is the scripted hostile web of the tests and
+benchmarks (each path's answer scripted: status, headers, body, delays, cut connections).
 """
 
 from __future__ import annotations
