@@ -242,11 +242,12 @@ def test_scrapy_stock_scheduler_with_a_journal_owing_requests_refuses_to_lose_th
     assert crawler.stats.get_value("dedup/close_reason") == "jobdir_error"
     scheduler.close("jobdir_error")
 
-    _, _, crawler = open_scheduler(settings, ResumingScheduler)
+    again, _, crawler = open_scheduler(settings, ResumingScheduler)  # kept: signals hold it weakly
     resumed: list[Request] = []
     crawler.engine = SimpleNamespace(crawl=resumed.append)
     crawler.signals.send_catch_log(signals.spider_opened, spider=crawler.spider)
     assert sorted(r.url for r in resumed) == [f"http://a/{i}" for i in range(3)]
+    again.close("finished")
 
 
 def test_a_fresh_jobdir_with_scrapys_scheduler_runs(tmp_path, caplog) -> None:

@@ -84,7 +84,7 @@ class SharedScheduler(Scheduler):
     def from_crawler(cls, crawler: Crawler) -> SharedScheduler:
         scheduler: SharedScheduler = super().from_crawler(crawler)
         scheduler.crawler = crawler
-        scheduler.prefetch = cluster.WorkerSettings.from_settings(crawler.settings).prefetch
+        scheduler.prefetch = cluster.prefetch(crawler.settings)
         for signal in (dedup_signals.batch_committed, dedup_signals.request_finished):
             crawler.signals.connect(scheduler.finished, signal=signal)
         crawler.signals.connect(scheduler.spider_error, signal=signals.spider_error)

@@ -360,9 +360,13 @@ class WorkerSettings:
 
         lease = lease_seconds(settings)
         return cls(lease, interval(settings, lease), finished_ttl(settings),
-                   config.get_int(settings, "DISTRIBUTED_PREFETCH", defaults.DISTRIBUTED_PREFETCH,
-                                  lo=1, hi=1000),
-                   _checked_shared(settings))  # fmt: skip
+                   prefetch(settings), _checked_shared(settings))  # fmt: skip
+
+
+def prefetch(settings: config.SettingsLike) -> int:
+    """``DISTRIBUTED_PREFETCH``, checked: the one reader (the scheduler reads it alone)."""
+    return config.get_int(settings, "DISTRIBUTED_PREFETCH", defaults.DISTRIBUTED_PREFETCH,
+                          lo=1, hi=1000)
 
 
 def _checked_shared(settings: config.SettingsLike) -> bool:
