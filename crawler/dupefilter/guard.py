@@ -57,31 +57,18 @@ class GuardedSeenSet:
     def add(self, key: bytes) -> bool:
         """``seen.add(key)``; True ("seen": the request is dropped, and counted) when Redis is
         or goes down."""
-        if not self.down:
-            try:
-                return self.seen.add(key)
-            except redis_errors() as exc:
-                self.failed(exc)
-        return self._dropped()
+        return self.recorded(lambda: self.seen.add(key))
 
     def recorded(self, test_and_set: Callable[[], bool]) -> bool:
         """The answer of ``test_and_set()``, a test-and-set of this set made in another call
         (the shared frontier's push); True, counted as dropped, when Redis is or goes down."""
-        if not self.down:
-            try:
-                return test_and_set()
-            except redis_errors() as exc:
-                self.failed(exc)
-        return self._dropped()
+        answer = self.attempt(test_and_set, None)
+        return self._dropped() if answer is None else answer
 
     def contains_many(self, keys: Sequence[bytes]) -> list[bool]:
         """``seen.contains_many(keys)``; every key reads as seen when Redis is or goes down."""
-        if not self.down:
-            try:
-                return self.seen.contains_many(keys)
-            except redis_errors() as exc:
-                self.failed(exc)
-        return [True] * len(keys)
+        answers = self.attempt(lambda: self.seen.contains_many(keys), None)
+        return [True] * len(keys) if answers is None else answers
 
     def figures(self, final: bool = False) -> dict[str, float]:
         """``seen.figures()``; none when Redis is or goes down. A failure reading the ``final``
