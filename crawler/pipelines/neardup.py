@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from itemadapter import ItemAdapter
-
 from crawler.dedup.decider import ContentDecider
 from crawler.dedup.verdict import Verdict
 from crawler.pipelines.storage import seed_urls, storage_enabled
@@ -36,14 +34,11 @@ class NearDuplicatePipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NearDuplicatePipeline:
         stores = storage_enabled(crawler.settings)
-        pipe = cls(ContentDecider.from_crawler(crawler, stores=stores))
-        pipe.crawler = crawler
-        return pipe
-
-    crawler: Crawler | None = None
+        return cls(ContentDecider.from_crawler(crawler, stores=stores))
 
     async def open_spider(self) -> None:
-        spider = self.crawler.spider if self.crawler is not None else None
+        crawler = self.decider.crawler
+        spider = crawler.spider if crawler is not None else None
         await self.decider.open(seed_urls(spider) if spider is not None else [])
 
     async def close_spider(self) -> None:
@@ -59,11 +54,10 @@ class NearDuplicatePipeline:
 
 
 def take_verdict(item: Any) -> Verdict | None:
-    """The verdict the spider put on ``item`` (None: none), taken off the item."""
-    adapter = ItemAdapter(item)
-    if "verdict" not in adapter.field_names():
+    """The verdict the spider put on ``item`` (``PageItem.verdict``; None: none, or another
+    kind of item), taken off the item."""
+    verdict = getattr(item, "verdict", None)
+    if not isinstance(verdict, Verdict):
         return None
-    verdict = adapter.get("verdict")
-    if verdict is not None:
-        adapter["verdict"] = None
-    return verdict if isinstance(verdict, Verdict) else None
+    item.verdict = None
+    return verdict
