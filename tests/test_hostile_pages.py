@@ -217,10 +217,10 @@ def test_header_count_bound_is_exact(sent: int) -> None:
                                              ("DOWNLOAD_MAX_HEADER_COUNT", "many")])  # fmt: skip
 def test_bad_header_bounds_are_refused_by_name(name: str, value: object) -> None:
     from crawler.config import SettingError
-    from crawler.middlewares.headerlimit import validate
+    from crawler.middlewares.headerlimit import HeaderLimitSettings
 
     with pytest.raises(SettingError, match=name):
-        validate({name: value})
+        HeaderLimitSettings.from_settings({name: value})
 
 
 def test_a_page_of_unclosed_nesting_is_crawled_with_its_text(serve, crawl) -> None:

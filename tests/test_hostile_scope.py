@@ -27,10 +27,10 @@ from crawler.sitegen.scripted import Answer, Request, ScriptedWeb, redirect
 from crawler.urls import scope as scope_module
 from crawler.urls.scope import (
     Scope,
+    ScopeSettings,
     guard_default,
     has_userinfo,
     is_private_address,
-    private_guard_setting,
     registered_domain,
     site_key,
 )
@@ -335,12 +335,12 @@ def test_private_addresses(address, private) -> None:
 
 
 def test_guard_setting_and_default() -> None:
-    assert private_guard_setting({}) is None
-    assert private_guard_setting({"BLOCK_PRIVATE_ADDRESSES": "auto"}) is None
-    assert private_guard_setting({"BLOCK_PRIVATE_ADDRESSES": "false"}) is False
-    assert private_guard_setting({"BLOCK_PRIVATE_ADDRESSES": True}) is True
+    assert ScopeSettings.from_settings({}).block_private is None
+    assert ScopeSettings.from_settings({"BLOCK_PRIVATE_ADDRESSES": "auto"}).block_private is None
+    assert ScopeSettings.from_settings({"BLOCK_PRIVATE_ADDRESSES": "false"}).block_private is False
+    assert ScopeSettings.from_settings({"BLOCK_PRIVATE_ADDRESSES": True}).block_private is True
     with pytest.raises(SettingError, match="BLOCK_PRIVATE_ADDRESSES"):
-        private_guard_setting({"BLOCK_PRIVATE_ADDRESSES": "sometimes"})
+        ScopeSettings.from_settings({"BLOCK_PRIVATE_ADDRESSES": "sometimes"})
     assert guard_default(["93.184.216.34", "2606:4700::1111"]) is True
     assert guard_default(["93.184.216.34", "10.0.0.7"]) is False
 

@@ -67,11 +67,6 @@ class HeaderLimitSettings:
                                   defaults.DOWNLOAD_MAX_HEADER_COUNT, lo=0))  # fmt: skip
 
 
-def validate(settings: SettingsLike) -> HeaderLimitSettings:
-    """:meth:`HeaderLimitSettings.from_settings` (the old name, kept for its callers)."""
-    return HeaderLimitSettings.from_settings(settings)
-
-
 class HeaderLimitExceeded(Exception):
     """Raised by the parser: the header section grew past a bound (what, and the bound)."""
 
@@ -169,5 +164,4 @@ class HeaderLimitDownloadHandler(PoliteDownloadHandler):
                    extra={"spider": self._crawler.spider})  # fmt: skip
 
 
-__all__ = ["STAT", "HeaderLimitDownloadHandler", "HeaderLimitSettings", "ResponseHeadersTooLarge",
-           "validate"]
+__all__ = ["STAT", "HeaderLimitDownloadHandler", "HeaderLimitSettings", "ResponseHeadersTooLarge"]

@@ -297,11 +297,6 @@ def _private_guard(settings: SettingsLike) -> bool | None:
                                   "True, False or auto (on unless a seed is private)") from None
 
 
-def private_guard_setting(settings: SettingsLike) -> bool | None:
-    """``BLOCK_PRIVATE_ADDRESSES`` (:class:`ScopeSettings`; kept for callers of the old name)."""
-    return ScopeSettings.from_settings(settings).block_private
-
-
 def guard_default(seed_addresses: Iterable[str]) -> bool:
     """The guard's default: on unless a seed host is (or resolves to) a private address."""
     return not any(is_private_address(address) for address in seed_addresses)

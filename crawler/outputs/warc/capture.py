@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Headers, Response
 
-#: The old name of :data:`crawler.meta.WARC_CAPTURE`, the key of the :class:`Capture` of the
-#: request's response (taken out quickly; kept while its last users move to the new name).
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 #: Request headers never written: the proxy's credentials were no part of the exchange with
 #: the site (a request's own ``Authorization`` and ``Cookie`` were, and are kept).
