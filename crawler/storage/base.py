@@ -132,23 +132,28 @@ class StoreBase:
                             mask_url(self.sa_url))
 
     def _migrate(self, conn: sa.Connection) -> None:
-        # alembic is imported when a database is first opened, not with this module
+        # alembic is imported only when the schema is not at the head (one query says so)
         from crawler.storage.migrations import (
             SchemaTooNewError,
+            at_head,
+            create_fresh_sqlite,
             current_revisions,
-            head,
             upgrade,
         )
 
+        current_schema = at_head(conn)
         # two workers starting at once migrate one at a time; a schema already at the head
         # takes no lock: a worker paused (SIGSTOP) inside this transaction would otherwise
         # stop every other worker's storage from opening, the reclaim of the paused one too
-        if self.backend == "postgresql" and current_revisions(conn) != [head()]:
+        if self.backend == "postgresql" and not current_schema:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                          {"key": MIGRATION_LOCK_KEY})
         refuse_foreign(conn, self.sa_url)  # before the first write, WAL mode included
         if self.backend == "sqlite":
             enable_wal(conn)
+        if current_schema or (self.backend == "sqlite" and self._create
+                               and create_fresh_sqlite(conn)):  # fmt: skip
+            return
         current = current_revisions(conn)
         if not current and not self._create:
             raise StorageError(
@@ -164,10 +169,10 @@ class StoreBase:
 
     def schema_revision(self) -> str | None:
         """The alembic revision the database is at (None before the first migration)."""
-        from crawler.storage.migrations import current_revisions
+        from crawler.storage.migrations import recorded_revisions
 
         with self._errors("reading the schema version"), self.engine.connect() as conn:
-            revisions = current_revisions(conn)
+            revisions = recorded_revisions(conn)
         return revisions[0] if revisions else None
 
     # --- query helpers ----------------------------------------------------------------------

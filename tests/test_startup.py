@@ -1,0 +1,185 @@
+"""Start-up costs (issue 28 item 1): what a crawl allocates and imports before its first page,
+and the benchmark that measures it (bench/startup.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench import startup
+from crawler.backends.bloom import LocalSeenSet, ZeroBits, popcount, read_snapshot
+from crawler.storage import Store, migrations
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def keys(n: int, salt: str) -> list[bytes]:
+    return [hashlib.blake2b(f"{salt}{i}".encode(), digest_size=16).digest() for i in range(n)]
+
+
+def run_python(code: str) -> str:
+    """``code`` in a fresh interpreter (nothing imported yet); its stdout."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+# --- the Bloom filter is resident in proportion to its use -------------------------------------
+
+def test_a_default_sized_filter_is_not_resident_until_used() -> None:
+    """BLOOM_CAPACITY=10^7 is a 17 MiB filter; a bytearray made all of it resident at start."""
+    out = run_python("""
+        from crawler.backends.bloom import LocalSeenSet
+        def rss():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * 4096 / 2**20
+        before = rss()
+        seen = LocalSeenSet()
+        for i in range(50):
+            seen.add(i.to_bytes(16, "little"))
+        print(seen.layers[0].m // 8 / 2**20, rss() - before)
+    """)
+    size_mib, grown_mib = map(float, out.split())
+    assert size_mib > 16
+    assert grown_mib < size_mib / 4, (size_mib, grown_mib)
+
+
+def test_the_set_bit_count_is_kept_exactly_through_adds_and_a_snapshot(tmp_path) -> None:
+    seen = LocalSeenSet(capacity=2_000, error_rate=0.01)
+    for key in keys(3_000, "a") + keys(500, "a"):  # past capacity (a second layer), repeats
+        seen.add(key)
+    assert len(seen.layers) == 2
+    for layer in seen.layers:
+        assert layer.set_bits() == popcount(layer.bits) == sum(bin(b).count("1")
+                                                              for b in bytes(layer.bits))
+    seen.save(tmp_path / "seen.bloom")
+    _, _, _, layers = read_snapshot(tmp_path / "seen.bloom")
+    assert [x.set_bits() for x in layers] == [x.set_bits() for x in seen.layers]
+    assert [x.bits for x in layers] == [x.bits for x in seen.layers]
+    assert seen.fill_ratio == sum(x.set_bits() for x in layers) / seen.bits
+
+
+def test_zero_bits_read_as_zeros_compare_by_content_and_feed_numpy() -> None:
+    import numpy as np
+
+    a, b = ZeroBits(4096), ZeroBits(4096)
+    assert a == b and a == bytes(4096) and a != ZeroBits(4095)
+    a[100] = 7
+    assert a != b and a[100] == 7 and popcount(a) == 3
+    assert np.frombuffer(a, dtype=np.uint8)[100] == 7
+
+
+# --- the schema check is one query when the database is current --------------------------------
+
+def test_head_revision_read_without_alembic_is_alembics_head() -> None:
+    assert migrations.head_revision() == migrations.head()
+
+
+def test_a_current_database_opens_without_importing_alembic(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    with Store(url) as store:
+        store.check()  # a fresh database: migrated by alembic
+        assert store.schema_revision() == migrations.head()
+    out = run_python(f"""
+        import sys
+        from crawler.storage import Store
+        with Store({url!r}) as store:
+            store.check()
+            print(store.schema_revision(), "alembic" in sys.modules)
+    """)
+    assert out.split() == [migrations.head(), "False"]
+
+
+def test_a_fresh_sqlite_database_is_the_one_alembic_builds(tmp_path) -> None:
+    """The stored head schema (migrations/sqlite_schema.py) matches the revisions; after a new
+    revision: ``python -m crawler.storage.migrations sqlite-schema``."""
+    import sqlalchemy as sa
+
+    from crawler.storage.migrations import sqlite_schema
+
+    assert migrations.head() == sqlite_schema.REVISION
+    by_alembic = sa.create_engine(f"sqlite:///{tmp_path / 'alembic.db'}")
+    with by_alembic.begin() as conn:
+        migrations.upgrade(conn)
+        expected = migrations.sqlite_statements(conn), migrations.recorded_revisions(conn)
+    by_alembic.dispose()
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    out = run_python(f"""
+        import sys
+        from crawler.storage import Store
+        with Store({url!r}) as store:
+            store.check()
+            print("alembic" in sys.modules)
+    """)
+    assert out.split() == ["False"]
+    fresh = sa.create_engine(url)
+    with fresh.connect() as conn:
+        assert (migrations.sqlite_statements(conn), migrations.recorded_revisions(conn)) == expected
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    fresh.dispose()
+
+
+def test_an_older_schema_is_still_migrated_and_a_newer_one_refused(tmp_path) -> None:
+    import sqlalchemy as sa
+    from alembic import command
+
+    from crawler.storage import StorageError
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    with Store(url) as store, store.engine.begin() as conn:
+        command.upgrade(migrations.alembic_config(conn), "0010")
+        assert not migrations.at_head(conn)
+    with Store(url) as store:
+        store.check()
+        assert store.schema_revision() == migrations.head()
+        with store.engine.begin() as conn:
+            assert migrations.at_head(conn)
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = 'ffff'"))
+    with Store(url) as newer, pytest.raises(StorageError, match="newer than this"):
+        newer.check()
+
+
+# --- the benchmark ----------------------------------------------------------------------------
+
+def test_import_times_lists_top_level_imports_by_cumulative_time() -> None:
+    stderr = textwrap.dedent("""\
+        import time: self [us] | cumulative | imported package
+        import time:       100 |        100 |     numpy.core
+        import time:       200 |        300 |   numpy
+        import time:        50 |         50 | json
+        import time:      1000 |       2000 | sqlalchemy
+        some other line
+    """)
+    assert startup.import_times(stderr) == [("sqlalchemy", 1000, 2000), ("json", 50, 50)]
+
+
+def test_summary_takes_medians_and_ratios_per_kind() -> None:
+    def run(kind: str, wall: float, rss: float) -> dict:
+        return {"kind": kind, "wall_s": wall, "peak_rss_mib": rss, "rss_open_mib": rss / 2,
+                "to_open_s": wall / 2, "cpu_s": wall}  # fmt: skip
+
+    runs = [run("ours", 3.0, 200), run("ours", 2.0, 180), run("ours", 9.0, 190),
+            run("stock", 1.0, 100), run("stock", 1.0, 90)]  # fmt: skip
+    summary = startup.summarize(runs)
+    assert summary["ours"]["wall_s"] == {"median": 3.0, "min": 2.0, "max": 9.0}
+    assert summary["ratio_ours_over_stock"]["wall_s"] == 3.0
+    assert summary["ratio_ours_over_stock"]["peak_rss_mib"] == 190 / 95
+    assert "wall s" in startup.table(summary)
+
+
+def test_the_benchmark_runs_one_crawl_of_each(tmp_path, capsys) -> None:
+    assert startup.main(["--runs", "1", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "startup.json").read_text())
+    kinds = sorted(r["kind"] for r in report["runs"])
+    assert kinds == ["ours", "stock"]
+    for r in report["runs"]:
+        assert r["exit"] == 0 and r["pages"] >= 2 and r["items"] == 1
+        assert 0 < r["to_open_s"] < r["wall_s"] and r["peak_rss_mib"] > 20
+    assert "ours/stock" in capsys.readouterr().out
