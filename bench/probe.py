@@ -7,6 +7,8 @@ start-up, imports and the idle tail are not charged to the crawl. The CPU is mea
 ``spider_closed`` (the tail is idle). ``bench/rss_open_mib`` is the resident memory when the
 spider opens (imports and components built: Bloom filter, indexes, database engine) and
 ``bench/rss_close_mib`` at ``spider_closed``: their difference is what the crawl itself grew.
+``bench/opened_unix`` and ``bench/first_page_unix`` are the Unix times of ``spider_opened`` and
+of the first response that is not a robots.txt (``bench.scale`` times a resume from the spawn).
 With ``BENCH_STATS_FILE`` set it then writes all the crawl's stats there as JSON (values JSON
 cannot hold as strings). Added to both crawls of ``bench.crawl`` alike.
 """
@@ -43,6 +45,7 @@ class CrawlProbe:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.cpu0 = self.wall0 = self.last = self.rss_open = 0.0
+        self.opened_unix = self.first_page_unix = 0.0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlProbe:
@@ -56,9 +59,14 @@ class CrawlProbe:
         self.rss_open = _rss_mib()
         self.cpu0 = _cpu()
         self.wall0 = self.last = time.perf_counter()
+        self.opened_unix = time.time()
 
     def response(self, **kwargs: Any) -> None:
         self.last = time.perf_counter()
+        if not self.first_page_unix:
+            request = kwargs.get("request")
+            if request is not None and not request.url.endswith("/robots.txt"):
+                self.first_page_unix = time.time()
 
     def closed(self, spider: Any, reason: str) -> None:
         stats = self.crawler.stats
@@ -68,6 +76,8 @@ class CrawlProbe:
         stats.set_value("bench/tail_seconds", round(time.perf_counter() - self.last, 4))
         stats.set_value("bench/rss_open_mib", round(self.rss_open, 1))
         stats.set_value("bench/rss_close_mib", round(_rss_mib(), 1))
+        stats.set_value("bench/opened_unix", self.opened_unix)
+        stats.set_value("bench/first_page_unix", self.first_page_unix)
         stats.set_value("finish_reason", reason)
         path = self.crawler.settings.get("BENCH_STATS_FILE")
         if path:

@@ -24,10 +24,11 @@ class StockSpider(CrawlSpider):
     rules = (Rule(LinkExtractor(), callback="parse_page", follow=True),)
 
     def __init__(self, url: str = "", *args: Any, **kwargs: Any) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"stock spider: -a url=... must be an http(s) URL, got {url!r}")
-        self.start_urls = [url]
-        self.allowed_domains = [urlsplit(url).hostname or ""]
+        urls = url.split(",")  # several start URLs (hosts) comma-separated: bench.scale
+        if not all(u.startswith(("http://", "https://")) for u in urls):
+            raise ValueError(f"stock spider: -a url=... must be http(s) URLs, got {url!r}")
+        self.start_urls = urls
+        self.allowed_domains = [urlsplit(u).hostname or "" for u in urls]
         super().__init__(*args, **kwargs)
 
     def parse_start_url(self, response: Response, **kwargs: Any) -> Iterator[dict[str, Any]]:

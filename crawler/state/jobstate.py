@@ -107,6 +107,8 @@ _JOB_ID = re.compile(r"[0-9a-z][0-9a-z_-]{0,63}")
 #: A write this long after the last fsync fsyncs the journal: the records a power cut can lose
 #: were written within this span (after the last fsync).
 SYNC_SECONDS = 1.0
+#: Replayed fingerprints asked of the seen set per batch (:meth:`JobState.open`).
+REPLAY_BATCH = 50_000
 
 
 def state_dir(jobdir: str | os.PathLike[str]) -> Path:
@@ -298,25 +300,41 @@ class JobState:
             except SnapshotError as exc:
                 raise JobStateError(self.snapshot_path, exc.problem) from None
         records: list[tuple[bytes, PendingRequest | None]] = []
+        frames: list[bytes] = []
         state = read_state(self.directory)
         if state is not None:
             self.generation, self.started, records = state.generation, state.started, state.records
+            frames = state.frames
             self.tail_lost = state.valid < state.size or restarted(read_sync(self.sync_path))
-        pending: dict[bytes, PendingRequest] = {}
-        for fp, rec in records:
+        pending: dict[bytes, int] = {}  # fingerprint -> index of its scheduled record
+        for i, (fp, rec) in enumerate(records):
             if rec is None:
                 pending.pop(fp, None)
             else:
-                self.seen.add(fp)
-                pending[fp] = rec
-        self.pending = {fp: encode_scheduled(rec) for fp, rec in pending.items()}
+                pending[fp] = i
+        self._add_missing([fp for fp, rec in records if rec is not None])
+        # the records as read are the framed bytes a compaction re-writes: not encoded again
+        self.pending = {fp: frames[i] for fp, i in pending.items()}
+        owed = [rec for i in pending.values() if (rec := records[i][1]) is not None]
         if records:
             self.snapshot(compact=True)
         else:
             self._compact()
         logger.info("JOBDIR %s: %d URLs seen, %d to resume (%d journal records replayed)",
-                    self.directory, len(self.seen), len(pending), len(records))
-        return list(pending.values())
+                    self.directory, len(self.seen), len(owed), len(records))
+        return owed
+
+    def _add_missing(self, fps: list[bytes]) -> None:
+        """Add the replayed ``fps`` to the seen set, in order. Those the snapshot already holds
+        (most of them) are found in batches (:meth:`~LocalSeenSet.contains_many`, one numpy pass
+        each) and not added again: adding a present key changes nothing, and one by one the
+        adds were a third of the replay (5 s for 10^6 records)."""
+        seen = self.seen
+        for start in range(0, len(fps), REPLAY_BATCH):
+            batch = fps[start:start + REPLAY_BATCH]
+            for fp, present in zip(batch, seen.contains_many(batch), strict=True):
+                if not present:
+                    seen.add(fp)
 
     def scheduled(self, fp: bytes, url: str, depth: int, canonical_url: str) -> None:
         record = encode_scheduled(PendingRequest(fp, url, depth, canonical_url))

@@ -86,6 +86,9 @@ class Journal(NamedTuple):
     records: list[tuple[bytes, PendingRequest | None]]
     valid: int  # bytes of header and whole valid records
     size: int
+    #: each scheduled record's framed bytes as read (``encode_scheduled`` of it), by index
+    #: into ``records`` (b"" for a finished one): a replay keeps them without encoding again
+    frames: list[bytes] = []
 
 
 def encode_header(generation: int, started: float, base: int, nonce: bytes) -> bytes:
@@ -117,15 +120,18 @@ def read_journal_full(path: Path, mark: SyncMark | None = None, quiet: bool = Fa
         raise JobStateError(path, f"{len(data)} bytes, shorter than the {durable} bytes made "
                             "durable (cut short or replaced): the URLs still to fetch are lost")
     records: list[tuple[bytes, PendingRequest | None]] = []
+    frames: list[bytes] = []
     pos = HEADER_SIZE
     while pos < len(data):
         end, problem = _check_record(data, pos)
         if not end:
             _bad_record(path, data, pos, durable, problem, quiet)
             break
-        records.append(_decode(path, pos, data[pos:pos + 1], data[pos + _REC.size:end - 4]))
+        kind = data[pos:pos + 1]
+        records.append(_decode(path, pos, kind, data[pos + _REC.size:end - 4]))
+        frames.append(data[pos:end] if kind == b"S" else b"")
         pos = end
-    return Journal(generation, started, nonce, durable, records, pos, len(data))
+    return Journal(generation, started, nonce, durable, records, pos, len(data), frames)
 
 
 def _read_header(path: Path, data: bytes) -> tuple[int, float, int, bytes]:
