@@ -81,8 +81,9 @@ def test_robots_503_then_200_holds_the_host_then_obeys(serve, tmp_path) -> None:
 
 def test_robots_always_failing_gives_up_after_the_bound(serve, tmp_path) -> None:
     """A robots.txt that always answers 503 and a host that refuses connections: nothing but
-    robots.txt is asked of them, their seeds are given up after the bound (one WARNING per
-    host), while a third, healthy host is crawled whole; the crawl ends by itself."""
+    robots.txt is asked of them, their seeds are given up (the refused one at once, after its
+    retries: tests/test_dead_host.py; the 503 one after the bound), one WARNING per
+    host, while a third, healthy host is crawled whole; the crawl ends by itself."""
     failing = serve(lambda n: (503, "down"))
     healthy = serve(lambda n: (200, ROBOTS))
     refused = f"http://127.0.0.1:{_refused_port()}"
@@ -97,7 +98,7 @@ def test_robots_always_failing_gives_up_after_the_bound(serve, tmp_path) -> None
     assert run.stats["robotstxt/unavailable"] >= 2
     assert run.stored_urls() >= {healthy.url + "/", healthy.url + "/a"}
     assert not any(url.startswith((failing.url, refused)) for url in run.stored_urls())
-    assert run.stderr.count("robots.txt of 127.0.0.1:") >= 2
+    assert run.stderr.count("robots.txt of http://127.0.0.1:") >= 2  # per scheme+host+port
     assert run.stderr.count("given up") == 2
 
 

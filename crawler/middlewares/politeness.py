@@ -15,10 +15,15 @@ gap; nothing changes when the delay is 0.
 ``SharedRobotsTxtMiddleware`` (distributed profile): in the distributed profile every worker
 that comes to own a host (the first one, or the one that takes it over from a dead or busy
 worker) would fetch its robots.txt again. This subclass keeps each fetched robots.txt body in
-the namespace's Redis hash ``{base}:robots`` (netloc -> body, at most :data:`MAX_BODY` bytes,
-the 500 KiB RFC 9309 asks a crawler to parse): a worker reads it there before fetching. Only an
-answered fetch is shared (a 4xx as an empty body: allow all); a 5xx, a 429 or a download error
-is not, so the next owner tries again. Everything else (holding a host while its robots.txt is
+the namespace's Redis hash ``{base}:robots`` (``scheme://host[:port]`` -> body, at most
+:data:`MAX_BODY` bytes, the 500 KiB RFC 9309 asks a crawler to parse): a worker reads it there
+before fetching. Only an answered fetch is shared (a 4xx as an empty body: allow all); a 5xx, a
+429 or a download error is not, so the next owner tries again. A host given up because it is
+not there (connection refused, DNS, TLS: see :func:`crawler.middlewares.robots.down_reason`)
+is recorded in the same hash (field ``!down <scheme://host[:port]>`` -> reason): a worker that
+reads it gives the host up too, without fetching (stat ``robotstxt/host_down_shared``, one
+WARNING), for the rest of the crawl, as the worker that found it does.
+Everything else (holding a host while its robots.txt is
 unavailable, parsing, ``robotstxt/*`` stats) is the behaviour of
 :class:`crawler.middlewares.robots.StrictRobotsTxtMiddleware`, which this subclasses. Stat
 ``robotstxt/shared``: robots.txt files read from Redis instead of fetched. Enabled by
@@ -38,7 +43,12 @@ from scrapy.utils.misc import build_from_crawler
 
 from crawler.backends import backend_name
 from crawler.backends.common import namespace, redis_url
-from crawler.middlewares.robots import StrictRobotsTxtMiddleware, accepted_body
+from crawler.middlewares.robots import (
+    DOWN_REASONS,
+    StrictRobotsTxtMiddleware,
+    accepted_body,
+    robots_key,
+)
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -51,6 +61,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 500 * 1024
+DOWN_FIELD = "!down "  # + robots_key: a host given up as not there (no origin starts with "!")
 
 
 def restart_delay(crawler: Crawler, request: Request) -> None:
@@ -124,15 +135,36 @@ class SharedRobotsTxtMiddleware(StrictRobotsTxtMiddleware):
         self._key = namespace(crawler.settings) + ":robots"
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
-        netloc = urlparse_cached(request).netloc
-        if netloc not in self._parsers:
-            body = self._shared(netloc)
+        key = robots_key(urlparse_cached(request))
+        if key not in self._parsers:
+            body, down = self._shared(key)
+            if down is not None:
+                self._down_elsewhere(key, down)
+                return None
             if body is not None:
                 parser = build_from_crawler(self._parserimpl, self.crawler, body)
-                self._parsers[netloc] = parser
+                self._parsers[key] = parser
                 self._stats.inc_value("robotstxt/shared")
                 return parser
         return await super().robot_parser(request)
+
+    def _host_down(self, key: str, reason: str, attempts: int, exc: BaseException) -> None:
+        import redis
+
+        try:
+            self._client.hsetnx(self._key, DOWN_FIELD + key, reason)
+        except (redis.RedisError, OSError) as exc_redis:
+            logger.debug("%s given up, not shared: %s", key, exc_redis)
+        super()._host_down(key, reason, attempts, exc)
+
+    def _down_elsewhere(self, key: str, reason: str) -> None:
+        """Give up a host another worker found not there; one WARNING."""
+        self._stats.inc_value("robotstxt/host_down_shared")
+        why = DOWN_REASONS.get(reason, reason)
+        ended = self._stop(key, why)
+        logger.warning("%s was given up by another worker (%s): %d request(s) to it not fetched "
+                       "here, later ones too. Check the host name, the port, and http vs https",
+                       key, why, ended)  # fmt: skip
 
     async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
         import redis
@@ -145,14 +177,18 @@ class SharedRobotsTxtMiddleware(StrictRobotsTxtMiddleware):
             logger.debug("robots.txt of %s not shared: %s", netloc, exc)
         await super()._parse_robots(response, netloc, request)
 
-    def _shared(self, netloc: str) -> bytes | None:
+    def _shared(self, key: str) -> tuple[bytes | None, str | None]:
+        """The robots.txt another worker fetched for ``key``, and why it was given up (each
+        None if not; both None when Redis does not answer: the host is fetched here)."""
         import redis
 
         try:
-            body = self._client.hget(self._key, netloc)
+            body, down = self._client.hmget(self._key, [key, DOWN_FIELD + key])
         except (redis.RedisError, OSError) as exc:
-            logger.debug("shared robots.txt of %s not read: %s", netloc, exc)
-            return None
+            logger.debug("shared robots.txt of %s not read: %s", key, exc)
+            return None, None
+        if down is not None:
+            return None, down.decode() if isinstance(down, bytes) else str(down)
         if body is None:
-            return None
-        return body if isinstance(body, bytes) else str(body).encode("utf-8")
+            return None, None
+        return (body if isinstance(body, bytes) else str(body).encode("utf-8")), None

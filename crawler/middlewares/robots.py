@@ -9,19 +9,35 @@ answered next, fetched and stored.
 
 :class:`StrictRobotsTxtMiddleware` (in place of Scrapy's, every profile):
 
-* **5xx, 429, or no answer**: nothing is fetched from that host (netloc) until its robots.txt
-  answers. Requests to it are held back outside the downloader (:mod:`crawler.middlewares.hold`,
-  so other hosts keep every ``CONCURRENT_REQUESTS`` slot) and the spider stays open. robots.txt
-  is fetched again after ``ROBOTSTXT_RETRY_BACKOFF`` seconds, the delay doubling up to
+* **5xx, 429, or no answer**: nothing is fetched from that host (scheme, host, port) until
+  its robots.txt answers. Requests to it are held back outside the downloader
+  (:mod:`crawler.middlewares.hold`, so other hosts keep every ``CONCURRENT_REQUESTS`` slot) and
+  the spider stays open. robots.txt is fetched again after ``ROBOTSTXT_RETRY_BACKOFF`` seconds,
+  the delay doubling up to
   ``ROBOTSTXT_RETRY_BACKOFF_MAX``. Once it answers, the held requests are re-queued and obey it;
   after ``ROBOTSTXT_UNAVAILABLE_MAX_SECONDS`` without an answer the host is given up: its held
   and later requests end as ignored (errback, counted), one WARNING per host.
+* **A host that is not there**: robots.txt of a host that has never answered anything fails
+  with connection refused, a failed DNS lookup, a failed TLS handshake or no route to the host
+  (:func:`down_reason`). It is fetched again at once ``RETRY_TIMES`` times, as Scrapy's
+  ``RetryMiddleware`` would (its ``retry/*`` stats; our request carries ``dont_retry`` so that
+  a 5xx gets the backoff above instead), then the host is given up at once: the requests
+  waiting for it, held, or coming later end as ignored, one WARNING per host naming the
+  reason and what to check. A timeout or a connection lost mid-answer may be a slow or busy
+  server, not a missing one: it is "no answer" above (a timeout also costs ``DOWNLOAD_TIMEOUT``
+  per attempt, so giving up after the retries would save little). A host that answered once
+  (even 5xx) and then refuses is held as above: it is there, perhaps restarting.
+
+robots.txt belongs to one scheme, host and port (RFC 9309 2.3): ``http://h/`` and
+``https://h/`` are two hosts here (:func:`robots_key`), each with its own robots.txt and state.
 * **4xx** (but 429): no robots.txt, everything is allowed, whatever the error page says.
 * **2xx/3xx**: parsed by Scrapy's parser, as before.
 
 Stats: ``robotstxt/unavailable`` (failed fetches), ``robotstxt/held`` (requests held back),
 ``robotstxt/released`` (held requests re-queued once robots.txt answered),
 ``robotstxt/given_up`` (requests ended because robots.txt never answered),
+``robotstxt/host_down/<reason>`` (hosts given up at once because they are not there; reason
+``connection_refused``, ``dns_lookup_failed``, ``tls_handshake_failed``, ``no_route_to_host``),
 ``robotstxt/allow_4xx`` (hosts allowed by a 4xx), ``robotstxt/held_at_close``; Scrapy's
 ``robotstxt/*`` keys stay.
 """
@@ -34,19 +50,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
+from scrapy.downloadermiddlewares.retry import get_retry_request
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import CannotResolveHostError, DownloadConnectionRefusedError, IgnoreRequest
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionRefusedError, DNSLookupError, NoRouteError
+from twisted.web._newclient import ResponseNeverReceived
 
 from crawler import config, defaults
 from crawler.config import SettingsLike
 from crawler.middlewares.hold import ParkingLot
 
 if TYPE_CHECKING:
+    from urllib.parse import ParseResult, SplitResult
+
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.robotstxt import RobotParser
@@ -79,6 +100,53 @@ class RobotsSettings:
         return cls(backoff, most, seconds("ROBOTSTXT_UNAVAILABLE_MAX_SECONDS"))
 
 
+#: Why a host is not there (:func:`down_reason`): stat suffix -> words for the log.
+DOWN_REASONS = {
+    "connection_refused": "connection refused",
+    "dns_lookup_failed": "DNS lookup failed",
+    "tls_handshake_failed": "TLS handshake failed",
+    "no_route_to_host": "no route to host",
+}
+_DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+_UNKNOWN: Any = object()  # a host whose robots.txt was never asked for
+
+
+def robots_key(url: ParseResult | SplitResult) -> str:
+    """``scheme://host[:port]``: what one robots.txt covers (RFC 9309 2.3), the default port
+    dropped (``http://h:80`` is ``http://h``)."""
+    netloc = url.netloc
+    default = _DEFAULT_PORTS.get(url.scheme)
+    if default is not None and netloc.endswith(default):
+        netloc = netloc[: -len(default)]
+    return f"{url.scheme}://{netloc}"
+
+
+def down_reason(exc: BaseException) -> str | None:
+    """A :data:`DOWN_REASONS` key when a failed download says the host is not there at all
+    (its cause chain, and the reasons of a response never received), else None: timeouts and
+    connections lost mid-answer are not (module docstring)."""
+    from OpenSSL.SSL import Error as TLSError
+
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        error = todo.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, (DownloadConnectionRefusedError, ConnectionRefusedError)):
+            return "connection_refused"
+        if isinstance(error, (CannotResolveHostError, DNSLookupError)):
+            return "dns_lookup_failed"
+        if isinstance(error, NoRouteError):
+            return "no_route_to_host"
+        if isinstance(error, ResponseNeverReceived) and any(
+                isinstance(reason.value, TLSError) for reason in error.reasons):
+            return "tls_handshake_failed"
+        todo.extend(e for e in (error.__cause__, error.__context__) if e is not None)
+    return None
+
+
 def unavailable(status: int) -> bool:
     """A robots.txt answer that means "try again later": disallow all meanwhile."""
     return status >= 500 or status == 429
@@ -108,60 +176,120 @@ class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
         super().__init__(crawler)
         self.options = RobotsSettings.from_settings(crawler.settings)
         self._down: dict[str, _Outage] = {}
-        self._given_up: set[str] = set()
+        self._given_up: dict[str, str] = {}  # robots_key -> why, for the IgnoreRequest
+        self._answered: set[str] = set()  # hosts that gave any HTTP answer to robots.txt
+        self._waiting: dict[str, int] = {}  # requests in robot_parser, per host
+        self._retries = crawler.settings.getbool("RETRY_ENABLED")
         self._lot = ParkingLot(crawler, "robotstxt/held_at_close")
         crawler.signals.connect(self._cancel_timers, signal=signals.spider_closed)
 
     async def process_request(self, request: Request) -> None:  # type: ignore[override]
         if request.meta.get("dont_obey_robotstxt") or request.url.startswith(("data:", "file:")):
             return
-        parser = await self.robot_parser(request)
-        self._gate(urlparse_cached(request).netloc, request)
+        key = robots_key(urlparse_cached(request))
+        parser = self._parsers.get(key, _UNKNOWN)
+        if parser is _UNKNOWN or isinstance(parser, Deferred):  # to fetch, or being fetched
+            parser = await self._wait_for_parser(key, request)
+        self._gate(key, request)
         self.process_request_2(parser, request)
 
-    def _gate(self, netloc: str, request: Request) -> None:
+    async def _wait_for_parser(self, key: str, request: Request) -> RobotParser | None:
+        """:meth:`robot_parser`, counted in ``_waiting`` meanwhile (a host given up says how
+        many requests that ended)."""
+        self._waiting[key] = self._waiting.get(key, 0) + 1
+        try:
+            return await self.robot_parser(request)
+        finally:
+            left = self._waiting[key] - 1
+            if left:
+                self._waiting[key] = left
+            else:
+                del self._waiting[key]
+
+    def _gate(self, key: str, request: Request) -> None:
         """Hold a request to a host whose robots.txt is unavailable; end it once given up."""
-        if netloc in self._given_up:
+        why = self._given_up.get(key)
+        if why is not None:
             self._stats.inc_value("robotstxt/given_up")
-            raise IgnoreRequest(f"robots.txt of {netloc} unavailable: request given up")
-        if netloc in self._down:
+            raise IgnoreRequest(f"{key} given up ({why}): request not fetched")
+        if key in self._down:
             self._stats.inc_value("robotstxt/held")
-            self._lot.park(netloc, request)
+            self._lot.park(key, request)
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
-        url = urlparse_cached(request)
-        if url.netloc not in self._parsers:
-            self._parsers[url.netloc] = Deferred()
-            await self._fetch(f"{url.scheme}://{url.netloc}/robots.txt", url.netloc, request)
-        parser = self._parsers[url.netloc]
+        key = robots_key(urlparse_cached(request))
+        if key not in self._parsers:
+            self._parsers[key] = Deferred()
+            await self._fetch(f"{key}/robots.txt", key, request)
+        parser = self._parsers[key]
         if isinstance(parser, Deferred):
             return await maybe_deferred_to_future(parser)
         return parser
 
-    async def _fetch(self, robotsurl: str, netloc: str, request: Request) -> None:
-        """Fetch robots.txt once (our backoff replaces RetryMiddleware's immediate retries)."""
+    async def _fetch(self, robotsurl: str, key: str, request: Request) -> None:
+        """Fetch robots.txt: our backoff replaces RetryMiddleware's immediate retries, but for
+        a host that is not there (module docstring)."""
         robotsreq = Request(robotsurl, priority=self.DOWNLOAD_PRIORITY, callback=NO_CALLBACK,
                             meta={"dont_obey_robotstxt": True, "dont_retry": True})  # fmt: skip
         self._stats.inc_value("robotstxt/request_count")
-        try:
-            response = await self.crawler.engine.download_async(robotsreq)
-        except IgnoreRequest as exc:  # refused by another component: Scrapy allows all
-            self._pending(netloc)
-            self._robots_error(exc, netloc)
-            self._recovered(netloc)
-        except Exception as exc:
-            self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
-            self._unavailable(netloc, robotsurl, f"{type(exc).__name__}: {exc}")
-        else:
-            await self._parse_robots(response, netloc, request)
+        attempts = 1
+        while True:
+            try:
+                response = await self.crawler.engine.download_async(robotsreq)
+            except IgnoreRequest as exc:  # refused by another component: Scrapy allows all
+                self._pending(key)
+                self._robots_error(exc, key)
+                self._recovered(key)
+            except Exception as exc:
+                self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
+                reason = None if key in self._answered else down_reason(exc)
+                if reason is None:
+                    self._unavailable(key, robotsurl, f"{type(exc).__name__}: {exc}")
+                    return
+                retry = self._retry(robotsreq, exc)
+                if retry is None:
+                    self._host_down(key, reason, attempts, exc)
+                    return
+                robotsreq, attempts = retry, attempts + 1
+                continue
+            else:
+                self._answered.add(key)
+                await self._parse_robots(response, key, request)
+            return
+
+    def _retry(self, robotsreq: Request, exc: Exception) -> Request | None:
+        """The next attempt as RetryMiddleware would make it (RETRY_TIMES, its stats), or None."""
+        if not self._retries or self.crawler.spider is None:
+            return None
+        return get_retry_request(robotsreq, spider=self.crawler.spider, reason=exc,
+                                 give_up_log_level=logging.DEBUG)  # our WARNING says it
+
+    def _host_down(self, key: str, reason: str, attempts: int, exc: BaseException) -> None:
+        """Give up a host that is not there: everything waiting for it, held or to come ends
+        as ignored. One WARNING, with what to check."""
+        self._stats.inc_value(f"robotstxt/host_down/{reason}")
+        ended = self._stop(key, DOWN_REASONS[reason])
+        logger.warning("%s is not there (%s, %d attempt(s) at robots.txt): host given up, %d "
+                       "request(s) to it not fetched, later ones too. Check the host name, the "
+                       "port, and http vs https (%s)", key, DOWN_REASONS[reason], attempts,
+                       ended, exc)  # fmt: skip
+
+    def _stop(self, key: str, why: str) -> int:
+        """Mark ``key`` given up; end what waits for it. How many requests that ends."""
+        outage = self._down.pop(key, None)
+        if outage is not None and outage.timer is not None:
+            outage.timer.cancel()
+        self._given_up[key] = why
+        waiting = self._waiting.get(key, 0)
+        self._resolve(key)  # the requests waiting for robots.txt go on and end as given up
+        return waiting + self._lot.release(key)  # the held ones come back and end too
 
     async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
+        """``netloc`` is the :func:`robots_key` (Scrapy's name for the argument)."""
         body = accepted_body(response)
         if body is None:
             self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-            url = urlparse_cached(request)  # the page's, or the robots.txt fetched again
-            self._unavailable(netloc, f"{url.scheme}://{netloc}/robots.txt",
-                              f"HTTP {response.status}")  # fmt: skip
+            self._unavailable(netloc, f"{netloc}/robots.txt", f"HTTP {response.status}")
             return
         if response.status >= 400:
             self._stats.inc_value("robotstxt/allow_4xx")
@@ -171,61 +299,60 @@ class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
         await super()._parse_robots(response.replace(body=body), netloc, request)
         self._recovered(netloc)
 
-    def _pending(self, netloc: str) -> None:
+    def _pending(self, key: str) -> None:
         """Scrapy's methods resolve a Deferred; a fetch after an outage has none (the host's
         requests were held meanwhile, not waiting on it)."""
-        if not isinstance(self._parsers.get(netloc), Deferred):
-            self._parsers[netloc] = Deferred()
+        if not isinstance(self._parsers.get(key), Deferred):
+            self._parsers[key] = Deferred()
 
-    def _resolve(self, netloc: str) -> None:
+    def _resolve(self, key: str) -> None:
         """Requests waiting for this fetch go on (and see the host held)."""
-        pending = self._parsers.get(netloc)
-        self._parsers[netloc] = None
+        pending = self._parsers.get(key)
+        self._parsers[key] = None
         if isinstance(pending, Deferred):
             pending.callback(None)
 
-    def _unavailable(self, netloc: str, url: str, reason: str) -> None:
+    def _unavailable(self, key: str, url: str, reason: str) -> None:
         self._stats.inc_value("robotstxt/unavailable")
         now = time.monotonic()
-        outage = self._down.get(netloc)
+        outage = self._down.get(key)
         if outage is None:
-            outage = self._down[netloc] = _Outage(url, now, self.options.backoff)
+            outage = self._down[key] = _Outage(url, now, self.options.backoff)
             logger.info("robots.txt of %s unavailable (%s): nothing is fetched from that host "
-                        "until it answers (tried again for up to %.0f s)", netloc, reason,
+                        "until it answers (tried again for up to %.0f s)", key, reason,
                         self.options.max_seconds)  # fmt: skip
         else:
             outage.delay = min(outage.delay * 2, self.options.backoff_max)
-        self._resolve(netloc)
+        self._resolve(key)
         left = outage.since + self.options.max_seconds - now
         if left <= 0:
-            self._give_up(netloc)
+            self._give_up(key)
             return
-        outage.timer = call_later(min(outage.delay, left), self._again, netloc)
+        outage.timer = call_later(min(outage.delay, left), self._again, key)
 
-    def _again(self, netloc: str) -> None:
-        outage = self._down.get(netloc)
+    def _again(self, key: str) -> None:
+        outage = self._down.get(key)
         if outage is None or self.crawler.engine is None or self.crawler.spider is None:
             return
         request = Request(outage.url, callback=NO_CALLBACK)
-        deferred_from_coro(self._fetch(outage.url, netloc, request)).addErrback(
-            lambda failure: logger.error("robots.txt of %s: %s", netloc, failure.value))
+        deferred_from_coro(self._fetch(outage.url, key, request)).addErrback(
+            lambda failure: logger.error("robots.txt of %s: %s", key, failure.value))
 
-    def _recovered(self, netloc: str) -> None:
-        outage = self._down.pop(netloc, None)
+    def _recovered(self, key: str) -> None:
+        outage = self._down.pop(key, None)
         if outage is None:
             return
-        released = self._lot.release(netloc)
+        released = self._lot.release(key)
         self._stats.inc_value("robotstxt/released", released)
         logger.info("robots.txt of %s answered after %.1f s: %d held request(s) re-queued",
-                    netloc, time.monotonic() - outage.since, released)  # fmt: skip
+                    key, time.monotonic() - outage.since, released)  # fmt: skip
 
-    def _give_up(self, netloc: str) -> None:
-        outage = self._down.pop(netloc)
-        self._given_up.add(netloc)
-        released = self._lot.release(netloc)  # they come back and end as given up
+    def _give_up(self, key: str) -> None:
+        since = self._down[key].since
+        released = self._stop(key, "robots.txt unavailable")
         logger.warning("robots.txt of %s still unavailable after %.0f s: host given up, "
                        "%d held request(s) not fetched (ROBOTSTXT_UNAVAILABLE_MAX_SECONDS)",
-                       netloc, time.monotonic() - outage.since, released)  # fmt: skip
+                       key, time.monotonic() - since, released)  # fmt: skip
 
     def _cancel_timers(self, **_: Any) -> None:
         for outage in self._down.values():
