@@ -205,6 +205,29 @@ def test_verify_contains_checks_the_exact_set() -> None:
     seen.close()
 
 
+@pytest.mark.parametrize(("capacity", "rate", "verify"), [
+    (10_000_000, 0.001, False), (300, 0.01, False), (20, 0.3, True), (50_000, 1e-6, False)])
+def test_a_batch_check_answers_as_one_key_at_a_time(capacity: int, rate: float,
+                                                    verify: bool) -> None:
+    """contains_many (numpy over the batch) gives each key's ``in`` answer: across grown
+    layers, short keys (stretched), a filter dense with false positives, exact verification."""
+    seen = LocalSeenSet(capacity, rate, on_full="grow", verify=verify)
+    added = keys(2000, "batch")
+    for key in added:
+        seen.add(key)
+    short = [hashlib.blake2b(bytes([i]), digest_size=1 + i % 15).digest() for i in range(40)]
+    for key in short[::2]:
+        seen.add(key)
+    probe = [*added[::3], *keys(3000, "batch-fresh"), *short, b"", *added[1::7]]
+    batch = seen.contains_many(probe)
+    assert batch == [key in seen for key in probe]
+    assert all(batch[:len(added[::3])])  # no false negative
+    assert len(seen.layers) > 1 or capacity > 2000
+    for layer in seen.layers:
+        assert layer.contains_many(probe) == [key in layer for key in probe]
+    seen.close()
+
+
 # --- saturation --------------------------------------------------------------------------------
 
 def test_grow_keeps_the_rate_and_never_raises(caplog) -> None:

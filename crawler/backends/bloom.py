@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import mmap
 import os
 import struct
 import zlib
@@ -53,6 +54,8 @@ from crawler.state.atomicfile import fsync_dir
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from numpy.typing import NDArray
 
     from crawler.config import SettingsLike
 
@@ -107,40 +110,93 @@ def _mib(bits: int) -> str:
     return f"{size:.1f} MiB" if size >= 0.1 else f"{bits / 8 / 1024:.1f} KiB"
 
 
+#: Batches at least this long go through numpy (:meth:`BloomLayer.contains_many`).
+_BATCH_MIN = 8
+_BIT_MASKS: Any = None  # numpy's array of _BIT, made at the first batch (numpy loaded late)
+
+
+def _stretch(key: bytes) -> bytes:
+    """A key shorter than 16 bytes as the 16 bytes its bit indexes come from."""
+    return hashlib.blake2b(key, digest_size=16).digest()
+
+
 def _hash_pair(key: bytes) -> tuple[int, int]:
     if len(key) < 16:
-        key = hashlib.blake2b(key, digest_size=16).digest()
+        key = _stretch(key)
     h = int.from_bytes(key[:16], "little")
     return h & _M64, (h >> 64) | 1
 
 
-class BloomLayer:
-    """One fixed Bloom filter over a bytearray; never refuses a key (the rate just degrades)."""
+class ZeroBits(mmap.mmap):
+    """``size`` bytes of private anonymous memory, read as zeros until written.
 
-    __slots__ = ("bits", "capacity", "count", "error_rate", "k", "m")
+    Why not ``bytearray(size)``: it writes every byte at creation, so a filter sized for
+    ``BLOOM_CAPACITY`` (17 MiB at 10^7 URLs) is resident from the start; here the kernel maps a
+    page only when a bit in it is first set, so a small crawl pays for the pages its URLs touch
+    (at most ``k`` per URL) and a large one ends where the bytearray began. Indexing, slice
+    assignment, the buffer protocol (numpy, ``zlib.crc32``, ``write``) work as on a bytearray;
+    ``==`` compares the bytes. An item read is about twice a bytearray's (measured: 80 against
+    45 ns), a few tenths of a microsecond per ``add``.
+    """
+
+    def __new__(cls, size: int) -> ZeroBits:
+        if hasattr(mmap, "MAP_PRIVATE"):
+            return super().__new__(cls, -1, size, flags=mmap.MAP_PRIVATE)
+        return super().__new__(cls, -1, size)  # Windows: anonymous memory is private
+
+    def __eq__(self, other: object) -> bool:
+        try:
+            return memoryview(self) == memoryview(other)  # type: ignore[arg-type]
+        except TypeError:
+            return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+Bits = bytearray | ZeroBits
+
+
+def popcount(bits: Bits, chunk: int = 1 << 20) -> int:
+    """Set bits in ``bits``, read ``chunk`` bytes at a time (no copy of the whole buffer)."""
+    view = memoryview(bits)
+    try:
+        return sum(int.from_bytes(view[i:i + chunk], "little").bit_count()
+                   for i in range(0, len(view), chunk))
+    finally:
+        view.release()
+
+
+class BloomLayer:
+    """One fixed Bloom filter over :class:`ZeroBits` (a snapshot's over the bytearray it was
+    read into); never refuses a key (the rate just degrades). ``ones`` counts the set bits
+    (kept by :meth:`add`, so :meth:`set_bits` and the fill ratio cost nothing)."""
+
+    __slots__ = ("bits", "capacity", "count", "error_rate", "k", "m", "ones")
 
     def __init__(self, capacity: int, error_rate: float, m: int | None = None,
-                 k: int | None = None, bits: bytearray | None = None, count: int = 0) -> None:
+                 k: int | None = None, bits: Bits | None = None, count: int = 0) -> None:
         if m is None or k is None:
             m, k = bloom_size(capacity, error_rate)
         self.capacity, self.error_rate, self.m, self.k, self.count = (
             capacity, error_rate, m, k, count)
-        self.bits = bits if bits is not None else bytearray((m + 7) // 8)
+        self.bits: Bits = bits if bits is not None else ZeroBits((m + 7) // 8)
+        self.ones = popcount(bits) if bits is not None else 0
 
     def add(self, key: bytes) -> bool:
         """Set the key's bits; True when every bit was already set (probably present)."""
         h1, h2 = _hash_pair(key)
-        bits, m, present = self.bits, self.m, True
+        bits, m, flipped = self.bits, self.m, 0
         for i in range(self.k):
             idx = (h1 + i * h2) % m
             j, b = idx >> 3, _BIT[idx & 7]
             value = bits[j]
             if not value & b:
                 bits[j] = value | b
-                present = False
-        if not present:
+                flipped += 1
+        if flipped:
+            self.ones += flipped
             self.count += 1
-        return present
+        return not flipped
 
     def __contains__(self, key: bytes) -> bool:
         h1, h2 = _hash_pair(key)
@@ -151,8 +207,34 @@ class BloomLayer:
                 return False
         return True
 
+    def contains_many(self, keys: Sequence[bytes]) -> list[bool]:
+        """``key in self`` for each of ``keys``, in order: one numpy pass over the batch (a
+        page's links) instead of a Python loop of ``k`` probes per key; the same bits as
+        :meth:`__contains__` (``(h1 + i * h2) mod m`` as ``(h1 mod m + i * (h2 mod m)) mod m``,
+        exact in 64 bits while ``m * (k + 1) < 2**64``)."""
+        if len(keys) < _BATCH_MIN or self.m * (self.k + 1) >= 1 << 64:
+            return [key in self for key in keys]
+        import numpy as np  # already loaded by the crawl's backends; not at import time
+
+        global _BIT_MASKS
+        if _BIT_MASKS is None:
+            _BIT_MASKS = np.array(_BIT, dtype=np.uint8)
+
+        if set(map(len, keys)) == {16}:  # request fingerprints: the bytes as they are
+            stretched = b"".join(keys)
+        else:
+            stretched = b"".join(key[:16] if len(key) >= 16 else _stretch(key) for key in keys)
+        halves: NDArray[np.uint64] = np.frombuffer(stretched, dtype="<u8").reshape(-1, 2)
+        m = np.uint64(self.m)
+        h1, h2 = halves[:, 0] % m, (halves[:, 1] | np.uint64(1)) % m
+        idx = ((h1[:, None] + h2[:, None] * np.arange(self.k, dtype=np.uint64)) % m).astype(
+            np.uint64, copy=False)  # uint64 already: for the type checker
+        octets = np.frombuffer(memoryview(self.bits), dtype=np.uint8)[idx >> np.uint64(3)]
+        found = octets & _BIT_MASKS[idx & np.uint64(7)]  # nonzero: that bit is set
+        return found.all(axis=1).tolist()  # type: ignore[no-any-return]
+
     def set_bits(self) -> int:
-        return int.from_bytes(self.bits, "little").bit_count()
+        return self.ones
 
     def false_positive_rate(self) -> float:
         """Chance that a fresh key reads as present now: (fraction of set bits) ** k."""
@@ -248,8 +330,15 @@ class LocalSeenSet:
         return self.exact is None or key in self.exact
 
     def contains_many(self, keys: Sequence[bytes]) -> list[bool]:
-        """``key in self`` for each of ``keys``, in order."""
-        return [key in self for key in keys]
+        """``key in self`` for each of ``keys``, in order (each layer asked about the whole
+        batch at once: :meth:`BloomLayer.contains_many`)."""
+        found = self.layers[0].contains_many(keys)
+        for layer in self.layers[1:]:
+            found = [a or b for a, b in zip(found, layer.contains_many(keys), strict=True)]
+        exact = self.exact
+        if exact is None:
+            return found
+        return [yes and key in exact for key, yes in zip(keys, found, strict=True)]
 
     def __len__(self) -> int:
         return self._count
