@@ -603,3 +603,71 @@ def _tree_shape_raw(html: str) -> tuple[int, int]:
     from selectolax.lexbor import LexborHTMLParser
 
     return _shape_of(LexborHTMLParser(html))
+
+
+def _blocks_taken_again(html: str) -> list[str]:
+    """The fingerprint blocks as they were taken before: the lines read again after the
+    boilerplate removal, whether it removed anything or not."""
+    tree = _text._parse(html)
+    _text._prepare(tree)
+    _text._remove_boilerplate(tree)
+    return _text._lines(tree)
+
+
+def test_a_page_without_boilerplate_has_its_lines_as_blocks_unread_again() -> None:
+    pages = [
+        "<p>one</p><div>two <b>three</b></div>",  # none: the lines are the blocks
+        "<nav>menu</nav><p>one</p>", "<header>h</header><p>one</p><footer>f</footer>",
+        "<article><header>kept</header><p>one</p></article>", "<div class='ad-slot'>buy</div>x",
+        "<div class='header'>not a region</div><p>y</p>", "<body></body>", "",
+    ]
+    pages += [Path(p).read_text(encoding="utf-8", errors="replace") for p in DOCS[::40]]
+    from crawler.sitegen import link_heavy_site
+
+    site = link_heavy_site(pages=5, links_per_page=20)
+    pages += [site.render(page, "http://h").decode() for page in site.pages.values()]
+    unchanged = 0
+    for html in pages:
+        page = extract(html, tokenize=False)
+        assert page.blocks == _blocks_taken_again(html), html[:80]
+        tree = _text._parse(html)
+        _text._prepare(tree)
+        unchanged += not _text._remove_boilerplate(tree)
+    assert 0 < unchanged < len(pages)
+
+
+def _prepared_one_tag_at_a_time(html: str) -> str:
+    """The tree :func:`_text._prepare` made before: ``unwrap_tags``, one walk per inline tag."""
+    tree = _text._parse(html)
+    tree.strip_tags(_text._DROP_TAGS)
+    tree.unwrap_tags(_text._INLINE_TAGS)
+    tree.merge_text_nodes()
+    return tree.html or ""
+
+
+def _prepared(html: str) -> str:
+    tree = _text._parse(html)
+    _text._prepare(tree)
+    return tree.html or ""
+
+
+_INLINE_PIECE = st.sampled_from(["<b>", "</b>", "<i>", "</i>", "<a href=x>", "</a>", "<span>",
+                                 "</span>", "<img>", "<wbr>", "<p>", "</p>", "<div>", "</div>",
+                                 "<table><td>", "<svg><a>", "<math><mi>", "<script>", "x", " ",
+                                 "<b></b>", "<i><b></b></i>", "<template><i>t</i></template>"])
+
+
+@given(st.lists(_INLINE_PIECE, max_size=40).map("".join))
+@settings(max_examples=300, deadline=None)
+def test_inline_elements_unwrapped_in_one_walk_make_the_same_tree(markup: str) -> None:
+    # Nested, empty (an empty inline element stays), void, misnested, foreign content.
+    assert _prepared(markup) == _prepared_one_tag_at_a_time(markup)
+
+
+def test_real_pages_unwrapped_in_one_walk_make_the_same_tree() -> None:
+    pages = DOCS[::30] + PG_DOCS[::30]
+    if not pages:
+        pytest.skip("python3.11-doc and postgresql-doc-15 are not installed")
+    for path in pages:
+        html = Path(path).read_text(encoding="utf-8", errors="replace")
+        assert _prepared(html) == _prepared_one_tag_at_a_time(html), path

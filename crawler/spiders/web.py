@@ -77,6 +77,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
+from lxml import etree
 from parsel import Selector as ParselSelector
 from scrapy import Request, Spider, signals
 from scrapy.http import HtmlResponse
@@ -99,8 +100,8 @@ from crawler.urls.linkrules import (
     DropNotes,
     LinkMemo,
     LinkRules,
+    MemoTable,
     fetch_url,
-    memo_table,
 )
 from crawler.urls.pagebounds import PageBounds
 from crawler.urls.scope import Scope
@@ -303,10 +304,10 @@ class WebSpider(Spider):
         if crawler is not None and crawler.stats is not None:
             crawler.stats.inc_value(key, count)
 
-    def _links_capped(self, rest: Iterator[Any], base: str) -> None:
-        """The link just met and those left in ``rest`` (not judged) cut by LINKS_PER_PAGE_MAX:
-        counted in ``dedup/links_capped``, the first page logged."""
-        cut = 1 + sum(1 for element in rest if element.get("href"))
+    def _links_capped(self, rest: Iterator[str], base: str) -> None:
+        """The link just met and those left in ``rest`` (hrefs, not judged) cut by
+        LINKS_PER_PAGE_MAX: counted in ``dedup/links_capped``, the first page logged."""
+        cut = 1 + sum(1 for href in rest if href)
         self.bounds.note_capped(base, cut, extra={"spider": self})
         self._inc("dedup/links_capped", cut)
 
@@ -407,32 +408,42 @@ class WebSpider(Spider):
         """``([(fingerprint, href, canonical or None)], {stats key: [href]})``: the links of a
         page to follow in page order, and those not followed by :class:`LinkRules`' reason.
         Only the first ``LINKS_PER_PAGE_MAX`` links are judged (:mod:`crawler.urls.pagebounds`)."""
-        # One loop, no per-link helper calls: this runs for every link of every page.
-        absolute, rooted, relative = self.link_memo.tables(base)
+        # One loop, no per-link helper calls: this runs for every link of every page. The
+        # hrefs come from one XPath call (strings, no element proxy per link).
+        memo = self.link_memo
+        absolute, rooted, relative = memo.tables(base)
         links: list[tuple[bytes, str, str | None]] = []
         dropped: dict[str, list[str]] = {}
         budget = self.bounds.links_max or -1  # -1: no cap
-        elements = root.iter("a", "area")
-        for element in elements:
-            href = element.get("href")
+        hrefs = iter(page_hrefs(root))
+        for href in hrefs:
             if not href:
                 continue
             if not budget:
-                self._links_capped(elements, base)
+                self._links_capped(hrefs, base)
                 break
             budget -= 1
             href = href.strip()
-            if href[:11].lower().startswith(SKIP_SCHEMES):
-                dropped.setdefault(NOT_HTTP, []).append(href)
-                continue
-            table = memo_table(href, absolute, rooted, relative)
+            # memo_table(), inlined
+            if href.startswith(_ABSOLUTE_HREF):
+                table: MemoTable | None = absolute
+            elif href[:1] == "/":
+                table = rooted
+            elif href and href[0] > " " and href[0] not in "?#":
+                table = relative
+            else:
+                table = None
+            # A memo hit was judged on an earlier page, so it passed the scheme check then.
             verdict = table.get(href) if table is not None else None
             canonical = None
             if verdict is None:
+                if href[:11].lower().startswith(SKIP_SCHEMES):
+                    dropped.setdefault(NOT_HTTP, []).append(href)
+                    continue
                 canonical, stat = self.rules.judge(href, base)
                 verdict = fingerprint_url(canonical) if canonical and not stat else stat or NOT_HTTP
                 if table is not None:
-                    self.link_memo.remember(table, href, verdict)
+                    memo.remember(table, href, verdict)
             if isinstance(verdict, str):  # the stats key of a reason not to follow it
                 dropped.setdefault(verdict, []).append(href)
                 continue
@@ -530,6 +541,12 @@ def canonical_href(response: Response, root: Any) -> str | None:
         if "canonical" in tokens and href:
             return href
     return None
+
+
+_ABSOLUTE_HREF = ("http://", "https://")  # memo_table's absolute hrefs
+#: The hrefs of a page's ``<a>`` and ``<area>`` elements in document order, as strings (what
+#: ``[e.get("href") for e in root.iter("a", "area")]`` gives, less the elements without one).
+page_hrefs = etree.XPath("//a/@href | //area/@href", smart_strings=False)
 
 
 def html_tree(response: HtmlResponse, max_chars: int = defaults.PAGE_MAX_PARSE_CHARS) -> Any:
