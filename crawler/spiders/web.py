@@ -93,6 +93,7 @@ from crawler.items import PageItem
 from crawler.spiders.probes import Soft404Probes
 from crawler.urls.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
 from crawler.urls.linkrules import (
+    ABSOLUTE_HREF,
     NOT_HTTP,
     OFFSITE,
     SKIP_SCHEMES,
@@ -424,8 +425,8 @@ class WebSpider(Spider):
                 break
             budget -= 1
             href = href.strip()
-            # memo_table(), inlined
-            if href.startswith(_ABSOLUTE_HREF):
+            # memo_table() inlined (a call per link costs; test_spider_links compares both)
+            if href.startswith(ABSOLUTE_HREF):
                 table: MemoTable | None = absolute
             elif href[:1] == "/":
                 table = rooted
@@ -543,7 +544,6 @@ def canonical_href(response: Response, root: Any) -> str | None:
     return None
 
 
-_ABSOLUTE_HREF = ("http://", "https://")  # memo_table's absolute hrefs
 #: The hrefs of a page's ``<a>`` and ``<area>`` elements in document order, as strings (what
 #: ``[e.get("href") for e in root.iter("a", "area")]`` gives, less the elements without one).
 page_hrefs = etree.XPath("//a/@href | //area/@href", smart_strings=False)

@@ -50,7 +50,7 @@ SKIP_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "file:", "ftp:", "abo
 #: Link memo entries (href -> verdict) kept before the memo is emptied; about 170 bytes each.
 LINK_MEMO_SIZE = 32768
 
-_ABSOLUTE = ("http://", "https://")
+ABSOLUTE_HREF = ("http://", "https://")  # hrefs memoized per scheme and host
 # A base URL that normalize_url parses as written (printable ASCII, no space or backslash):
 # origin "scheme://authority", then the path.
 _PLAIN_BASE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)([^?#]*)")
@@ -231,7 +231,7 @@ class LinkMemo:
 def memo_table(href: str, absolute: MemoTable, rooted: MemoTable | None,
                relative: MemoTable | None) -> MemoTable | None:
     """The memo table whose key covers every part of the base URL that ``href`` reads."""
-    if href.startswith(_ABSOLUTE):
+    if href.startswith(ABSOLUTE_HREF):
         return absolute
     if href[:1] == "/":
         return rooted
