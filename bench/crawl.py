@@ -67,6 +67,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -183,22 +184,34 @@ def command(
     return [sys.executable, "-m", "scrapy", *cmd]
 
 
-def run_child(cmd: list[str], cwd: Path, work: Path, cpu: int | None, timeout: float,
-              poll: float = 0.05) -> dict:  # fmt: skip
-    """Run one crawl; returns exit status, rusage of the child, its stats file and when it
-    exited (Unix time, within ``poll`` seconds)."""
+def child_env() -> dict[str, str]:
+    """The environment of a crawl child: this one with the project on ``PYTHONPATH`` and no
+    ``SCRAPY_SETTINGS_MODULE`` (the child's working directory picks its settings)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     env.pop("SCRAPY_SETTINGS_MODULE", None)
+    return env
+
+
+def spawn_child(cmd: list[str], cwd: Path, cpu: int | None, out: Any, err: Any) -> Any:
+    """Start one crawl child (pinned to ``cpu`` when given); the ``subprocess.Popen``."""
 
     def pin() -> None:
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
 
+    return subprocess.Popen(cmd, cwd=cwd, env=child_env(), stdout=out, stderr=err,
+                            preexec_fn=pin)  # fmt: skip
+
+
+def run_child(cmd: list[str], cwd: Path, work: Path, cpu: int | None, timeout: float,
+              poll: float = 0.05) -> dict:  # fmt: skip
+    """Run one crawl; returns exit status, rusage of the child, its stats file and when it
+    exited (Unix time, within ``poll`` seconds)."""
     with open(work / "stdout.txt", "wb") as out, open(work / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, preexec_fn=pin)
+        proc = spawn_child(cmd, cwd, cpu, out, err)
         deadline = time.monotonic() + timeout
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -447,6 +460,7 @@ SCRIPT_MODULES = ("crawler.cluster.frontier", "crawler.cluster.worker",
 WORKER_PROBE = "bench.crawl.WorkerProbe"
 _TRIPS: Counter[str] | None = None
 _WAITS: dict[str, float] = {}  # seconds spent in read_response, by command
+_REACTOR_WAIT = [0.0]  # of those, seconds the main (reactor) thread spent: it was blocked
 
 
 def count_redis_round_trips() -> Counter[str]:
@@ -472,8 +486,10 @@ def count_redis_round_trips() -> Counter[str]:
             try:
                 return read(self, *args, **kwargs)
             finally:
-                name = getattr(self, "_bench_command", "?")
-                _WAITS[name] = _WAITS.get(name, 0.0) + time.perf_counter() - start
+                name, spent = getattr(self, "_bench_command", "?"), time.perf_counter() - start
+                _WAITS[name] = _WAITS.get(name, 0.0) + spent
+                if threading.current_thread() is threading.main_thread():
+                    _REACTOR_WAIT[0] += spent
 
         AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
         AbstractConnection.read_response = timed  # type: ignore[method-assign]
@@ -517,6 +533,7 @@ class WorkerProbe(CrawlProbe):
         self.trips = count_redis_round_trips()
         self.trips_open: Counter[str] = Counter()
         self.waits_open: dict[str, float] = {}
+        self.reactor_wait_open = 0.0
         self.open_unix = self.last_unix = 0.0
 
     def opened(self, spider: Any) -> None:
@@ -524,6 +541,7 @@ class WorkerProbe(CrawlProbe):
         self.open_unix = self.last_unix = time.time()
         self.trips_open = self.trips.copy()
         self.waits_open = _WAITS.copy()
+        self.reactor_wait_open = _REACTOR_WAIT[0]
 
     def response(self, **kwargs: Any) -> None:
         super().response(**kwargs)
@@ -540,6 +558,8 @@ class WorkerProbe(CrawlProbe):
             stats.set_value(f"bench/redis/{name}", count)
         waits = {k: v - self.waits_open.get(k, 0.0) for k, v in _WAITS.items()}
         stats.set_value("bench/redis_wait_seconds", round(sum(waits.values()), 3))
+        stats.set_value("bench/redis_wait_reactor_seconds",
+                        round(_REACTOR_WAIT[0] - self.reactor_wait_open, 3))
         for name, seconds in waits.items():
             stats.set_value(f"bench/redis_wait/{name}", round(seconds, 3))
         main, rest = thread_cpu()
@@ -702,6 +722,8 @@ def config_figures(
         "redis_round_trips": {names.get(k, k): v for k, v in trips.most_common()},
         "redis_wait_ms_per_page": 1000 * per(sum(float(s.get("bench/redis_wait_seconds", 0))
                                                  for s in stats)),
+        "redis_wait_reactor_ms_per_page": 1000 * per(sum(
+            float(s.get("bench/redis_wait_reactor_seconds", 0)) for s in stats)),
         "redis_wait_s": {names.get(k, k): round(v, 3) for k, v in waits.most_common()},
         "redis_commands_per_page": per(used["redis_commands"]),
         "cpu_s": {"workers": sum(p["cpu_s"] for p in procs), "redis": used["redis_cpu_s"],
@@ -759,7 +781,8 @@ def summarize_scaleout(runs: list[dict[str, Any]], configs: list[str]) -> dict[s
             **{f"{key}_median": med(key) for key in (
                 "span_s", "active_s", "pages_per_s_active", "cpu_ms_per_page",
                 "process_cpu_ms_per_page", "redis_round_trips_per_page",
-                "redis_commands_per_page", "redis_wait_ms_per_page", "pages_fetched",
+                "redis_commands_per_page", "redis_wait_ms_per_page",
+                "redis_wait_reactor_ms_per_page", "pages_fetched",
                 "idle_waits")},
             "close_lag_max_s": max(max(r["close_lag_s"]) for r in mine),
             "close_lag_median_s": statistics.median(x for r in mine for x in r["close_lag_s"]),
@@ -793,6 +816,8 @@ def scaleout_table(title: str, summary: dict[str, Any], configs: list[str]) -> s
         ("CPU ms/page (process)", lambda s: f"{s['process_cpu_ms_per_page_median']:.2f}"),
         ("Redis trips/page", lambda s: f"{s['redis_round_trips_per_page_median']:.2f}"),
         ("Redis wait ms/page", lambda s: f"{s['redis_wait_ms_per_page_median']:.2f}"),
+        ("  of it, reactor blocked",
+         lambda s: f"{s['redis_wait_reactor_ms_per_page_median']:.2f}"),
         ("Redis cmds/page (all)", lambda s: f"{s['redis_commands_per_page_median']:.1f}"),
         ("close lag s (max)", lambda s: f"{s['close_lag_max_s']:.2f}"),
         ("startup s (median)", lambda s: f"{s['startup_median_s']:.2f}"),

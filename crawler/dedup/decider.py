@@ -15,10 +15,12 @@ itself for an item that carries none (another spider's). The flow, for each page
 3. The content index (``DEDUP_BACKEND``: :mod:`crawler.backends.local` or Redis, the
    :class:`~crawler.backends.ContentIndex` protocol) decides and records atomically: exact
    copy (``exact_duplicate``, distance 0), else nearest page within ``SIMHASH_MAX_DISTANCE``
-   bits (``near_duplicate``), else kept. A shared index answers ``pending`` for a match that
-   another worker kept but has not stored yet: the page waits (:data:`PENDING_POLL_SECONDS`,
-   off the reactor; stat ``dedup/shared/pending_waits``) and asks again, so it is dropped only
-   against a stored page, or decided anew when that worker died.
+   bits (``near_duplicate``), else kept. A shared index is asked off the reactor thread, on
+   one thread in the order pages ask (:class:`~crawler.backends.common.SerialThread`); it
+   answers ``pending`` for a match that another worker kept but has not stored yet: the page
+   waits (:data:`PENDING_POLL_SECONDS`, off the reactor; stat ``dedup/shared/pending_waits``)
+   and asks again, so it is dropped only against a stored page, or decided anew when that
+   worker died.
 4. On a young host (its template unknown) a near match on the same host is confirmed only if
    the page adds little text of its own to it; in the distributed profile a host new to this
    worker first learns its template from storage (:mod:`crawler.dedup.hosts`). A page like its
@@ -49,6 +51,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from inspect import isawaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from itemadapter import ItemAdapter
@@ -58,6 +61,7 @@ from scrapy.utils.asyncio import run_in_thread, sleep
 from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_content_index
+from crawler.backends.common import SerialThread
 from crawler.cluster.joincheck import off_when_refused
 from crawler.content.template import KeptPage, TemplateFilter
 from crawler.dedup.counts import Counts
@@ -82,7 +86,7 @@ from crawler.vocab import OVERRIDE, PENDING, Drop, Match, PageSignature
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -126,8 +130,13 @@ class ContentDecider:
         stored: StoredPages | None = None,
         crawler: Crawler | None = None,
         droplog_options: DropLogOptions | None = None,
+        off_thread: bool | None = None,
     ) -> None:
         self.index = index
+        # a remote index's check-and-add runs on one thread, awaited (None: the index says)
+        if off_thread is None:
+            off_thread = bool(getattr(index, "off_thread", False))
+        self.thread = SerialThread("content-index") if off_thread else None
         self.stats = stats
         self.counts = Counts(stats)
         self.stored = stored or StoredPages(store_factory)
@@ -209,6 +218,8 @@ class ContentDecider:
         and the drop log."""
         self.guard.close()
         self.drops.close()
+        if self.thread is not None:
+            self.thread.close()
 
     def batch_committed(self, documents: list[str] | None = None, **_: Any) -> None:
         """Storage committed a batch: its kept pages count for other workers."""
@@ -274,16 +285,20 @@ class ContentDecider:
                 self.counts.inc("dedup/shared/pending_waits")
             await sleep(PENDING_POLL_SECONDS)
 
-    async def _waiting_out_storage(self, step: Callable[[Candidate], T],
+    async def _waiting_out_storage(self, step: Callable[[Candidate], T | Awaitable[T]],
                                    page: Candidate) -> T:
-        """``step(page)``, a decision step on the reactor thread whose storage reads (the
-        index naming a kept page, the version a page replaces) come before anything it
-        records: a transient storage error is waited out (:class:`StorageOutage`), then the
-        step runs again; past the bound the error is raised."""
+        """``step(page)`` (awaited when it returns an awaitable: the index asked on its
+        thread), a decision step whose storage reads (the index naming a kept page, the
+        version a page replaces) come before anything it records: a transient storage error
+        is waited out (:class:`StorageOutage`), then the step runs again; past the bound the
+        error is raised."""
         attempt = 0
         while True:
             try:
-                return step(page)
+                result = step(page)
+                if isawaitable(result):
+                    return await result
+                return result  # type: ignore[return-value]
             except StorageError as exc:
                 delay = self.outage.retrying(exc, attempt)
                 if delay is None:
@@ -291,10 +306,23 @@ class ContentDecider:
                 attempt += 1
                 await sleep(delay)
 
-    def _ask(self, page: Candidate) -> bool:
+    def _ask(self, page: Candidate) -> bool | Awaitable[bool]:
         """Ask the index; False when its match is pending (kept by another worker, not yet
-        stored: nothing was recorded, ask again later)."""
+        stored: nothing was recorded, ask again later). A remote index is asked on
+        :attr:`thread` (awaited: the reactor serves other pages meanwhile, and the pages'
+        questions reach the index in the order they were asked here)."""
+        if self.thread is not None:
+            return self._ask_on_thread(page)
         page.match = self.guard.check_and_add(page.signature)
+        return self._answered(page)
+
+    async def _ask_on_thread(self, page: Candidate) -> bool:
+        assert self.thread is not None
+        page.match = await self.guard.check_and_add_on(self.thread, page.signature)
+        return self._answered(page)
+
+    def _answered(self, page: Candidate) -> bool:
+        """The index's answer in ``page.match``: :meth:`_ask`'s return."""
         if page.match is None:
             return True
         if page.match.reason == PENDING:

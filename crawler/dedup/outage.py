@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from crawler.backends import ContentIndex
+    from crawler.backends.common import SerialThread
     from crawler.storage import StorageError
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,17 @@ class GuardedIndex:
             self.unchecked_first = signature.url
         raise DropItem(f"not checked for duplicates (Redis unavailable): {signature.url}",
                        log_level="DEBUG")
+
+    async def check_and_add_on(self, thread: SerialThread,
+                               signature: PageSignature) -> Match | None:
+        """:meth:`check_and_add` with the index's call run on ``thread`` (off the reactor);
+        a Redis failure is handled here, on the caller's thread."""
+        if not self.down:
+            try:
+                return await thread.call(self.index.check_and_add, signature)
+            except redis_errors() as exc:
+                self.failed(exc)
+        return self.check_and_add(signature)  # down: dropped unchecked
 
     def load(self, records: Sequence[Record]) -> None:
         """Record already-decided pages in the index; a Redis failure stops the crawl only."""
