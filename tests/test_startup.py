@@ -126,6 +126,58 @@ def test_a_fresh_sqlite_database_is_the_one_alembic_builds(tmp_path) -> None:
     fresh.dispose()
 
 
+def test_a_crawls_store_writes_and_reads_without_the_orm(tmp_path) -> None:
+    """What a SQLite crawl does with its Store (start, a batch, the counts and JOBDIR lookups
+    it reads, finish) is Core: ``sqlalchemy.orm`` (~0.1 s, several MiB) stays unimported; the
+    ORM classes the commands read load on first use and see the same rows."""
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    out = run_python(f"""
+        import sys
+        from datetime import datetime, timedelta, timezone
+        from crawler.storage import Store
+        def loaded():
+            return ["sqlalchemy.orm" in sys.modules, "crawler.storage.models" in sys.modules]
+        with Store({url!r}) as store:
+            crawl_id = store.start_crawl("web", ["http://a.test/"], {{"SCOPE": "host"}})
+            doc = {{"url": "http://a.test/", "canonical_url": "http://a.test/", "title": "T",
+                    "text": "some text", "status": 200, "crawl_id": crawl_id,
+                    "fetched_at": "2026-01-02T03:04:05Z"}}
+            drop = {{"url": "http://a.test/b", "canonical_url": "http://a.test/b",
+                     "reason": "near_duplicate", "duplicate_of": "http://a.test/",
+                     "distance": 2, "simhash": 2**64 - 1, "crawl_id": crawl_id}}
+            store.write_batch([doc], [drop])
+            since = datetime(2020, 1, 1, tzinfo=timezone.utc)
+            found = sorted(store.stored_canonical_urls(["http://a.test/", "http://a.test/b",
+                                                        "http://a.test/c"], since))
+            counts = [store.count_documents(crawl_id), store.count_dropped(crawl_id)]
+            store.finish_crawl(crawl_id, "finished", {{"item_scraped_count": 1}})
+            before = loaded()
+            crawl = store.crawl(crawl_id)
+            page = store.document_by_url("http://a.test/")
+            dropped = store.dropped(crawl_id)
+            print(before, found, counts, loaded(), crawl.finish_reason, crawl.seeds,
+                  page.title, page.crawl_id == crawl_id, [d.simhash for d in dropped])
+    """)
+    assert out.split("\n")[0] == (
+        "[False, False] ['http://a.test/', 'http://a.test/b'] [1, 1] [True, True] finished "
+        f"['http://a.test/'] T True [{2**64 - 1}]"
+    )
+
+
+def test_the_orm_classes_are_mapped_on_the_core_tables() -> None:
+    """One schema definition: each ORM class's table is the Core table the Store writes."""
+    from crawler.storage import models, tables
+
+    assert models.Base.metadata is tables.metadata
+    for cls, table in ((models.Crawl, tables.crawls), (models.Document, tables.documents),
+                       (models.Dropped, tables.dropped),
+                       (models.CrawlDocument, tables.crawl_documents),
+                       (models.RedisGeneration, tables.redis_generations),
+                       (models.OverrideRow, tables.overrides), (models.ReviewRow, tables.reviews)):
+        assert cls.__table__ is table
+        assert set(cls.__annotations__) == {c.key for c in table.columns}, cls
+
+
 def test_an_older_schema_is_still_migrated_and_a_newer_one_refused(tmp_path) -> None:
     import sqlalchemy as sa
     from alembic import command

@@ -67,6 +67,8 @@ Modules, one idea each:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from crawler.outputs.formats import jsonable
 from crawler.storage.check import (
     SettleOptions,
@@ -87,22 +89,17 @@ from crawler.storage.engine import (
     wrap_error,
 )
 from crawler.storage.keys import KEY_BATCH, KeyArrays
-from crawler.storage.models import (
-    DERIVED_COLUMNS,
-    DOCUMENT_COLUMNS,
-    DROPPED_COLUMNS,
-    SET_COLUMNS,
-    Base,
-    Crawl,
-    CrawlDocument,
-    Document,
-    Dropped,
-)
 from crawler.storage.ownership import ForeignDatabaseError
 from crawler.storage.pages import PageReader
 from crawler.storage.reader import ReviewError, Run, resolve_db_url
 from crawler.storage.rows import chunked, clean_text, dedup_settings
 from crawler.storage.store import Store
+from crawler.storage.tables import (
+    DERIVED_COLUMNS,
+    DOCUMENT_COLUMNS,
+    DROPPED_COLUMNS,
+    SET_COLUMNS,
+)
 from crawler.storage.types import (
     Fingerprint64,
     UTCDateTime,
@@ -112,6 +109,21 @@ from crawler.storage.types import (
     to_unsigned64,
     utcnow,
 )
+
+if TYPE_CHECKING:
+    from crawler.storage.models import Base, Crawl, CrawlDocument, Document, Dropped
+
+#: The ORM classes, imported on first use (:func:`__getattr__`): a crawl reads and writes
+#: through Core tables (:mod:`crawler.storage.tables`) and never pays for ``sqlalchemy.orm``.
+_ORM_NAMES = frozenset({"Base", "Crawl", "CrawlDocument", "Document", "Dropped"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ORM_NAMES:
+        from crawler.storage import models
+
+        return getattr(models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DERIVED_COLUMNS",

@@ -3,17 +3,16 @@ and the small query helpers (:class:`StoreBase`)."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.orm import Session
 
 from crawler import defaults
 from crawler.config import SettingsLike
@@ -31,9 +30,12 @@ from crawler.storage.engine import (
     release_engine,
     wrap_error,
 )
-from crawler.storage.models import Crawl, CrawlDocument, Document, Dropped
 from crawler.storage.ownership import read_only_error, refuse_foreign, refuse_read_only
 from crawler.storage.rows import chunked
+from crawler.storage.tables import crawl_documents, crawls, documents, dropped
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +52,10 @@ class StoreBase:
     database without our tables is an error instead of being created (for review commands).
     """
 
-    documents: ClassVar[sa.Table] = Document.__table__  # type: ignore[assignment]
-    dropped_table: ClassVar[sa.Table] = Dropped.__table__  # type: ignore[assignment]
-    crawls_table: ClassVar[sa.Table] = Crawl.__table__  # type: ignore[assignment]
-    crawl_documents: ClassVar[sa.Table] = CrawlDocument.__table__  # type: ignore[assignment]
+    documents: ClassVar[sa.Table] = documents
+    dropped_table: ClassVar[sa.Table] = dropped
+    crawls_table: ClassVar[sa.Table] = crawls
+    crawl_documents: ClassVar[sa.Table] = crawl_documents
 
     def __init__(self, url: str | URL, *, create: bool = True) -> None:
         self.sa_url = parse_url(url)
@@ -210,20 +212,37 @@ class StoreBase:
     def _one_of(self, column: sa.ColumnElement[Any], values: Sequence[str]) -> Any:
         """``column IN values``; on PostgreSQL ``= ANY(array)``, 5x faster than 100 params."""
         if self.backend == "postgresql":
-            array = sa.bindparam(f"{column.key}_any", list(values),
-                                 type_=postgresql.ARRAY(sa.Text))
+            from sqlalchemy.dialects.postgresql import ARRAY
+
+            array = sa.bindparam(f"{column.key}_any", list(values), type_=ARRAY(sa.Text))
             return column == sa.any_(array)
         return column.in_(values)
 
+    def _dialect_insert(self) -> Any:
+        """The backend dialect's ``insert`` (with ``ON CONFLICT``)."""
+        name = "postgresql" if self.backend == "postgresql" else "sqlite"
+        return importlib.import_module(f"sqlalchemy.dialects.{name}").insert
+
     def _session(self) -> Session:
+        """An ORM session (imported here: a crawl's own reads and writes are Core)."""
+        from sqlalchemy.orm import Session
+
         return Session(self.engine, expire_on_commit=False)
 
     def _scalar(self, stmt: Any, action: str) -> Any:
+        """The first column of the first row of ``stmt``, a Core statement (no ORM)."""
+        self.check()
+        with self._errors(action), self.engine.connect() as conn:
+            return conn.scalar(stmt)
+
+    def _entity(self, stmt: Any, action: str) -> Any:
+        """The first object of ``stmt``, an ORM select of a model (None when none)."""
         self.check()
         with self._errors(action), self._session() as session:
             return session.scalar(stmt)
 
     def _all(self, stmt: Any, action: str) -> list[Any]:
+        """Every object of ``stmt``, an ORM select of a model."""
         self.check()
         with self._errors(action), self._session() as session:
             return list(session.scalars(stmt))

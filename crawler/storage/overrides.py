@@ -15,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from crawler.dedup.overrides import DISTINCT, Override, Overrides, Review, read_file
+from crawler.storage import tables
 from crawler.storage.base import StoreBase
-from crawler.storage.models import OverrideRow, ReviewRow
 from crawler.storage.reader import ReaderBase
 from crawler.storage.types import optional_time, utcnow
 from crawler.urls.urlnorm import UrlPolicy
@@ -48,8 +48,8 @@ def _row_id(result: sa.CursorResult[Any]) -> int | None:
 class OverrideSide(StoreBase):
     """Record rules and reviews (each in its own transaction)."""
 
-    overrides_table: sa.Table = OverrideRow.__table__  # type: ignore[assignment]
-    reviews_table: sa.Table = ReviewRow.__table__  # type: ignore[assignment]
+    overrides_table: sa.Table = tables.overrides
+    reviews_table: sa.Table = tables.reviews
 
     def add_override(self, rule: Override) -> tuple[Override, list[Override]]:
         """Record ``rule`` (replacing the rule of its target or pair); returns it as stored

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from crawler.storage.base import StoreBase
 from crawler.storage.keys import KEY_BATCH, KeyArrays
-from crawler.storage.models import Crawl, Document, Dropped
 from crawler.storage.rows import chunked, like_escape
+from crawler.storage.tables import crawls as _crawls
+from crawler.storage.tables import documents as _documents
+from crawler.storage.tables import dropped as _dropped
 from crawler.storage.types import U64, parse_time, to_signed64, to_unsigned64
+
+if TYPE_CHECKING:  # the ORM classes are imported by the methods that return them
+    from crawler.storage.models import Crawl, Document, Dropped
 
 Fingerprints = tuple[str, str, str | None, int | None]
 
@@ -132,9 +137,9 @@ class ReadSide(StoreBase):
     # --- pages, drops and crawls ------------------------------------------------------------
 
     def count_documents(self, crawl_id: int | None = None) -> int:
-        stmt = sa.select(sa.func.count()).select_from(Document)
+        stmt = sa.select(sa.func.count()).select_from(_documents)
         if crawl_id is not None:
-            stmt = stmt.where(Document.crawl_id == crawl_id)
+            stmt = stmt.where(_documents.c.crawl_id == crawl_id)
         return int(self._scalar(stmt, "counting documents"))
 
     def documents_of_origin(
@@ -147,24 +152,26 @@ class ReadSide(StoreBase):
         database with the C collation; under a linguistic collation (``en_US``) some documents
         may be missed."""
         self.check()
-        cols = (Document.id, Document.url, Document.canonical_url, Document.content_hash,
-                Document.simhash, Document.text)  # fmt: skip
+        d = _documents.c
+        cols = (d.id, d.url, d.canonical_url, d.content_hash, d.simhash, d.text)
         low, high = f"{origin}/", f"{origin}0"  # "/" then the path; "0" sorts after "/"
         stmt = (sa.select(*cols)
-                .where(Document.canonical_url >= low, Document.canonical_url < high,
-                       Document.fetched_at >= since)
-                .order_by(Document.id.desc()).limit(limit))  # fmt: skip
-        with self._errors("reading an origin's documents"), self._session() as session:
-            rows = session.execute(stmt).all()
+                .where(_documents.c.canonical_url >= low, _documents.c.canonical_url < high,
+                       _documents.c.fetched_at >= since)
+                .order_by(_documents.c.id.desc()).limit(limit))  # fmt: skip
+        with self._errors("reading an origin's documents"), self.engine.connect() as conn:
+            rows = conn.execute(stmt).all()
         return [(r.url, r.canonical_url, r.content_hash, r.simhash, r.text or "")
                 for r in sorted(rows, key=lambda r: r.id)]  # fmt: skip
 
     def document_by_url(self, url: str) -> Document | None:
         """The stored page fetched at ``url``, else the latest one with that canonical URL."""
-        stmt = (sa.select(Document).where(sa.or_(Document.url == url,
-                                                 Document.canonical_url == url))
-                .order_by((Document.url == url).desc(), Document.id.desc()).limit(1))
-        return self._scalar(stmt, "reading a document")
+        from crawler.storage.models import Document
+
+        stmt = (sa.select(Document).where(sa.or_(_documents.c.url == url,
+                                                 _documents.c.canonical_url == url))
+                .order_by((_documents.c.url == url).desc(), _documents.c.id.desc()).limit(1))
+        return self._entity(stmt, "reading a document")
 
     def dropped(
         self, crawl_id: int | None = None, *, reason: str | None = None,
@@ -177,38 +184,48 @@ class ReadSide(StoreBase):
         ``host`` matches the dropped URL's host exactly (any port, http or https); ``since``
         is a datetime or ISO 8601 string (naive means UTC); ``limit`` None means all.
         """
+        from crawler.storage.models import Dropped
+
         stmt = (sa.select(Dropped)
                 .where(*dropped_where(crawl_id=crawl_id, reason=reason, host=host,
                                       min_distance=min_distance, max_distance=max_distance,
                                       since=since))
-                .order_by(Dropped.dropped_at.desc(), Dropped.id.desc()))
+                .order_by(_dropped.c.dropped_at.desc(), _dropped.c.id.desc()))
         if limit is not None:
             stmt = stmt.limit(limit)
         return self._all(stmt, "reading dropped pages")
 
     def count_dropped(self, crawl_id: int | None = None, **filters: Any) -> int:
         """How many drop records :meth:`dropped` would return without a limit."""
-        stmt = (sa.select(sa.func.count()).select_from(Dropped)
+        stmt = (sa.select(sa.func.count()).select_from(_dropped)
                 .where(*dropped_where(crawl_id=crawl_id, **filters)))
         return int(self._scalar(stmt, "counting dropped pages"))
 
     def dropped_by_url(self, url: str) -> Dropped | None:
         """The latest drop record of ``url`` (matched on url, then canonical_url)."""
-        stmt = (sa.select(Dropped).where(sa.or_(Dropped.url == url,
-                                                Dropped.canonical_url == url))
-                .order_by((Dropped.url == url).desc(), Dropped.id.desc()).limit(1))
-        return self._scalar(stmt, "reading a dropped page")
+        from crawler.storage.models import Dropped
+
+        stmt = (sa.select(Dropped).where(sa.or_(_dropped.c.url == url,
+                                                _dropped.c.canonical_url == url))
+                .order_by((_dropped.c.url == url).desc(), _dropped.c.id.desc()).limit(1))
+        return self._entity(stmt, "reading a dropped page")
 
     def crawl(self, crawl_id: int) -> Crawl | None:
-        return self._scalar(sa.select(Crawl).where(Crawl.id == crawl_id), "reading a crawl")
+        from crawler.storage.models import Crawl
+
+        return self._entity(sa.select(Crawl).where(_crawls.c.id == crawl_id), "reading a crawl")
 
     def latest_crawl(self) -> Crawl | None:
-        return self._scalar(sa.select(Crawl).order_by(Crawl.id.desc()).limit(1),
+        from crawler.storage.models import Crawl
+
+        return self._entity(sa.select(Crawl).order_by(_crawls.c.id.desc()).limit(1),
                             "reading the latest crawl")
 
     def crawls(self) -> list[Crawl]:
         """Every crawl, newest first."""
-        return self._all(sa.select(Crawl).order_by(Crawl.id.desc()), "reading crawls")
+        from crawler.storage.models import Crawl
+
+        return self._all(sa.select(Crawl).order_by(_crawls.c.id.desc()), "reading crawls")
 
     def stored_canonical_urls(self, urls: Iterable[str], since: datetime) -> set[str]:
         """Which of ``urls`` are the canonical URL of a document fetched, or a drop record
@@ -218,8 +235,8 @@ class ReadSide(StoreBase):
         found: set[str] = set()
         with self._errors("reading stored canonical URLs"), self.engine.connect() as conn:
             for chunk in chunked(wanted):
-                for column, stamp in ((Document.canonical_url, Document.fetched_at),
-                                      (Dropped.canonical_url, Dropped.dropped_at)):
+                for column, stamp in ((_documents.c.canonical_url, _documents.c.fetched_at),
+                                      (_dropped.c.canonical_url, _dropped.c.dropped_at)):
                     stmt = sa.select(column).where(column.in_(chunk), stamp >= since)
                     found.update(conn.scalars(stmt))
         return found
@@ -233,19 +250,19 @@ def dropped_where(
     """The conditions of :meth:`ReadSide.dropped`'s filters."""
     conds: list[Any] = []
     if crawl_id is not None:
-        conds.append(Dropped.crawl_id == crawl_id)
+        conds.append(_dropped.c.crawl_id == crawl_id)
     if reason:
-        conds.append(Dropped.reason == reason)
+        conds.append(_dropped.c.reason == reason)
     if host:
         name = like_escape(host.strip().lower().rstrip("."))
         conds.append(sa.or_(*(
-            Dropped.url.like(f"{scheme}://{name}{end}%", escape="\\")
+            _dropped.c.url.like(f"{scheme}://{name}{end}%", escape="\\")
             for scheme in ("http", "https") for end in ("/", ":")
         )))
     if min_distance is not None:
-        conds.append(Dropped.distance >= min_distance)
+        conds.append(_dropped.c.distance >= min_distance)
     if max_distance is not None:
-        conds.append(Dropped.distance <= max_distance)
+        conds.append(_dropped.c.distance <= max_distance)
     if since is not None:
-        conds.append(Dropped.dropped_at >= parse_time(since))
+        conds.append(_dropped.c.dropped_at >= parse_time(since))
     return conds

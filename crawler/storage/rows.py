@@ -14,7 +14,7 @@ from crawler import defaults
 from crawler.config import SettingsLike
 from crawler.outputs.formats import jsonable, mask_settings
 from crawler.storage.engine import mask_url
-from crawler.storage.models import MAX_LENGTHS, TEXT_COLUMNS
+from crawler.storage.tables import MAX_LENGTHS, TEXT_COLUMNS
 
 #: Settings recorded in ``crawls.settings``: every name with one of these prefixes, or listed.
 DEDUP_SETTING_PREFIXES = ("URLNORM_", "BLOOM_", "SIMHASH_", "TRAP_", "STORAGE_BATCH_", "DEDUP_")

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from crawler.storage.engine import parse_url, wrap_error
-from crawler.storage.models import DOCUMENT_COLUMNS
 from crawler.storage.store import Store
+from crawler.storage.tables import DOCUMENT_COLUMNS
 
 
 def schema_url(pg_url: str, schema: str, password: str | None = None) -> str:

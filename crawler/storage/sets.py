@@ -8,11 +8,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from crawler.content.setfp import CrawlSets
 from crawler.storage.base import StoreBase
-from crawler.storage.models import SET_COLUMNS, crawl_sets, sets_columns
+from crawler.storage.tables import SET_COLUMNS, crawl_sets, sets_columns
 
 
 class SetsSide(StoreBase):
@@ -105,7 +104,7 @@ class SetsSide(StoreBase):
                         members: Mapping[str, str | None], urls: list[str]) -> set[str]:
         """Insert the rows of ``urls`` the crawl lacks; returns those inserted."""
         m = self.crawl_documents
-        insert = (postgresql.insert if self.backend == "postgresql" else sqlite.insert)(m)
+        insert = self._dialect_insert()(m)
         insert_new = insert.on_conflict_do_nothing(
             index_elements=["crawl_id", "canonical_url"]).returning(m.c.canonical_url)
         params = [{"crawl_id": crawl_id, "canonical_url": url, "content_hash": members[url]}

@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from crawler.content.simhash import hamming
 from crawler.content.simindex import content_key, url_key
 from crawler.outputs.formats import jsonable
-from crawler.storage.models import DOCUMENT_COLUMNS, DROPPED_COLUMNS, Crawl, RedisGeneration
 from crawler.storage.rows import build_row, chunked
 from crawler.storage.sets import SetsSide
+from crawler.storage.tables import DOCUMENT_COLUMNS, DROPPED_COLUMNS, redis_generations
+from crawler.storage.tables import crawls as _crawls
 from crawler.storage.types import Fingerprint64, to_signed64, utcnow
 from crawler.vocab import DISTRIBUTED, REPOINTED_RULE, UNFINISHED_REASON
 
@@ -79,10 +79,10 @@ class WriteSide(SetsSide):
         """Record ``fence.bump(recorded)`` as the generation of ``fence.key`` (the highest one
         wins: batches of several workers commit in any order). Last in the transaction, so the
         row is locked only while it commits."""
-        g = RedisGeneration
+        g = redis_generations.c
         recorded = conn.execute(sa.select(g.generation).where(g.crawl == fence.key)).scalar()
         value = fence.bump(int(recorded or 0))
-        insert = (postgresql.insert if self.backend == "postgresql" else sqlite.insert)(g)
+        insert = self._dialect_insert()(redis_generations)
         stmt = insert.values(crawl=fence.key, generation=value, updated_at=utcnow())
         highest = sa.func.greatest if self.backend == "postgresql" else sa.func.max
         conn.execute(stmt.on_conflict_do_update(index_elements=["crawl"], set_={
@@ -92,7 +92,7 @@ class WriteSide(SetsSide):
     def redis_generation(self, key: str) -> int:
         """The generation storage recorded for ``key`` (0: none yet)."""
         self.check()
-        stmt = sa.select(RedisGeneration.generation).where(RedisGeneration.crawl == key)
+        stmt = sa.select(redis_generations.c.generation).where(redis_generations.c.crawl == key)
         with self._errors("reading the Redis generation"), self.engine.connect() as conn:
             return int(conn.execute(stmt).scalar() or 0)
 
@@ -114,25 +114,26 @@ class WriteSide(SetsSide):
         with self._errors("recording the crawl start"), self.engine.begin() as conn:
             if worker is not None and job is not None:
                 row["parent_id"] = self._distributed_row(conn, job, {**row, "worker": None})
-            result = conn.execute(sa.insert(Crawl).returning(Crawl.id), row)
+            result = conn.execute(sa.insert(_crawls).returning(_crawls.c.id), row)
             return int(result.scalar_one())
 
     def _distributed_row(self, conn: sa.Connection, key: str, row: Mapping[str, Any]) -> int:
         """The id of distributed crawl ``key``'s own row, inserted by the first worker to ask
         (the partial unique index makes concurrent first workers agree)."""
-        insert = (postgresql.insert if self.backend == "postgresql" else sqlite.insert)(Crawl)
-        where = Crawl.command == DISTRIBUTED
+        insert = self._dialect_insert()(_crawls)
+        where = _crawls.c.command == DISTRIBUTED
         conn.execute(insert.values({**row, "command": DISTRIBUTED})
                      .on_conflict_do_nothing(index_elements=["job"], index_where=where))
-        found = conn.execute(sa.select(Crawl.id).where(Crawl.job == key, where)).scalar_one()
+        stmt = sa.select(_crawls.c.id).where(_crawls.c.job == key, where)
+        found = conn.execute(stmt).scalar_one()
         return int(found)
 
     def close_worker_crawl(self, key: str, worker: str, reason: str) -> int:
         """Close the row of distributed crawl ``key``'s ``worker`` if it is still open (a
         worker that died: whoever reclaims it closes its row); returns the rows closed."""
         self.check()
-        stmt = (sa.update(Crawl).where(Crawl.job == key, Crawl.worker == worker,
-                                       Crawl.finished_at.is_(None))
+        stmt = (sa.update(_crawls).where(_crawls.c.job == key, _crawls.c.worker == worker,
+                                         _crawls.c.finished_at.is_(None))
                 .values(finished_at=utcnow(), finish_reason=reason))
         with self._errors("closing a dead worker's crawl"), self.engine.begin() as conn:
             return int(conn.execute(stmt).rowcount or 0)
@@ -147,20 +148,21 @@ class WriteSide(SetsSide):
         self.check()
         now = utcnow()
         with self._errors("recording the crawl finish"), self.engine.begin() as conn:
-            parent = conn.execute(sa.select(Crawl.id).where(
-                Crawl.job == key, Crawl.command == DISTRIBUTED).with_for_update()).scalar()
+            parent = conn.execute(sa.select(_crawls.c.id).where(
+                _crawls.c.job == key, _crawls.c.command == DISTRIBUTED).with_for_update()).scalar()
             if parent is None:
                 return None
-            rows = conn.execute(sa.select(Crawl.stats).where(Crawl.parent_id == parent)).all()
+            rows = conn.execute(sa.select(_crawls.c.stats)
+                                .where(_crawls.c.parent_id == parent)).all()
             totals: dict[str, Any] = {"workers": len(rows)}
             for (stats,) in rows:
                 for name, value in (stats or {}).items():
                     if isinstance(value, (int, float)) and not isinstance(value, bool):
                         totals[name] = totals.get(name, 0) + value
-            conn.execute(sa.update(Crawl).where(Crawl.parent_id == parent,
-                                                Crawl.finished_at.is_(None))
+            conn.execute(sa.update(_crawls).where(_crawls.c.parent_id == parent,
+                                                  _crawls.c.finished_at.is_(None))
                          .values(finished_at=now, finish_reason=UNFINISHED_REASON))
-            conn.execute(sa.update(Crawl).where(Crawl.id == parent).values(
+            conn.execute(sa.update(_crawls).where(_crawls.c.id == parent).values(
                 finished_at=now, finish_reason=reason, stats=jsonable(totals)))
             return int(parent)
 
@@ -169,12 +171,12 @@ class WriteSide(SetsSide):
         self.check()
         values = {"finished_at": utcnow(), "finish_reason": reason, "stats": jsonable(stats)}
         with self._errors("recording the crawl finish"), self.engine.begin() as conn:
-            conn.execute(sa.update(Crawl).where(Crawl.id == crawl_id).values(values))
+            conn.execute(sa.update(_crawls).where(_crawls.c.id == crawl_id).values(values))
 
     # --- documents ----------------------------------------------------------------------------
 
     def _upsert_stmt(self) -> Any:
-        insert = postgresql.insert if self.backend == "postgresql" else sqlite.insert
+        insert = self._dialect_insert()
         stmt = insert(self.documents)
         update = {c: stmt.excluded[c] for c in DOCUMENT_COLUMNS if c != "url"}
         return stmt.on_conflict_do_update(index_elements=["url"], set_=update)
