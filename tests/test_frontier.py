@@ -91,6 +91,22 @@ def test_a_redirect_of_a_leased_request_replaces_its_lease(cluster):
     assert again.meta[LEASE_META] != popped.meta[LEASE_META]
 
 
+def test_a_second_frontier_of_one_worker_never_gets_the_first_ones_last_reply(cluster):
+    """A push or pop whose token is the worker's last one is answered from its memo (a retry
+    of a call whose reply was lost): tokens are unique across frontiers too, so another frontier
+    of the same worker id (a scheduler built again) queues and leases for itself."""
+    member, first = cluster()
+    second = LeasedFrontier(first.server, first.spider, first.key, workers_key=member.workers_key)
+    second.worker = member.id
+    for i, frontier in enumerate([first, second, first, second]):
+        assert frontier.push_new(Request(f"http://h.test/{i}")) is True
+    assert first.counts() == (4, 0)
+    (a,), _ = first.pop_many(1)
+    (b,), _ = second.pop_many(1)
+    assert a.url != b.url and a.meta[LEASE_META] != b.meta[LEASE_META]
+    assert first.counts() == (2, 2)
+
+
 def test_each_host_belongs_to_one_worker(cluster):
     _, one = cluster()
     _, two = cluster()

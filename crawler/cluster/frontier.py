@@ -52,6 +52,7 @@ are the Redis server's clock (``TIME``), one clock for every worker. Requests ar
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import uuid
@@ -354,6 +355,14 @@ class LeasedFrontier(RedisBacked):
         self._ack = server.register_script(_ACK)
         self._requeue = server.register_script(_REQUEUE)
         self._release = server.register_script(_RELEASE)
+        # tokens of pushes and pops (the _PUSH comment): unique to this frontier, cheaper than
+        # a uuid4 per call; compared only with this worker's last one
+        self._token_base = uuid.uuid4().hex[:16]
+        self._tokens = itertools.count(1)
+
+    def _token(self) -> str:
+        """A token no other call of this frontier (nor another frontier) carries."""
+        return f"{self._token_base}{next(self._tokens):x}"
 
     # --- requests as JSON ---------------------------------------------------------------------
     def _encode(self, request: Request) -> str:
@@ -384,7 +393,7 @@ class LeasedFrontier(RedisBacked):
         else:
             args += ["", 0, 0]
         args += [self.worker, lease or ""]
-        args.append(uuid.uuid4().hex)  # the same on a retry: run once (the _PUSH comment)
+        args.append(self._token())  # the same on a retry: run once (the _PUSH comment)
         present, count = self._run(self._push, keys, args)
         if seen is not None and fp is not None:
             return not seen.added(present, count)
@@ -404,7 +413,7 @@ class LeasedFrontier(RedisBacked):
         Raises :class:`LeaseLost` when this worker's membership expired."""
         out = self._run(
             self._pop, [self.key, self.workers_key],
-            [self.worker, n, int(steal), self.handover_ms, MAX_CLAIMS, uuid.uuid4().hex,
+            [self.worker, n, int(steal), self.handover_ms, MAX_CLAIMS, self._token(),
              *(fetched or ())],
         )  # fmt: skip
         if int(out[0]) < 0:

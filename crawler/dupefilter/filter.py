@@ -194,8 +194,11 @@ class BloomDupeFilter(BaseDupeFilter):
         if not self.seen.shared or self.guard.down:
             return self.guard.contains_many(fps)
         known = self._known
-        ask = list(dict.fromkeys(fp for fp in fps if fp not in known))
-        answers = self.guard.contains_many(ask) if ask else []
+        ask = [fp for fp in fps if fp not in known]
+        if not ask:  # the usual page: every link known to be seen, no question for Redis
+            return [True] * len(fps)
+        ask = list(dict.fromkeys(ask))
+        answers = self.guard.contains_many(ask)
         found = {fp for fp, yes in zip(ask, answers, strict=True) if yes}
         for fp in found:
             self._remember(fp)
