@@ -3,7 +3,8 @@
 Each benchmark runs in its own child process (so one's memory does not inflate the next), prints
 its own table and writes ``bench/results/<name>.json`` (``crawl-workers`` is ``bench.crawl
 --workers 2``, the scale-out comparison: ``crawl_workers.json``); this runner then writes
-``bench/results/all.json`` with each one's exit status and wall time. Order: the cheap ones first.
+``bench/results/all.json`` with each one's exit status and wall time. Order: the cheap ones first;
+``scale`` is last: at full size it crawls 10^6 pages (about an hour; ``--quick``: 10^3 and 10^4).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ("simhash", "overrides", "quality", "dupefilter", "simindex", "redisindex", "storage",
-           "indexload", "crawl", "crawl-workers", "cluster", "hostile-page", "faults")
+BENCHES = ("simhash", "overrides", "quality", "dupefilter", "pagepath", "simindex", "redisindex",
+           "storage", "indexload", "startup", "crawl", "crawl-workers", "cluster", "hostile-page",
+           "faults", "scale")
 #: Benchmarks that are a mode of another module: name -> (module, arguments).
 MODES = {"crawl-workers": ("crawl", ["--workers", "2"]),  # writes crawl_workers.json
          "hostile-page": ("hostile_page", [])}

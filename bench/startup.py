@@ -1,6 +1,7 @@
 """Start-up benchmark: a one-page crawl, ours against stock Scrapy's ``runspider``.
 
-``.venv/bin/python -m bench.startup [--runs N] [--importtime] [--profile]`` from the project root.
+``.venv/bin/python -m bench.startup [--runs N] [--quick] [--importtime] [--profile]`` from the
+project root.
 
 One process serves a one-page site (:class:`crawler.sitegen.scripted.ScriptedWeb`: a
 ``robots.txt`` that allows everything and one HTML page without links) on 127.0.0.1. Each crawl
@@ -55,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m bench.startup", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--runs", type=int, default=5, help="crawls of each (5)")
+    parser.add_argument("--quick", action="store_true", help="1 run of each")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per crawl (120)")
     parser.add_argument("--importtime", action="store_true", help="one -X importtime run of each")
     parser.add_argument("--profile", action="store_true", help="one cProfile run of ours")
@@ -62,6 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS,
                         help="directory of the results (bench/results)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.quick:
+        args.runs = 1
     if args.runs < 1:
         parser.error(f"--runs must be >= 1, got {args.runs}")
     return args
