@@ -69,6 +69,50 @@ def test_clean_close_resumes_what_was_not_finished(tmp_path) -> None:
     assert len(seen2) == 100
 
 
+def test_a_canonical_url_equal_to_the_url_is_held_and_written_once(tmp_path) -> None:
+    """The pending map holds each owed page's record bytes: a canonical URL that is the URL
+    (most pages) is not written again, and a resume reads it back as that same URL."""
+    url = "http://h/a-page-with-a-rather-long-path/that-is-its-own-canonical-url.html"
+    same = encode_scheduled(PendingRequest(fp(1), url, 2, url))
+    other = encode_scheduled(PendingRequest(fp(1), url, 2, "http://h/short"))
+    assert len(same) == len(other) - len("http://h/short")  # no second copy of the URL
+    _, state, _ = new_state(tmp_path)
+    state.scheduled(fp(1), url, 2, url)
+    state.scheduled(fp(2), url + "?x", 3, url)
+    assert state.pending[fp(2)] - state.pending[fp(1)] == len(same)  # offsets in the journal
+    state.close()
+    _, _, pending = new_state(tmp_path)
+    by_fp = {rec.fp: rec for rec in pending}
+    assert by_fp[fp(1)] == PendingRequest(fp(1), url, 2, url)
+    assert by_fp[fp(1)].canonical_url is by_fp[fp(1)].url  # one string on resume too
+    assert by_fp[fp(2)] == PendingRequest(fp(2), url + "?x", 3, url)
+
+
+def test_the_pending_map_holds_offsets_and_compactions_copy_the_records(tmp_path) -> None:
+    """Memory per URL owed: the map holds an offset, not the record (a URL or two); records
+    copied by compaction after compaction (finished, scheduled again, resumed) stay whole."""
+    seen, state, _ = new_state(tmp_path, snapshot_records=300)
+    schedule(seen, state, range(2_000))
+    state.finished([fp(i) for i in range(2_000) if i % 3])
+    for i in range(0, 60, 3):  # scheduled again: the latest record counts
+        state.scheduled(fp(i), f"http://h/{i}?again", 1, f"http://h/{i}")
+    state.finished([fp(i) for i in range(2_000, 2_010)])  # never scheduled: nothing pending
+    assert state.snapshots >= 5
+    owed = {i for i in range(2_000) if i % 3 == 0}
+    assert len(state.pending) == len(owed)
+    assert all(type(v) is int for v in state.pending.values())
+    assert sum(sys.getsizeof(v) for v in state.pending.values()) / len(state.pending) <= 32
+    state.close()
+    _, again, pending = new_state(tmp_path / "none")  # another directory: still empty
+    assert pending == []
+    _, again, pending = new_state(tmp_path)
+    urls = {rec.fp: rec.url for rec in pending}
+    assert set(urls) == {fp(i) for i in owed}
+    assert all(urls[fp(i)] == (f"http://h/{i}?again" if i < 60 else f"http://h/{i}?x")
+               for i in owed)
+    again.close()
+
+
 def test_snapshots_follow_the_record_count_and_compact_the_journal(tmp_path) -> None:
     seen, state, _ = new_state(tmp_path, snapshot_records=20)
     schedule(seen, state, range(50))

@@ -133,8 +133,12 @@ def test_replay_adds_what_the_snapshot_lacks_and_ends_with_the_same_seen_set(
     again = JobState(tmp_path, LocalSeenSet(capacity=5_000))
     pending = again.open()
     assert len(pending) == sum(1 for i in range(3_000) if i % 7)
-    # the framed records kept for the next compaction are the records as written
-    assert {fp: encode_scheduled(rec) for rec in pending for fp in [rec.fp]} == again.pending
+    # the pending map points at the records as written (compacted by the open)
+    assert set(again.pending) == {rec.fp for rec in pending}
+    body = (tmp_path / "dedup" / "journal.bin").read_bytes()
+    assert {fp: body[off:off + len(encode_scheduled(rec))] for rec in pending
+            for fp, off in [(rec.fp, again.pending[rec.fp])]} \
+        == {rec.fp: encode_scheduled(rec) for rec in pending}
     assert bytes(again.seen.layers[0].bits) == bytes(every.layers[0].bits)
     assert len(again.seen) == len(every) == 3_000
     again.close()

@@ -321,3 +321,76 @@ def test_a_scoped_settle_settles_only_its_own_crawls(tmp_path) -> None:
         assert s.crawl(killed).settled_at is None  # type: ignore[union-attr]
         assert s.crawl(other).settled_at is not None  # type: ignore[union-attr]
         assert s.settle(3).moves == 5  # the next unscoped settle takes the killed crawl in
+
+
+def _many_groups(store: Store, order: list[int]) -> int:
+    """Twelve near-duplicate groups over three hosts, each stored copy written with a drop or
+    two that the stream decided against the wrong page; written in ``order`` of the groups."""
+    crawl = store.start_crawl("web", [A + "/"])
+    rng = random.Random(28)
+    bases = [rng.getrandbits(64) for _ in range(12)]
+    docs: list[dict[str, Any]] = []
+    drops: list[dict[str, Any]] = []
+    for g in order:
+        fp = bases[g]
+        long, short = f"{B}/archive/{g}/page", f"{A}/{g}"
+        docs.append({"url": long, "canonical_url": long, "title": long, "text": f"t {long}",
+                     "content_hash": f"h-{long}", "simhash": fp, "status": 200,
+                     "content_type": "text/html", "crawl_id": crawl})
+        for url, bits in ((short, 0b1), (f"{M}/copy/{g}", 0b110)):
+            drops.append({"url": url, "canonical_url": url, "reason": NEAR_DUPLICATE,
+                          "duplicate_of": long, "distance": bin(bits).count("1"),
+                          "simhash": fp ^ bits, "duplicate_simhash": fp,
+                          "content_hash": f"h-{url}", "title": url, "text": f"t {url}",
+                          "crawl_id": crawl, "status": 200, "content_type": "text/html"})
+    store.write_batch(docs, drops)
+    return crawl
+
+
+def test_a_settle_read_in_small_chunks_decides_as_one_read_in_one(tmp_path, monkeypatch) -> None:
+    """The settle reads pages in keyset chunks (crawler.storage.settle.SETTLE_CHUNK): with a
+    chunk of 2 over 36 pages, every read of the pages is bounded by a LIMIT of 2, and the
+    moves, the drop log rows and the tables are the very ones of a single read, in two
+    write orders."""
+    import sqlalchemy as sa
+
+    from crawler.storage import settle as settle_module
+
+    default = settle_module.SETTLE_CHUNK
+    assert default >= 1000
+    orders = [list(range(12)), list(reversed(range(12)))]
+    for n, order in enumerate(orders):
+        outcomes = []
+        for chunk in (default, 2):
+            monkeypatch.setattr(settle_module, "SETTLE_CHUNK", chunk)
+            with Store(f"sqlite:///{tmp_path / f'{n}-{chunk}.db'}") as s:
+                crawl = _many_groups(s, order)
+                reads: list[tuple[str, Any]] = []
+
+                def seen(conn, cursor, statement, parameters, context, executemany,
+                         reads=reads) -> None:
+                    if statement.lstrip().upper().startswith("SELECT") \
+                            and "content_hash" in statement:
+                        reads.append((statement, parameters))
+
+                sa.event.listen(s.engine, "before_cursor_execute", seen)
+                done = s.settle(3, crawl_id=crawl)
+                sa.event.remove(s.engine, "before_cursor_execute", seen)
+                promoted = s.document_by_url(f"{A}/0")
+                assert promoted is not None and promoted.text == f"t {A}/0"  # text kept whole
+                outcomes.append((_stored(s), _drops(s), done.moves, done.groups,
+                                 [{k: v for k, v in r.items() if k != "dropped_at"}
+                                  for r in done.rows]))
+            if chunk == 2:
+                page_reads = [(q, p) for q, p in reads if "LIMIT" in q.upper()]
+                # 12 stored + 24 drops in pages of 2: at least 18 bounded reads
+                assert len(page_reads) >= 18
+                assert all(2 in tuple(p) for _, p in page_reads)
+                # any other read names its rows (one URL, or ids in a bounded IN list)
+                unbounded = [q for q, _ in reads if "LIMIT" not in q.upper()
+                             and " IN (" not in q.upper() and " = ?" not in q]
+                assert unbounded == []
+        assert outcomes[0] == outcomes[1]
+        stored, _, moves, groups, _ = outcomes[0]
+        assert groups == 12 and moves > 0
+        assert {f"{A}/{g}" for g in range(12)} <= stored  # the short URL won each group

@@ -53,7 +53,7 @@ from crawler.dedup.preference import PreferenceKey, preference_key
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a settle holds one per page of the store
 class SettlePage:
     """One fetched page as the settle step sees it: the latest version of one canonical URL,
     stored (``kept``) or dropped (its current ``duplicate_of`` URL, ``reason``, ``distance``)."""

@@ -53,8 +53,9 @@ ignored; a bad header, a damaged record (inside the durable length, or followed 
 one), a journal shorter than its durable length, a missing journal beside a snapshot or a
 missing snapshot raise :class:`JobStateError` naming the file (and the byte).
 
-Limits: pending records live in memory (about 150-250 bytes each: the frontier, not the seen
-set); a snapshot blocks the reactor while it writes the filter (about 0.1 s for the 17 MiB of
+Limits: the pending map lives in memory (about 130 bytes per URL owed: its fingerprint and the
+offset of its record in the journal, which a compaction copies from there; the frontier, not the
+seen set); a snapshot blocks the reactor while it writes the filter (about 0.1 s for the 17 MiB of
 the default 10^7 capacity).
 """
 
@@ -66,6 +67,7 @@ import os
 import re
 import secrets
 import time
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -84,6 +86,7 @@ from crawler.state.journal import (
     encode_scheduled,
     frame,
     read_journal_full,
+    read_record,
     read_sync,
     restarted,
     write_sync,
@@ -266,8 +269,9 @@ class JobState:
         self.journal_path = self.directory / JOURNAL
         self.seen = seen
         self.snapshot_records, self.snapshot_seconds = snapshot_records, snapshot_seconds
-        #: fingerprint -> its framed scheduled record, ready to be re-written by a compaction
-        self.pending: dict[bytes, bytes] = {}
+        #: fingerprint -> byte offset of its scheduled record in the journal (ascending: a
+        #: compaction copies the records from there; bytes held per URL owed: the key and an int)
+        self.pending: dict[bytes, int] = {}
         self.generation = 0
         self.started = time.time()  # when the job began; kept across resumes
         self.snapshots = 0
@@ -300,21 +304,20 @@ class JobState:
             except SnapshotError as exc:
                 raise JobStateError(self.snapshot_path, exc.problem) from None
         records: list[tuple[bytes, PendingRequest | None]] = []
-        frames: list[bytes] = []
+        offsets: list[int] = []
         state = read_state(self.directory)
         if state is not None:
             self.generation, self.started, records = state.generation, state.started, state.records
-            frames = state.frames
+            offsets = state.offsets
             self.tail_lost = state.valid < state.size or restarted(read_sync(self.sync_path))
         pending: dict[bytes, int] = {}  # fingerprint -> index of its scheduled record
         for i, (fp, rec) in enumerate(records):
-            if rec is None:
-                pending.pop(fp, None)
-            else:
+            pending.pop(fp, None)  # re-inserted: the map stays in file order
+            if rec is not None:
                 pending[fp] = i
         self._add_missing([fp for fp, rec in records if rec is not None])
-        # the records as read are the framed bytes a compaction re-writes: not encoded again
-        self.pending = {fp: frames[i] for fp, i in pending.items()}
+        # the records stay in the journal as read: the compaction below copies them from there
+        self.pending = {fp: offsets[i] for fp, i in pending.items()}
         owed = [rec for i in pending.values() if (rec := records[i][1]) is not None]
         if records:
             self.snapshot(compact=True)
@@ -338,7 +341,8 @@ class JobState:
 
     def scheduled(self, fp: bytes, url: str, depth: int, canonical_url: str) -> None:
         record = encode_scheduled(PendingRequest(fp, url, depth, canonical_url))
-        self.pending[fp] = record
+        self.pending.pop(fp, None)  # re-inserted: the map stays in file order
+        self.pending[fp] = self._size  # where _write puts it
         self._write(record)
 
     def finished(self, fps: Iterable[bytes]) -> int:
@@ -406,14 +410,33 @@ class JobState:
             self.snapshot()
 
     def _compact(self) -> None:
+        """Re-write the journal as its pending records, copied from the journal in file order
+        (the map holds their offsets, not their bytes); the map then holds the new offsets."""
         tmp = self.journal_path.with_name(JOURNAL + ".tmp")
-        body = b"".join(self.pending.values())
         nonce = secrets.token_bytes(8)
+        if self._file is not None:
+            self._file.flush()
+        moved = array("q")  # the new offsets, applied once the copy is whole
+        size = HEADER_SIZE
         with open(tmp, "wb") as fh:
-            fh.write(encode_header(self.generation, self.started, HEADER_SIZE + len(body), nonce))
-            fh.write(body)
+            fh.write(bytes(HEADER_SIZE))
+            if self.pending:
+                with open(self.journal_path, "rb") as src:
+                    at = -1
+                    for offset in self.pending.values():
+                        if offset != at:
+                            src.seek(offset)
+                        record = read_record(self.journal_path, src)
+                        at = offset + len(record)
+                        fh.write(record)
+                        moved.append(size)
+                        size += len(record)
+            fh.seek(0)
+            fh.write(encode_header(self.generation, self.started, size, nonce))
             fh.flush()
             os.fsync(fh.fileno())
+        for fp, offset in zip(list(self.pending), moved, strict=True):
+            self.pending[fp] = offset
         if self._file is not None:
             self._file.close()
         os.replace(tmp, self.journal_path)
@@ -421,5 +444,5 @@ class JobState:
         self._file = open(self.journal_path, "ab")  # noqa: SIM115 - held for the crawl
         self._journal_records = len(self.pending)
         self._nonce, self._journal_generation = nonce, self.generation
-        self._size = HEADER_SIZE + len(body)
+        self._size = size
         self._write_sync()

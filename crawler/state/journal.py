@@ -7,8 +7,8 @@ seconds), the *base length* (the bytes the compaction that wrote the file fsynce
 the pending records) and a random 8-byte *nonce* naming this file. Then records: ``"<cII"``
 (type, body length, CRC-32 of type + length), body, ``"<I"`` CRC-32 of everything before it in
 the record. Type ``S`` (*scheduled*) body: ``"<BiII"`` (fingerprint length, depth, URL length,
-canonical length), fingerprint, URL, canonical URL (UTF-8). Type ``F`` (*finished*) body: the
-fingerprint.
+canonical length), fingerprint, URL, canonical URL (UTF-8; length 0: the same as the URL). Type
+``F`` (*finished*) body: the fingerprint.
 
 ``JOBDIR/dedup/journal.sync`` (JSON, written atomically after each fsync of the journal)
 records the *durable length*: ``{"nonce": HEX, "generation": N, "length": BYTES, "boot":
@@ -32,7 +32,7 @@ import os
 import struct
 import zlib
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from crawler import config
 
@@ -86,9 +86,9 @@ class Journal(NamedTuple):
     records: list[tuple[bytes, PendingRequest | None]]
     valid: int  # bytes of header and whole valid records
     size: int
-    #: each scheduled record's framed bytes as read (``encode_scheduled`` of it), by index
-    #: into ``records`` (b"" for a finished one): a replay keeps them without encoding again
-    frames: list[bytes] = []
+    #: each record's byte offset in the file, by index into ``records``: the pending map holds
+    #: offsets, and a compaction copies the records from there (:func:`read_record`)
+    offsets: list[int] = []
 
 
 def encode_header(generation: int, started: float, base: int, nonce: bytes) -> bytes:
@@ -120,7 +120,7 @@ def read_journal_full(path: Path, mark: SyncMark | None = None, quiet: bool = Fa
         raise JobStateError(path, f"{len(data)} bytes, shorter than the {durable} bytes made "
                             "durable (cut short or replaced): the URLs still to fetch are lost")
     records: list[tuple[bytes, PendingRequest | None]] = []
-    frames: list[bytes] = []
+    offsets: list[int] = []
     pos = HEADER_SIZE
     while pos < len(data):
         end, problem = _check_record(data, pos)
@@ -129,9 +129,22 @@ def read_journal_full(path: Path, mark: SyncMark | None = None, quiet: bool = Fa
             break
         kind = data[pos:pos + 1]
         records.append(_decode(path, pos, kind, data[pos + _REC.size:end - 4]))
-        frames.append(data[pos:end] if kind == b"S" else b"")
+        offsets.append(pos)
         pos = end
-    return Journal(generation, started, nonce, durable, records, pos, len(data), frames)
+    return Journal(generation, started, nonce, durable, records, pos, len(data), offsets)
+
+
+def read_record(path: Path, fh: BinaryIO) -> bytes:
+    """The framed scheduled record at ``fh``'s position (a file of journal ``path``), checked."""
+    pos = fh.tell()
+    head = fh.read(_REC.size)
+    length = _REC.unpack(head)[1] if len(head) == _REC.size else 0
+    data = head + fh.read(length + _CRC.size) if length else head
+    end, problem = _check_record(data, 0)
+    if not end or data[:1] != b"S":
+        raise JobStateError(path, f"no scheduled record at byte {pos} ({problem or 'finished'}) "
+                            "where the pending map holds one: changed while the crawl ran")
+    return data
 
 
 def _read_header(path: Path, data: bytes) -> tuple[int, float, int, bytes]:
@@ -189,13 +202,17 @@ def _decode(path: Path, pos: int, kind: bytes, body: bytes) -> tuple[bytes, Pend
     fplen, depth, ulen, clen = _SCHED.unpack_from(body)
     off = _SCHED.size
     fp, url = body[off:off + fplen], body[off + fplen:off + fplen + ulen].decode()
-    canonical = body[off + fplen + ulen:off + fplen + ulen + clen].decode()
+    # no canonical URL written: the same as the URL (one string, as the crawl held it)
+    canonical = body[off + fplen + ulen:off + fplen + ulen + clen].decode() if clen else url
     return fp, PendingRequest(fp, url, depth, canonical)
 
 
 def encode_scheduled(rec: PendingRequest) -> bytes:
-    """The framed *scheduled* record of ``rec``."""
-    url, canonical = rec.url.encode(), rec.canonical_url.encode()
+    """The framed *scheduled* record of ``rec``. A canonical URL equal to the URL (most of them)
+    is not written (length 0): the pending map holds each record's bytes, so that is one URL
+    less in memory per page owed (a canonical URL is never empty: the URL stands in)."""
+    url = rec.url.encode()
+    canonical = b"" if rec.canonical_url == rec.url else rec.canonical_url.encode()
     body = _SCHED.pack(len(rec.fp), rec.depth, len(url), len(canonical)) + rec.fp + url + canonical
     return frame(b"S", body)
 

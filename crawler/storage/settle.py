@@ -28,7 +28,7 @@ for each: read start to end, the log gives every URL's final ``duplicate_of``, a
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,6 +55,14 @@ logger = logging.getLogger(__name__)
 #: Key of the PostgreSQL advisory lock held while settling (workers ending at once).
 SETTLE_LOCK_KEY = 0x736574746C65  # "settle"
 
+#: Rows read per query while settling (keyset pages by id): the settle of a million-page store
+#: never holds one query's whole result, and drop rows are read without their text.
+SETTLE_CHUNK = 5000
+
+#: The drop row columns the rule needs (``text``, ``title``... are read only to store a page again).
+_DROP_COLUMNS = ("id", "url", "canonical_url", "content_hash", "simhash", "canonical_link",
+                 "duplicate_of", "reason", "distance", "young", "crawl_id")
+
 
 @dataclass
 class Settled:
@@ -74,12 +82,13 @@ class Settled:
         return self.demoted + self.promoted + self.repointed
 
 
-@dataclass
+@dataclass(slots=True)
 class _Source:
-    """Where a settle page came from: its documents row id, or its latest drop row."""
+    """Where a settle page came from: its documents row id, or the id of its latest drop row
+    (read whole only if the page is stored again)."""
 
     doc_id: int | None = None
-    drop: dict[str, Any] | None = None
+    drop_id: int | None = None
     crawl_id: int | None = None
 
 
@@ -152,39 +161,45 @@ class SettleSide(WriteSide, StoreBase):
                       overrides: Overrides | None = None,
                       ) -> tuple[list[SettlePage], list[_Source]]:
         """The pages the rule decides: stored documents, then the latest drop of each canonical
-        URL not stored; each with the action of the rule that names it."""
+        URL not stored; each with the action of the rule that names it. Read in keyset pages of
+        :data:`SETTLE_CHUNK` rows, drop rows without their text."""
         t, d = self.documents, self.dropped_table
         pages: list[SettlePage] = []
         sources: list[_Source] = []
         stmt = (sa.select(t.c.id, t.c.url, t.c.canonical_url, t.c.content_hash, t.c.simhash,
                           t.c.canonical_link, t.c.crawl_id, t.c.young)
-                .where(t.c.content_hash.is_not(None)).order_by(t.c.id))
+                .where(t.c.content_hash.is_not(None)))
         if scope is not None:
             stmt = stmt.where(t.c.crawl_id.in_(list(scope)))
         stored: set[str] = set()
-        for row_id, url, canonical, chash, simhash, names, crawl, young in conn.execute(stmt):
-            canonical = canonical or url
+        for row_id, url, canonical, chash, simhash, names, crawl, young in _keyset(
+                conn, stmt, t.c.id):
+            canonical = url if not canonical or canonical == url else canonical  # one string
             stored.add(canonical)
             pages.append(SettlePage(canonical, url, chash, simhash, names or "",
                                     young=bool(young)))
             sources.append(_Source(doc_id=row_id, crawl_id=crawl))
-        latest: dict[str, dict[str, Any]] = {}
-        stmt = (sa.select(d).where(d.c.reason.in_((EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE)),
-                                   d.c.content_hash.is_not(None)).order_by(d.c.id))
+        latest: dict[str, Any] = {}  # canonical URL -> its latest drop row (ascending ids)
+        stmt = (sa.select(*(d.c[name] for name in _DROP_COLUMNS))
+                .where(d.c.reason.in_((EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE)),
+                       d.c.content_hash.is_not(None)))
         if scope is not None:
             stmt = stmt.where(d.c.crawl_id.in_(list(scope)))
-        for row in conn.execute(stmt).mappings():
-            canonical = row["canonical_url"] or row["url"]
+        for row in _keyset(conn, stmt, d.c.id):
+            url = row.url
+            canonical = url if not row.canonical_url or row.canonical_url == url \
+                else row.canonical_url
             if canonical not in stored:
-                latest[canonical] = dict(row)
-        for canonical in sorted(latest, key=lambda c: latest[c]["id"]):
-            drop = latest[canonical]
+                latest.pop(canonical, None)  # re-inserted: the dict stays in id order
+                latest[canonical] = row
+        stored.clear()
+        for canonical, drop in latest.items():
             pages.append(SettlePage(
-                canonical, drop["url"], drop["content_hash"], drop["simhash"],
-                drop["canonical_link"] or "", kept=False,
-                duplicate_of=drop["duplicate_of"] or "", reason=drop["reason"],
-                distance=drop["distance"], young=bool(drop["young"])))
-            sources.append(_Source(drop=drop, crawl_id=drop["crawl_id"]))
+                canonical, drop.url, drop.content_hash, drop.simhash,
+                drop.canonical_link or "", kept=False,
+                duplicate_of=drop.duplicate_of or "", reason=drop.reason,
+                distance=drop.distance, young=bool(drop.young)))
+            sources.append(_Source(drop_id=drop.id, crawl_id=drop.crawl_id))
         if overrides:
             pages = [_ruled(page, overrides) for page in pages]
         return pages, sources
@@ -211,7 +226,7 @@ class SettleSide(WriteSide, StoreBase):
                bare: Sequence[tuple[SettlePage, _Source]] = ()) -> Settled:
         done = Settled(moves.groups, moves.pages)
         now = utcnow()
-        stored = [self._promoted_row(sources[i].drop, now) for i in moves.promote]
+        stored = self._promoted_rows(conn, [sources[i].drop_id for i in moves.promote], now)
         written: list[dict[str, Any]] = []
         if stored:
             written = self._upsert(conn, stored)
@@ -243,14 +258,16 @@ class SettleSide(WriteSide, StoreBase):
         done.repointed = len(moves.repoint)
         return done
 
-    def _promoted_row(self, drop: dict[str, Any] | None, now: Any) -> dict[str, Any]:
-        """The ``documents`` row of a page stored again, from its drop row."""
-        assert drop is not None
-        return {"url": drop["url"], "canonical_url": drop["canonical_url"] or drop["url"],
-                "title": drop["title"], "text": drop["text"],
-                "content_hash": drop["content_hash"], "simhash": drop["simhash"],
-                "crawl_id": drop["crawl_id"], "updated_at": now,
-                **{name: drop[name] for name in KEPT_COLUMNS}}
+    def _promoted_rows(self, conn: sa.Connection, drop_ids: Sequence[int | None],
+                       now: Any) -> list[dict[str, Any]]:
+        """The ``documents`` rows of pages stored again, from their drop rows (in the order of
+        ``drop_ids``), read whole in chunks."""
+        d = self.dropped_table
+        found: dict[int, dict[str, Any]] = {}
+        for chunk in chunked([i for i in drop_ids if i is not None]):  # bounded IN lists
+            for row in conn.execute(sa.select(d).where(d.c.id.in_(list(chunk)))).mappings():
+                found[row["id"]] = _promoted_row(row, now)
+        return [found[i] for i in drop_ids if i is not None]
 
     @staticmethod
     def _demotion(pages: Sequence[SettlePage], i: int, verdict: Verdict, source: _Source,
@@ -307,3 +324,28 @@ def _exclusion(page: SettlePage, source: _Source) -> dict[str, Any]:
     return {"url": page.url, "duplicate_of": None, "reason": OVERRIDE, "distance": None,
             "duplicate_simhash": None, "duplicate_content_hash": None,
             "crawl_id": source.crawl_id, "rule": SETTLED_RULE}
+
+
+def _promoted_row(drop: Any, now: Any) -> dict[str, Any]:
+    """The ``documents`` row of a page stored again, from its drop row."""
+    return {"url": drop["url"], "canonical_url": drop["canonical_url"] or drop["url"],
+            "title": drop["title"], "text": drop["text"],
+            "content_hash": drop["content_hash"], "simhash": drop["simhash"],
+            "crawl_id": drop["crawl_id"], "updated_at": now,
+            **{name: drop[name] for name in KEPT_COLUMNS}}
+
+
+def _keyset(conn: sa.Connection, stmt: sa.Select[Any], key: sa.ColumnElement[int],
+            ) -> Iterator[Any]:
+    """The rows of ``stmt`` (which selects ``key``'s column) in ascending ``key`` order, read
+    :data:`SETTLE_CHUNK` at a time: no query's result is held whole."""
+    last: int | None = None
+    while True:
+        page = stmt.order_by(key).limit(SETTLE_CHUNK)
+        if last is not None:
+            page = page.where(key > last)
+        rows = conn.execute(page).all()
+        yield from rows
+        if len(rows) < SETTLE_CHUNK:
+            return
+        last = rows[-1].id
