@@ -1,4 +1,5 @@
-"""The Scrapy exceptions of the dedup pipeline: :class:`DuplicatePage` and :class:`Undecided`.
+"""The Scrapy exceptions of the dedup pipeline: :class:`DuplicatePage` and :class:`Undecided`,
+and of the robots middleware: :class:`HostGivenUp`.
 
 What a drop *is* (its reason, the kept page, the distance...) is the plain value
 :class:`crawler.vocab.Drop`, importable without Scrapy; this exception only carries one through
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 __floor__ = "component"
 
-from scrapy.exceptions import DropItem
+from scrapy.exceptions import DropItem, IgnoreRequest
 
 from crawler.vocab import Drop
 
-__all__ = ["DuplicatePage", "Undecided"]
+__all__ = ["DuplicatePage", "HostGivenUp", "Undecided"]
 
 
 class DuplicatePage(DropItem):
@@ -42,3 +43,19 @@ class Undecided(DropItem):
     def __init__(self, url: str, why: str) -> None:
         self.url = url
         super().__init__(f"not decided ({why}), to be fetched again: {url}", log_level="DEBUG")
+
+
+class HostGivenUp(IgnoreRequest):
+    """A request not sent because its host was given up (:mod:`crawler.middlewares.robots`:
+    not there, or its robots.txt unavailable past ``ROBOTSTXT_UNAVAILABLE_MAX_SECONDS``).
+
+    ``owed`` (one process): the spider does not report the request finished, so it stays owed
+    in the ``JOBDIR`` journal and a resumed run asks the host again; a host that was down for
+    a moment loses nothing. A distributed worker's are finished (leases acknowledged): the
+    worker that gave the host up tells the others (for ``ROBOTSTXT_UNAVAILABLE_MAX_SECONDS``),
+    and a lease put back would only come round again at once.
+    """
+
+    def __init__(self, message: str, *, owed: bool) -> None:
+        self.owed = owed
+        super().__init__(message)

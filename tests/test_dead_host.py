@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import re
 import socket
+import sqlite3
+import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -97,6 +100,49 @@ def test_only_dead_hosts_end_in_seconds(tmp_path) -> None:
     assert time.monotonic() - started < BOUND
     assert run.stats["robotstxt/given_up"] == 2
     assert len(_warnings(run, refused)) == len(_warnings(run, DEAD_DNS)) == 1
+
+
+def test_a_host_down_at_first_is_fetched_when_the_crawl_resumes(tmp_path) -> None:
+    """JOBDIR: the requests of a host given up as not there stay owed in the journal (the
+    WARNING says so); run again once the host is up, the resumed crawl fetches and stores them.
+    Before, they were reported finished: the host's pages were lost for good."""
+    port = _refused_port()
+    origin = f"http://127.0.0.1:{port}"
+    store = {"JOBDIR": str(tmp_path / "job"), "STORAGE_URL": f"sqlite:///{tmp_path / 'c.db'}"}
+    first = _crawl(tmp_path, [origin + "/"], **store)
+    assert first.stats["robotstxt/host_down/connection_refused"] == 1
+    assert first.stats["robotstxt/given_up"] == 1
+    [line] = _warnings(first, origin)
+    assert "they stay owed in JOBDIR: a resumed run asks again" in line
+
+    class Up(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            robots = self.path == "/robots.txt"
+            body = (ROBOTS if robots else "<html><head><title>back</title></head><body><p>"
+                    "the host is back and answers with a page about mountain rivers</p>"
+                    "</body></html>").encode()
+            self.send_response(200 if robots or self.path == "/" else 404)
+            self.send_header("Content-Type", "text/plain" if robots else "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Up)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        second = _crawl(tmp_path, [origin + "/"], **store)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert second.stats["dedup/jobdir/resumed"] == 1
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        stored = {url for (url,) in conn.execute("SELECT url FROM documents")}
+    assert stored == {origin + "/"}
+    assert "robotstxt/given_up" not in second.stats
 
 
 def test_http_and_https_of_one_host_have_their_own_robots_txt(scripted, tmp_path) -> None:
@@ -195,7 +241,10 @@ def test_a_host_given_up_by_one_worker_is_given_up_by_the_next(tmp_path, redis_u
                 assert run.returncode == 0, run.stderr[-3000:]
                 runs.append(run)
                 shared = client.hgetall(f"dedup:{namespace}:robots")
-                assert shared == {f"!down {refused}".encode(): b"connection_refused"}
+                [(field, record)] = shared.items()
+                assert field == f"!down {refused}".encode()
+                reason, stamp = record.decode().split("|")
+                assert reason == "connection_refused" and abs(time.time() - int(stamp)) < BOUND
     finally:
         for namespace in namespaces:
             clear_namespace(client, f"dedup:{namespace}")
@@ -207,3 +256,32 @@ def test_a_host_given_up_by_one_worker_is_given_up_by_the_next(tmp_path, redis_u
     assert "robotstxt/request_count" not in second  # not asked again
     lines = _warnings(runs[1], refused)
     assert len(lines) == 1 and "given up by another worker" in lines[0]
+
+
+def test_a_shared_down_record_is_ignored_once_old_or_beside_an_answer(redis_url) -> None:
+    """A ``!down`` record is believed for ``ROBOTSTXT_UNAVAILABLE_MAX_SECONDS`` after it was
+    written (then the host is asked again: it may be back), and never over a robots.txt body
+    another worker stored (that worker had an answer: the host is there)."""
+    from scrapy.utils.test import get_crawler
+
+    from crawler.backends.redis import clear_namespace, connect
+    from crawler.middlewares.politeness import DOWN_FIELD, SharedRobotsTxtMiddleware
+
+    namespace = f"dead-{uuid.uuid4().hex[:8]}"
+    crawler = get_crawler(settings_dict={
+        "DEDUP_BACKEND": "redis", "REDIS_URL": redis_url, "DEDUP_NAMESPACE": namespace,
+        "ROBOTSTXT_OBEY": True, "ROBOTSTXT_UNAVAILABLE_MAX_SECONDS": 600})  # fmt: skip
+    middleware = SharedRobotsTxtMiddleware(crawler)
+    client = connect(redis_url)
+    hash_key = middleware._key
+    fresh, old = f"refused|{time.time():.0f}", f"refused|{time.time() - 601:.0f}"
+    try:
+        client.hset(hash_key, DOWN_FIELD + "http://a", fresh)
+        client.hset(hash_key, DOWN_FIELD + "http://b", old)
+        client.hset(hash_key, mapping={DOWN_FIELD + "http://c": fresh, "http://c": b"Allow: /"})
+        assert middleware._shared("http://a") == (None, "refused")
+        assert middleware._shared("http://b") == (None, None)  # too old: ask the host
+        assert middleware._shared("http://c") == (b"Allow: /", None)  # it answered someone
+        assert middleware._shared("http://d") == (None, None)
+    finally:
+        clear_namespace(client, f"dedup:{namespace}")

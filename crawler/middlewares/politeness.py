@@ -20,9 +20,13 @@ the namespace's Redis hash ``{base}:robots`` (``scheme://host[:port]`` -> body, 
 before fetching. Only an answered fetch is shared (a 4xx as an empty body: allow all); a 5xx, a
 429 or a download error is not, so the next owner tries again. A host given up because it is
 not there (connection refused, DNS, TLS: see :func:`crawler.middlewares.robots.down_reason`)
-is recorded in the same hash (field ``!down <scheme://host[:port]>`` -> reason): a worker that
-reads it gives the host up too, without fetching (stat ``robotstxt/host_down_shared``, one
-WARNING), for the rest of the crawl, as the worker that found it does.
+is recorded in the same hash (field ``!down <scheme://host[:port]>`` -> ``reason|unix time``):
+a worker that reads it gives the host up too, without fetching (stat
+``robotstxt/host_down_shared``, one WARNING), for ``ROBOTSTXT_UNAVAILABLE_MAX_SECONDS`` after
+the record; an older record is ignored (the host is asked again, it may be back) and a shared
+body wins over it (a worker had an answer). A worker finishes the requests of a host given
+up (:class:`crawler.exceptions.HostGivenUp` with ``owed`` False: a lease put back would come
+round again at once).
 Everything else (holding a host while its robots.txt is
 unavailable, parsing, ``robotstxt/*`` stats) is the behaviour of
 :class:`crawler.middlewares.robots.StrictRobotsTxtMiddleware`, which this subclasses. Stat
@@ -125,6 +129,9 @@ class PoliteDownloadHandler(HTTP11DownloadHandler):
 class SharedRobotsTxtMiddleware(StrictRobotsTxtMiddleware):
     """robots.txt fetched once per host per crawl, shared through Redis (module docstring)."""
 
+    #: a distributed worker finishes the requests of a host given up (HostGivenUp)
+    OWED = False
+
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         if backend_name(crawler.settings) != "redis":
@@ -152,7 +159,7 @@ class SharedRobotsTxtMiddleware(StrictRobotsTxtMiddleware):
         import redis
 
         try:
-            self._client.hsetnx(self._key, DOWN_FIELD + key, reason)
+            self._client.hset(self._key, DOWN_FIELD + key, f"{reason}|{time.time():.0f}")
         except (redis.RedisError, OSError) as exc_redis:
             logger.debug("%s given up, not shared: %s", key, exc_redis)
         super()._host_down(key, reason, attempts, exc)
@@ -187,8 +194,18 @@ class SharedRobotsTxtMiddleware(StrictRobotsTxtMiddleware):
         except (redis.RedisError, OSError) as exc:
             logger.debug("shared robots.txt of %s not read: %s", key, exc)
             return None, None
-        if down is not None:
-            return None, down.decode() if isinstance(down, bytes) else str(down)
-        if body is None:
+        if body is not None:  # a worker had an answer: the host is there
+            return (body if isinstance(body, bytes) else str(body).encode("utf-8")), None
+        if down is None:
             return None, None
-        return (body if isinstance(body, bytes) else str(body).encode("utf-8")), None
+        return None, self._fresh_down(down.decode() if isinstance(down, bytes) else str(down))
+
+    def _fresh_down(self, record: str) -> str | None:
+        """The reason of a ``reason|unix seconds`` down record, None once it is older than
+        ``ROBOTSTXT_UNAVAILABLE_MAX_SECONDS`` (the host is asked again: it may be back)."""
+        reason, _, stamp = record.partition("|")
+        try:
+            age = time.time() - float(stamp)
+        except ValueError:
+            return reason
+        return reason if age < self.options.max_seconds else None

@@ -19,14 +19,18 @@ answered next, fetched and stored.
   and later requests end as ignored (errback, counted), one WARNING per host.
 * **A host that is not there**: robots.txt of a host that has never answered anything fails
   with connection refused, a failed DNS lookup, a failed TLS handshake or no route to the host
-  (:func:`down_reason`). It is fetched again at once ``RETRY_TIMES`` times, as Scrapy's
+  (:func:`down_reason`). It is fetched again ``RETRY_TIMES`` times, as Scrapy's
   ``RetryMiddleware`` would (its ``retry/*`` stats; our request carries ``dont_retry`` so that
-  a 5xx gets the backoff above instead), then the host is given up at once: the requests
-  waiting for it, held, or coming later end as ignored, one WARNING per host naming the
-  reason and what to check. A timeout or a connection lost mid-answer may be a slow or busy
-  server, not a missing one: it is "no answer" above (a timeout also costs ``DOWNLOAD_TIMEOUT``
-  per attempt, so giving up after the retries would save little). A host that answered once
-  (even 5xx) and then refuses is held as above: it is there, perhaps restarting.
+  a 5xx gets the backoff above instead), spaced :data:`DOWN_RETRY_SECONDS` apart, doubling (a
+  server still starting, a DNS blip), then the host is given up: the requests waiting for
+  it, held, or coming later end as ignored (:class:`~crawler.exceptions.HostGivenUp`), one
+  WARNING per host naming the reason and what to check. In one process they stay owed in the
+  ``JOBDIR`` journal (the spider does not report them finished): a resumed run asks the host
+  again. The same holds for a host given up after ``ROBOTSTXT_UNAVAILABLE_MAX_SECONDS``. A
+  timeout or a connection lost mid-answer may be a slow or busy server, not a missing one: it is
+  "no answer" above (a timeout also costs ``DOWNLOAD_TIMEOUT`` per attempt, so giving up after
+  the retries would save little). A host that answered once (even 5xx) and then refuses is held
+  as above: it is there, perhaps restarting.
 
 robots.txt belongs to one scheme, host and port (RFC 9309 2.3): ``http://h/`` and
 ``https://h/`` are two hosts here (:func:`robots_key`), each with its own robots.txt and state.
@@ -54,7 +58,7 @@ from scrapy.downloadermiddlewares.retry import get_retry_request
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.exceptions import CannotResolveHostError, DownloadConnectionRefusedError, IgnoreRequest
 from scrapy.http.request import NO_CALLBACK
-from scrapy.utils.asyncio import call_later
+from scrapy.utils.asyncio import call_later, sleep
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
@@ -63,6 +67,7 @@ from twisted.web._newclient import ResponseNeverReceived
 
 from crawler import config, defaults
 from crawler.config import SettingsLike
+from crawler.exceptions import HostGivenUp
 from crawler.middlewares.hold import ParkingLot
 
 if TYPE_CHECKING:
@@ -109,6 +114,8 @@ DOWN_REASONS = {
 }
 _DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 _UNKNOWN: Any = object()  # a host whose robots.txt was never asked for
+#: the first wait before robots.txt of a host not there is asked again; doubles per retry
+DOWN_RETRY_SECONDS = 1.0
 
 
 def robots_key(url: ParseResult | SplitResult) -> str:
@@ -172,6 +179,9 @@ class _Outage:
 class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
     """Scrapy's middleware; a host is held while its robots.txt is unavailable (module doc)."""
 
+    #: the requests of a host given up stay owed in the journal (:class:`HostGivenUp`)
+    OWED = True
+
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self.options = RobotsSettings.from_settings(crawler.settings)
@@ -211,7 +221,7 @@ class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
         why = self._given_up.get(key)
         if why is not None:
             self._stats.inc_value("robotstxt/given_up")
-            raise IgnoreRequest(f"{key} given up ({why}): request not fetched")
+            raise HostGivenUp(f"{key} given up ({why}): request not fetched", owed=self.OWED)
         if key in self._down:
             self._stats.inc_value("robotstxt/held")
             self._lot.park(key, request)
@@ -251,6 +261,8 @@ class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
                     self._host_down(key, reason, attempts, exc)
                     return
                 robotsreq, attempts = retry, attempts + 1
+                # spaced (1 s, 2 s, ...): a server still starting or a DNS blip survives
+                await sleep(DOWN_RETRY_SECONDS * 2 ** (attempts - 2))
                 continue
             else:
                 self._answered.add(key)
@@ -270,9 +282,15 @@ class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
         self._stats.inc_value(f"robotstxt/host_down/{reason}")
         ended = self._stop(key, DOWN_REASONS[reason])
         logger.warning("%s is not there (%s, %d attempt(s) at robots.txt): host given up, %d "
-                       "request(s) to it not fetched, later ones too. Check the host name, the "
-                       "port, and http vs https (%s)", key, DOWN_REASONS[reason], attempts,
-                       ended, exc)  # fmt: skip
+                       "request(s) to it not fetched, later ones too%s. Check the host name, "
+                       "the port, and http vs https (%s)", key, DOWN_REASONS[reason], attempts,
+                       ended, self._owed_note(), exc)  # fmt: skip
+
+    def _owed_note(self) -> str:
+        """What becomes of the requests given up (:class:`~crawler.exceptions.HostGivenUp`)."""
+        if self.OWED and self.crawler.settings.get("JOBDIR"):
+            return " (they stay owed in JOBDIR: a resumed run asks again)"
+        return ""
 
     def _stop(self, key: str, why: str) -> int:
         """Mark ``key`` given up; end what waits for it. How many requests that ends."""
