@@ -22,7 +22,9 @@ journal (:class:`crawler.dupefilter.BloomDupeFilter` on a local seen set:
   ``python -m bench.scale --resume-probe``);
   :meth:`~ResumingScheduler.has_pending_requests` and ``len()`` count those not yet scheduled,
   so the crawl does not end idle before them and the progress line's queue includes them.
-  Until scheduled they stay pending in the journal: a kill meanwhile loses none.
+  Until scheduled they stay pending in the journal: a kill meanwhile loses none. All of them
+  count against the spider's crawl budgets at open (:func:`count_owed`), as when they were
+  scheduled at once: the first batch's links are judged against the whole debt.
 
 Without ``JOBDIR``, with the Redis seen set (durable in Redis) or with another dupefilter it is
 exactly Scrapy's :class:`~scrapy.core.scheduler.Scheduler`.
@@ -49,6 +51,7 @@ from scrapy.utils.misc import load_object
 
 from crawler import meta
 from crawler.dupefilter import BloomDupeFilter
+from crawler.urls.traps import CrawlBudget
 
 if TYPE_CHECKING:
     from typing import Self
@@ -95,6 +98,7 @@ class ResumingScheduler(Scheduler):
             return
         self._errback = getattr(spider, "on_error", None)
         self._owed = list(pending)
+        count_owed(spider, self._owed)
         self._schedule_owed()
         logger.info("JOBDIR: re-scheduled %d requests seen but not finished before the restart",
                     len(pending), extra={"spider": spider})
@@ -140,6 +144,21 @@ def discard_scrapy_queue(jobdir: str) -> None:
         logger.info("JOBDIR %s: discarding Scrapy's requests.queue (not crash-safe); the "
                     "dedup journal re-schedules what was not finished", jobdir)
         shutil.rmtree(queue)
+
+
+def count_owed(spider: Spider, owed: list[PendingRequest]) -> None:
+    """Count every request the journal owes against the spider's crawl budgets at once, as
+    scheduling them all at open did (:class:`crawler.urls.traps.CrawlBudget`; the spider's
+    ``request_scheduled`` skips the :data:`crawler.meta.RESUMED` ones, its
+    ``request_dropped`` still gives back one the dupefilter refuses): the links of the first
+    batch's pages are judged against the whole debt, not against the batches scheduled so far.
+    Nothing to count when the spider keeps no budgets."""
+    budget = getattr(getattr(spider, "trap_rules", None), "budget", None)
+    if not isinstance(budget, CrawlBudget):
+        return
+    for rec in owed:
+        if rec.canonical_url:  # the request's meta CANONICAL_URL, as request_scheduled reads it
+            budget.count(rec.canonical_url)
 
 
 def resumed_request(rec: PendingRequest, errback: Any = None) -> Request:

@@ -142,3 +142,67 @@ def test_replay_adds_what_the_snapshot_lacks_and_ends_with_the_same_seen_set(
     assert bytes(again.seen.layers[0].bits) == bytes(every.layers[0].bits)
     assert len(again.seen) == len(every) == 3_000
     again.close()
+
+
+def budget_after_resume(tmp_path, monkeypatch, batch: int) -> list[str | None]:
+    """A run schedules OWED variants of one path and is killed; the resume (``RESUME_BATCH``
+    = ``batch``, ``TRAP_PATH_MAX_QUERY_VARIANTS`` = OWED) answers the web spider's budget
+    verdicts on a new variant: once open, once every owed request is fetched, and then with
+    one variant given back."""
+    from crawler import scheduler as scheduler_module
+    from crawler.spiders.web import WebSpider
+
+    monkeypatch.setattr(scheduler_module, "RESUME_BATCH", batch)
+    settings = {**SETTINGS, "JOBDIR": str(tmp_path), "TRAP_PATH_MAX_QUERY_VARIANTS": OWED,
+                "STORAGE_URL": f"sqlite:///{tmp_path}/crawl.db"}  # fmt: skip
+    variants = [f"http://a/cal?d={i}" for i in range(OWED)]
+    verdicts = []
+    for run in ("killed", "resumed"):
+        crawler = get_crawler(WebSpider, settings)
+        spider = crawler.spider = WebSpider.from_crawler(crawler, urls="http://a/")
+        crawler.stats.open_spider()
+        scheduler = ResumingScheduler.from_crawler(crawler)
+        scheduler.open(spider)
+
+        def crawl(request: Request, crawler=crawler, scheduler=scheduler) -> None:
+            """The engine's crawl: request_scheduled, then the scheduler, request_dropped."""
+            crawler.signals.send_catch_log(signals.request_scheduled, request=request,
+                                           spider=crawler.spider)  # fmt: skip
+            if not scheduler.enqueue_request(request):
+                crawler.signals.send_catch_log(signals.request_dropped, request=request,
+                                               spider=crawler.spider)  # fmt: skip
+
+        no_pipelines = SimpleNamespace(itemproc=SimpleNamespace(middlewares=[]))
+        crawler.engine = SimpleNamespace(crawl=crawl, scraper=no_pipelines)
+        if run == "killed":  # the first run schedules every variant, then is killed
+            for url in variants:
+                crawl(Request(url, meta={meta.CANONICAL_URL: url, "depth": 1}))
+            scheduler.close("shutdown")
+            continue
+        crawler.signals.send_catch_log(signals.spider_opened, spider=spider)
+        budget = spider.trap_rules.budget
+        verdicts.append(budget.refuse("http://a/cal?d=new"))  # a first page's new link
+        fetched = []
+        while (request := scheduler.next_request()) is not None:
+            fetched.append(request.url)
+        assert sorted(fetched) == sorted(variants)  # every owed one fetched, refused or not
+        verdicts.append(budget.refuse("http://a/cal?d=new"))
+        budget.count("http://a/cal?d=0", -1)  # counted once each: one less leaves room
+        verdicts.append(budget.refuse("http://a/cal?d=new"))
+        scheduler.close("finished")
+    return verdicts
+
+
+def test_owed_requests_count_against_the_budgets_at_open_as_an_all_at_once_resume(
+    tmp_path, monkeypatch
+) -> None:
+    """A resume owing more variants of one path than a batch: the new variants a first
+    page links are refused at once, as when every owed request was scheduled at open (a
+    reviewer's finding: counted batch by batch, new variants got in over the budget and the
+    owed ones were scheduled anyway), and each owed request counts once, not again when its
+    batch is scheduled."""
+    batched = budget_after_resume(tmp_path / "batched", monkeypatch, RESUME_BATCH)
+    at_once = budget_after_resume(tmp_path / "at_once", monkeypatch, 10 * OWED)
+    spent = "urlnorm/trap/query_variants"
+    assert at_once == [spent, spent, None]
+    assert batched == at_once

@@ -57,7 +57,8 @@ Behaviour:
   so they reach the scheduler before the page reaches storage and a page is never committed
   before the links it promised. Links over a spent host or path budget are not followed
   (``urlnorm/trap/host_pages``, ``.../query_variants``; the budgets count the requests the
-  scheduler took, through ``request_scheduled`` and ``request_dropped``). At most
+  scheduler took, through ``request_scheduled`` and ``request_dropped``; a ``JOBDIR`` resume's
+  owed requests all at once when it opens, :func:`crawler.scheduler.count_owed`). At most
   ``LINKS_PER_PAGE_MAX`` links and ``PAGE_MAX_PARSE_CHARS`` characters of a page are read
   (:mod:`crawler.urls.pagebounds`).
 * Soft-404 probes (``TRAP_SOFT404_PROBE``, :mod:`crawler.spiders.probes`): the first page of
@@ -89,6 +90,7 @@ from crawler.cluster.startlist import takes_start_list
 from crawler.content.text import extract, is_binary, media_type
 from crawler.dedup.verdict import content_decider
 from crawler.dupefilter import early_skip_of
+from crawler.exceptions import HostGivenUp
 from crawler.items import PageItem
 from crawler.spiders.probes import Soft404Probes
 from crawler.urls.fingerprint import canonical_url_of, chain_fingerprints, fingerprint_url
@@ -248,9 +250,10 @@ class WebSpider(Spider):
             self.decider.soft404(item)
 
     def request_scheduled(self, request: Request, spider: Any = None) -> None:
-        """Count a scheduled request against the crawl budgets (:class:`CrawlBudget`)."""
+        """Count a scheduled request against the crawl budgets (:class:`CrawlBudget`); one the
+        JOBDIR journal owed (meta ``RESUMED``) was counted at open (``count_owed``)."""
         canonical = request.meta.get(meta.CANONICAL_URL)
-        if canonical and not request.dont_filter:
+        if canonical and not request.dont_filter and not request.meta.get(meta.RESUMED):
             self.trap_rules.budget.count(canonical)
 
     def request_dropped(self, request: Request, spider: Any = None) -> None:
@@ -298,6 +301,8 @@ class WebSpider(Spider):
         if request is not None:
             if request.meta.get(meta.CANONICAL_TARGET):
                 self._inc("dedup/canonical/missing")
+            if isinstance(failure.value, HostGivenUp) and failure.value.owed:
+                return  # its host was down: owed in the JOBDIR journal, a resume asks again
             self._finished(request, getattr(failure.value, "response", None))
 
     def _inc(self, key: str, count: int = 1) -> None:
