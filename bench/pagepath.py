@@ -21,10 +21,14 @@ after page in crawl order with the link memo warming up as in a crawl:
   per tag) and the lines read from the tree again after the boilerplate removal
   (:func:`extract_blocks_read_again`); *now*: one walk for all inline tags, and the lines not
   read again when no boilerplate was removed.
+* **block hashes**: :func:`crawler.content.template.block_hashes` of the page's blocks (what
+  the content decider hashes). *Before*: each line's whitespace collapsed and encoded on its
+  own (:func:`block_hashes_per_line`); *now*: lines already collapsed are encoded in one call.
 
 Both variants run on the same parsed trees and answer the same (checked: links, verdicts,
-drops, seen answers); the order of the two alternates over ``--runs``. Prints CPU µs per page
-(median over the runs) and writes ``bench/results/pagepath.json``.
+drops, seen answers, text, blocks, block hashes); the order of the two alternates over
+``--runs``. Prints CPU µs per page (median over the runs) and writes
+``bench/results/pagepath.json``.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from crawler import defaults
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pagepath.json"
 Links = list[tuple[bytes, str, str | None]]
-PARTS = ("extract", "seen check", "page text")
+PARTS = ("extract", "seen check", "page text", "block hashes")
 
 
 def extract_one_element_at_a_time(spider: Any, root: Any,
@@ -99,6 +103,24 @@ def extract_blocks_read_again(html: str) -> tuple[str, list[str]]:
     return visible, text._lines(tree)
 
 
+def block_hashes_per_line(blocks: list[str]) -> list[int]:
+    """:func:`crawler.content.template.block_hashes` as it was: every line's whitespace
+    collapsed and encoded on its own."""
+    import unicodedata
+
+    import xxhash
+
+    from crawler.content.template import block_hash
+
+    if not blocks:
+        return []
+    folded = unicodedata.normalize("NFKC", "\n".join(blocks)).casefold().split("\n")
+    if len(folded) != len(blocks):
+        return [block_hash(b) for b in blocks]
+    digest = xxhash.xxh3_64_intdigest
+    return [digest(" ".join(line.split()).encode("utf-8", "surrogatepass")) for line in folded]
+
+
 def _spider(seed: str) -> Any:
     from scrapy.utils.test import get_crawler
 
@@ -116,6 +138,7 @@ def run(pages: int, links: int, runs: int) -> dict[str, Any]:
     from scrapy.utils.response import get_base_url
 
     from crawler.backends.bloom import LocalSeenSet
+    from crawler.content.template import block_hashes
     from crawler.content.text import extract
     from crawler.sitegen import link_heavy_site
     from crawler.spiders.web import html_tree
@@ -144,15 +167,16 @@ def run(pages: int, links: int, runs: int) -> dict[str, Any]:
         page = extract(html, tokenize=False)
         return page.text, page.blocks
 
-    variants = {"before": (extract_before, check_before, extract_blocks_read_again),
-                "now": (extract_now, check_now, text_now)}
+    variants = {"before": (extract_before, check_before, extract_blocks_read_again,
+                           block_hashes_per_line),
+                "now": (extract_now, check_now, text_now, block_hashes)}
     times: dict[str, dict[str, list[float]]] = {
         name: {part: [] for part in PARTS} for name in variants}
     answers: dict[str, list[Any]] = {}
     for number in range(runs):
         order = list(variants) if number % 2 == 0 else list(reversed(variants))
         for name in order:
-            links_of, check, text_of = variants[name]
+            links_of, check, text_of, hashes_of = variants[name]
             spider = _spider(origin + "/")
             seen = LocalSeenSet(defaults.BLOOM_CAPACITY, defaults.BLOOM_ERROR_RATE)
             spent = dict.fromkeys(PARTS, 0.0)
@@ -167,10 +191,13 @@ def run(pages: int, links: int, runs: int) -> dict[str, Any]:
                 end = time.process_time()
                 page_text = text_of(html)
                 spent["seen check"] += end - middle
-                spent["page text"] += time.process_time() - end
+                hashed = time.process_time()
+                spent["page text"] += hashed - end
+                page_hashes = hashes_of(page_text[1])
+                spent["block hashes"] += time.process_time() - hashed
                 for fp in unique:
                     seen.add(fp)
-                got.append((found, seen_answers, page_text))
+                got.append((found, seen_answers, page_text, page_hashes))
             for part, seconds in spent.items():
                 times[name][part].append(seconds / len(trees) * 1e6)
             answers.setdefault(name, got)

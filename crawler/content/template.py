@@ -60,11 +60,21 @@ def block_hashes(blocks: list[str]) -> list[int]:
     call (a line break composes with nothing, so the lines normalize as they would alone)."""
     if not blocks:
         return []
-    folded = unicodedata.normalize("NFKC", "\n".join(blocks)).casefold().split("\n")
-    if len(folded) != len(blocks):  # a block held a line break: no shortcut
+    text = unicodedata.normalize("NFKC", "\n".join(blocks)).casefold()
+    if text.count("\n") != len(blocks) - 1:  # a block held a line break: no shortcut
         return [block_hash(b) for b in blocks]
     digest = xxhash.xxh3_64_intdigest
-    return [digest(" ".join(line.split()).encode("utf-8", "surrogatepass")) for line in folded]
+    words = text.split()
+    breaks = text.count(" ") + text.count("\n")
+    if len(words) == breaks + 1 and len(text) - len("".join(words)) == breaks:
+        # Spaces and line breaks the only whitespace, and one word more than them: none at
+        # either end of a line nor two in a row, no empty line. Every line is its own
+        # whitespace collapse (the spider's lines are; NFKC rarely adds a space): one encode
+        # for the page, split at the line breaks ("\n" is one byte in UTF-8 and never part of
+        # another character's bytes, surrogates included).
+        return list(map(digest, text.encode("utf-8", "surrogatepass").split(b"\n")))
+    return [digest(" ".join(line.split()).encode("utf-8", "surrogatepass"))
+            for line in text.split("\n")]
 
 
 def line_blocks(text: str) -> list[tuple[int, str]]:
