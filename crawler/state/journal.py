@@ -88,7 +88,7 @@ class Journal(NamedTuple):
     size: int
     #: each record's byte offset in the file, by index into ``records``: the pending map holds
     #: offsets, and a compaction copies the records from there (:func:`read_record`)
-    offsets: list[int] = []
+    offsets: list[int]
 
 
 def encode_header(generation: int, started: float, base: int, nonce: bytes) -> bytes:
@@ -209,8 +209,8 @@ def _decode(path: Path, pos: int, kind: bytes, body: bytes) -> tuple[bytes, Pend
 
 def encode_scheduled(rec: PendingRequest) -> bytes:
     """The framed *scheduled* record of ``rec``. A canonical URL equal to the URL (most of them)
-    is not written (length 0): the pending map holds each record's bytes, so that is one URL
-    less in memory per page owed (a canonical URL is never empty: the URL stands in)."""
+    is not written (length 0): a shorter journal, and a resumed request holds one string for
+    both (a canonical URL is never empty: the URL stands in)."""
     url = rec.url.encode()
     canonical = b"" if rec.canonical_url == rec.url else rec.canonical_url.encode()
     body = _SCHED.pack(len(rec.fp), rec.depth, len(url), len(canonical)) + rec.fp + url + canonical
