@@ -154,14 +154,20 @@ def command(
     args: argparse.Namespace,
     profile: Path | None,
     probe: str = PROBE,
+    python: list[str] | None = None,
 ) -> list[str]:
+    """The crawl child's command line: ``args.concurrency`` (None: Scrapy's defaults) and
+    ``args.set`` (ours only); ``python`` is the interpreter and its options (this one)."""
     concurrency = args.concurrency
     common = {
         "ROBOTSTXT_OBEY": "True",
         "DOWNLOAD_DELAY": "0",
         "AUTOTHROTTLE_ENABLED": "False",
-        "CONCURRENT_REQUESTS": str(concurrency),
-        "CONCURRENT_REQUESTS_PER_DOMAIN": str(concurrency),
+    }
+    if concurrency is not None:
+        common |= {"CONCURRENT_REQUESTS": str(concurrency),
+                   "CONCURRENT_REQUESTS_PER_DOMAIN": str(concurrency)}  # fmt: skip
+    common |= {
         "TELNETCONSOLE_ENABLED": "False",
         "LOG_LEVEL": "INFO",
         "LOG_FILE": str(work / "crawl.log"),
@@ -181,7 +187,7 @@ def command(
         cmd += ["--profile", str(profile)]
     for name, value in common.items():
         cmd += ["-s", f"{name}={value}"]
-    return [sys.executable, "-m", "scrapy", *cmd]
+    return [*(python or [sys.executable]), "-m", "scrapy", *cmd]
 
 
 def child_env() -> dict[str, str]:

@@ -42,7 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.crawl import PROBE, ROOT, STOCK_SPIDER, child_env, extensions_for
+from bench.crawl import ROOT, child_env
+from bench.crawl import command as crawl_command
 from crawler.sitegen.scripted import Answer, ScriptedWeb, html
 
 RESULTS = ROOT / "bench" / "results"
@@ -72,28 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def command(kind: str, url: str, work: Path, python: list[str]) -> list[str]:
-    """The child's command line (``python`` is the interpreter and its options)."""
-    settings = {
-        "ROBOTSTXT_OBEY": "True",
-        "DOWNLOAD_DELAY": "0",
-        "AUTOTHROTTLE_ENABLED": "False",
-        "TELNETCONSOLE_ENABLED": "False",
-        "LOG_LEVEL": "INFO",
-        "LOG_FILE": str(work / "crawl.log"),
-        "BENCH_STATS_FILE": str(work / "stats.json"),
-        "EXTENSIONS": extensions_for(kind, PROBE),
-    }
-    if kind == "ours":
-        cmd = ["crawl", "web", "-a", f"urls={url}"]
-        settings |= {
-            "STORAGE_URL": f"sqlite:///{work / 'crawl.db'}",
-            "DROPPED_LOG": str(work / "dropped.jsonl"),
-        }
-    else:
-        cmd = ["runspider", str(STOCK_SPIDER), "-a", f"url={url}"]
-    for name, value in settings.items():
-        cmd += ["-s", f"{name}={value}"]
-    return [*python, "-m", "scrapy", *cmd]
+    """The child's command line (``python`` is the interpreter and its options):
+    :func:`bench.crawl.command` with Scrapy's default concurrency."""
+    stock_concurrency = argparse.Namespace(concurrency=None, set=[])
+    return crawl_command(kind, url, work, stock_concurrency, None, python=python)
 
 
 def run_child(cmd: list[str], cwd: Path, work: Path, timeout: float) -> dict[str, Any]:
