@@ -3,7 +3,6 @@ and the small query helpers (:class:`StoreBase`)."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -11,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -219,9 +219,9 @@ class StoreBase:
         return column.in_(values)
 
     def _dialect_insert(self) -> Any:
-        """The backend dialect's ``insert`` (with ``ON CONFLICT``)."""
-        name = "postgresql" if self.backend == "postgresql" else "sqlite"
-        return importlib.import_module(f"sqlalchemy.dialects.{name}").insert
+        """The backend dialect's ``insert`` (with ``ON CONFLICT``); both dialects are loaded
+        with the tables anyway (the partial index's ``postgresql_where``)."""
+        return postgresql.insert if self.backend == "postgresql" else sqlite.insert
 
     def _session(self) -> Session:
         """An ORM session (imported here: a crawl's own reads and writes are Core)."""
