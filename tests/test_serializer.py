@@ -8,6 +8,7 @@ general encoder's (``_encode`` then ``json.dumps``) on every shape, cached or no
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from typing import Any
@@ -81,9 +82,23 @@ def test_refusals_are_unchanged_by_the_fast_path() -> None:
         serializer.dumps({"meta": {"nan": math.nan}})
 
 
+def _general_decode(obj: Any) -> Any:
+    """The decoder ``loads`` had before it decoded inside the parser: a walk of the parsed
+    JSON value (the reference the parser's ``object_hook`` must agree with)."""
+    if isinstance(obj, list):
+        return [_general_decode(item) for item in obj]
+    if isinstance(obj, dict):
+        if len(obj) == 1 and "$b" in obj:
+            return base64.b64decode(obj["$b"])
+        if len(obj) == 1 and "$d" in obj:
+            return {_general_decode(k): _general_decode(v) for k, v in obj["$d"]}
+        return {key: _general_decode(value) for key, value in obj.items()}
+    return obj
+
+
 @pytest.mark.parametrize("obj", SHAPES, ids=range(len(SHAPES)))
 def test_loads_reads_what_the_general_decoder_reads(obj: Any) -> None:
     data = serializer.dumps(obj)
-    expected = serializer._decode(json.loads(data))
+    expected = _general_decode(json.loads(data))
     assert serializer.loads(data) == expected
     assert serializer.loads(data.encode()) == expected

@@ -86,7 +86,7 @@ def loads(data: str | bytes) -> Any:
 
 
 def _unescape(obj: dict[str, Any]) -> Any:
-    """:func:`_decode` of one JSON object whose values are decoded already (the parser's
+    """The decoding of one JSON object whose values are decoded already (the parser's
     ``object_hook`` runs innermost first)."""
     if len(obj) == 1:
         if _BYTES in obj:
@@ -119,16 +119,3 @@ def _encode(obj: Any, where: str) -> Any:
         "profile never pickles; keep request.meta and cb_kwargs to str, numbers, lists, dicts "
         "and bytes"
     )
-
-
-def _decode(obj: Any) -> Any:
-    """The general decoder of a parsed JSON value (:func:`loads` does the same in the parser)."""
-    if isinstance(obj, list):
-        return [_decode(item) for item in obj]
-    if isinstance(obj, dict):
-        if len(obj) == 1 and _BYTES in obj:
-            return base64.b64decode(obj[_BYTES])
-        if len(obj) == 1 and _DICT in obj:
-            return {_decode(k): _decode(v) for k, v in obj[_DICT]}
-        return {key: _decode(value) for key, value in obj.items()}
-    return obj
