@@ -335,7 +335,7 @@ def _promoted_row(drop: Any, now: Any) -> dict[str, Any]:
             **{name: drop[name] for name in KEPT_COLUMNS}}
 
 
-def _keyset(conn: sa.Connection, stmt: sa.Select[Any], key: sa.ColumnElement[int],
+def _keyset(conn: sa.Connection, stmt: sa.Select[Any], key: sa.Column[int],
             ) -> Iterator[Any]:
     """The rows of ``stmt`` (which selects ``key``'s column) in ascending ``key`` order, read
     :data:`SETTLE_CHUNK` at a time: no query's result is held whole."""
@@ -348,4 +348,4 @@ def _keyset(conn: sa.Connection, stmt: sa.Select[Any], key: sa.ColumnElement[int
         yield from rows
         if len(rows) < SETTLE_CHUNK:
             return
-        last = rows[-1].id
+        last = getattr(rows[-1], key.name)
