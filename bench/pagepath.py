@@ -25,10 +25,17 @@ after page in crawl order with the link memo warming up as in a crawl:
   the content decider hashes). *Before*: each line's whitespace collapsed and encoded on its
   own (:func:`block_hashes_per_line`); *now*: lines already collapsed are encoded in one call.
 
+Apart from the page path, the **link miss**: what one link costs when the link memo does not
+know it (at 10^6 pages almost every link), ``LinkRules.judge`` and ``fingerprint_url`` on every
+link of every page, no memo. *Before*: the general path (:func:`judge_general`: split, resolve
+and assemble, the scope and userinfo checks and the segment-by-segment trap check for each
+link); *now*: ``LinkRules.judge`` (plain hrefs resolved against a cached base, the scope and
+userinfo verdict remembered per origin, the short-path trap check).
+
 Both variants run on the same parsed trees and answer the same (checked: links, verdicts,
-drops, seen answers, text, blocks, block hashes); the order of the two alternates over
-``--runs``. Prints CPU µs per page (median over the runs) and writes
-``bench/results/pagepath.json``.
+drops, seen answers, text, blocks, block hashes, link miss verdicts and fingerprints); the
+order of the two alternates over ``--runs``. Prints CPU µs per page (median over the runs) and
+writes ``bench/results/pagepath.json``.
 """
 
 from __future__ import annotations
@@ -87,6 +94,38 @@ def extract_one_element_at_a_time(spider: Any, root: Any,
     return links, dropped
 
 
+def judge_general(rules: Any, href: str, base: str | None = None) -> tuple[str | None, str | None]:
+    """``LinkRules.judge`` by the general path alone, nothing remembered: the reference of the
+    link miss and of ``tests/test_link_fastpath.py``."""
+    from crawler.urls import urlnorm
+    from crawler.urls.linkrules import NOT_HTTP, TRAP
+
+    try:
+        canonical = urlnorm._general(href, base, rules.policy)
+    except urlnorm._Refused:
+        return None, NOT_HTTP
+    if rules.learned:
+        own = rules.learned.get(urlnorm.url_host(canonical))
+        if own is not None:
+            canonical = urlnorm._general(canonical, None, own)
+    stat = rules.judge_origin(canonical)
+    if stat is None:
+        trap = rules.limits.general_trap(canonical)
+        stat = None if trap is None else TRAP + trap
+    return canonical, stat
+
+
+def link_miss(judge: Any, rules: Any, hrefs: list[str], base: str) -> list[Any]:
+    """Every link of a page judged and fingerprinted as on a memo miss."""
+    from crawler.urls.fingerprint import fingerprint_url
+
+    verdicts = []
+    for href in hrefs:
+        canonical, stat = judge(rules, href, base)
+        verdicts.append(fingerprint_url(canonical) if canonical and not stat else stat)
+    return verdicts
+
+
 def extract_blocks_read_again(html: str) -> tuple[str, list[str]]:
     """``(text, blocks)`` of :func:`crawler.content.text.extract` as it was: inline tags
     unwrapped one at a time, the lines of the tree read again after the boilerplate removal
@@ -141,7 +180,8 @@ def run(pages: int, links: int, runs: int) -> dict[str, Any]:
     from crawler.content.template import block_hashes
     from crawler.content.text import extract
     from crawler.sitegen import link_heavy_site
-    from crawler.spiders.web import html_tree
+    from crawler.spiders.web import html_tree, page_hrefs
+    from crawler.urls.linkrules import LinkRules
 
     origin = "http://localhost:8000"
     site = link_heavy_site(pages=pages, links_per_page=links)
@@ -150,6 +190,7 @@ def run(pages: int, links: int, runs: int) -> dict[str, Any]:
         response = HtmlResponse(origin + path, body=site.render(page, origin), encoding="utf-8")
         trees.append((html_tree(response), get_base_url(response)))
         htmls.append(response.text)
+    page_links = [[h.strip() for h in page_hrefs(root) if h] for root, _ in trees]
 
     def extract_before(spider: Any, root: Any, base: str) -> Links:
         return extract_one_element_at_a_time(spider, root, base)[0]
@@ -168,15 +209,21 @@ def run(pages: int, links: int, runs: int) -> dict[str, Any]:
         return page.text, page.blocks
 
     variants = {"before": (extract_before, check_before, extract_blocks_read_again,
-                           block_hashes_per_line),
-                "now": (extract_now, check_now, text_now, block_hashes)}
+                           block_hashes_per_line, judge_general),
+                "now": (extract_now, check_now, text_now, block_hashes, LinkRules.judge)}
     times: dict[str, dict[str, list[float]]] = {
-        name: {part: [] for part in PARTS} for name in variants}
+        name: {part: [] for part in (*PARTS, "link miss")} for name in variants}
     answers: dict[str, list[Any]] = {}
     for number in range(runs):
         order = list(variants) if number % 2 == 0 else list(reversed(variants))
         for name in order:
-            links_of, check, text_of, hashes_of = variants[name]
+            links_of, check, text_of, hashes_of, judge = variants[name]
+            spider = _spider(origin + "/")
+            misses = []
+            start = time.process_time()
+            for hrefs, (_, base) in zip(page_links, trees, strict=True):
+                misses.append(link_miss(judge, spider.rules, hrefs, base))
+            times[name]["link miss"].append((time.process_time() - start) / len(trees) * 1e6)
             spider = _spider(origin + "/")
             seen = LocalSeenSet(defaults.BLOOM_CAPACITY, defaults.BLOOM_ERROR_RATE)
             spent = dict.fromkeys(PARTS, 0.0)
@@ -198,6 +245,7 @@ def run(pages: int, links: int, runs: int) -> dict[str, Any]:
                 for fp in unique:
                     seen.add(fp)
                 got.append((found, seen_answers, page_text, page_hashes))
+            got.append(misses)
             for part, seconds in spent.items():
                 times[name][part].append(seconds / len(trees) * 1e6)
             answers.setdefault(name, got)
@@ -228,9 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     for part in PARTS:
         before, now = table["before"][part], table["now"][part]
         print(f"  {part:<12} {before:9.1f} {now:9.1f} {now / before:10.2f}x")
-    before = sum(table["before"].values())
-    now = sum(table["now"].values())
+    before = sum(table["before"][part] for part in PARTS)
+    now = sum(table["now"][part] for part in PARTS)
     print(f"  {'all':<12} {before:9.1f} {now:9.1f} {now / before:10.2f}x")
+    before, now = table["before"]["link miss"], table["now"]["link miss"]
+    links = result["links_per_page"]
+    print(f"  link miss, no memo (judge + fingerprint): {before / links:.2f} µs per link before,"
+          f" {now / links:.2f} now ({now / before:.2f}x)")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -81,8 +81,16 @@ fetch follows Scrapy.
 w3lib is the base where it agrees (its RFC 3986 character classes); its ``canonicalize_url``
 is not used: it keeps default ports, decodes reserved escapes in paths, adds ``=`` to flags and
 costs five times as much (measured on 10^4 typical absolute URLs: 2.0 against 11 us per URL;
-relative links with a base: 3.9 us against 21 us for ``canonicalize_url(urljoin(...))``). The
-fast path for already-clean ASCII URLs skips the general parser; hosts are cached.
+relative links with a base: 3.9 us against 21 us for ``canonicalize_url(urljoin(...))``).
+
+Two fast paths skip the general parser and give exactly what it gives (checked by property
+tests against it, ``tests/test_link_fastpath.py``): already-clean absolute ASCII URLs, with or
+without a base (strict resolution ignores the base), and plain path references (``/a/b``,
+``b``, ``../b``: no ``%``, no ``:`` before the first ``/``, not ``//``, a plain query) against a
+base whose canonical origin and directory are cached (the links of one page share a base).
+Anything else takes the general path. On the link-heavy bench site's links: about 1 us
+against 3.5-5 us for a relative link, 1.4 against 3.3 us for an absolute one with a base.
+Hosts are cached.
 """
 
 from __future__ import annotations
@@ -446,6 +454,60 @@ def _assemble(parts: _Parts, policy: UrlPolicy) -> str:
     return f"{scheme}://{netloc}{path}?{query}" if query else f"{scheme}://{netloc}{path}"
 
 
+# A reference the base-relative fast path takes: a non-empty path of plain characters (no '%',
+# no ':' before the first '/', so never a scheme; not '//', so never an authority), an optional
+# plain query and any fragment. Space, tab and backslash can only be in the fragment, where the
+# general clean-up (step 0) changes nothing that is kept.
+_PLAIN_CHARS = r"A-Za-z0-9\-._~!$&'()*+,;=@"
+_PLAIN_REF = re.compile(
+    rf"(?!//)(?=[{_PLAIN_CHARS}/])([{_PLAIN_CHARS}]*(?:/[{_PLAIN_CHARS}:/]*)?)"
+    r"(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?(?:#.*)?\Z",
+    re.S,
+)
+
+
+@lru_cache(maxsize=1024)
+def _base_parts(base: str) -> tuple[str, str] | None:
+    """``(canonical origin, directory)`` of a base URL for :func:`_fast_ref`, or None when the
+    base is refused (the general path then raises the reason).
+
+    Computed by the general path's own steps, once per base (a page's links share one): the
+    origin is what :func:`_assemble` writes before the path, the directory is the base path up
+    to its last ``/`` (RFC 3986 5.2.3 merge) with rule 3 applied. Rule 3 works token by token
+    and the directory ends with ``/``, so escaping it apart from the reference is exact.
+    """
+    scheme, authority, path, _ = _split(base)
+    try:
+        origin = _assemble((scheme, authority, "/", None), DEFAULT_POLICY)[:-1]
+    except _Refused:
+        return None
+    directory = path[: path.rfind("/") + 1] if path else "/"
+    return origin, _pct(directory, "path")
+
+
+def _fast_ref(url: str, base: str, policy: UrlPolicy) -> str | None:
+    """The canonical form of a plain path reference (:data:`_PLAIN_REF`) against ``base``,
+    exactly as the general path writes it; None when ``url`` or ``base`` is not plain enough.
+
+    Such a reference reads only the base's origin and directory (5.2.2), needs no escaping, and
+    has dot segments only where ``/.`` occurs in the merged path.
+    """
+    match = _PLAIN_REF.match(url)
+    if match is None:
+        return None
+    parts = _base_parts(base)
+    if parts is None:
+        return None
+    origin, directory = parts
+    path, query = match.groups()
+    if path[0] != "/":
+        path = directory + path
+    if "/." in path:
+        path = _remove_dot_segments(path)
+    query = _query(query, policy) if query else ""
+    return f"{origin}{path}?{query}" if query else origin + path
+
+
 def _fast(match: re.Match[str], policy: UrlPolicy) -> str:
     scheme, host, port, path, query = match.groups()
     netloc = _host(host) + _port(port, scheme)
@@ -457,6 +519,14 @@ def _fast(match: re.Match[str], policy: UrlPolicy) -> str:
     return f"{scheme}://{netloc}{path}?{query}" if query else f"{scheme}://{netloc}{path}"
 
 
+def _general(url: str, base: str | None, policy: UrlPolicy) -> str:
+    """The general path: any reference, split, resolved and assembled step by step (raises
+    _Refused); the fast paths must give what it gives."""
+    if base is None:
+        return _assemble(_split(url), policy)
+    return _assemble(_resolve(_split(url), _split(base)), policy)
+
+
 def normalize_url(url: str, base: str | None = None, policy: UrlPolicy | None = None) -> str:
     """The canonical form of ``url`` (resolved against ``base`` if given); see the module doc.
 
@@ -466,12 +536,13 @@ def normalize_url(url: str, base: str | None = None, policy: UrlPolicy | None = 
     try:
         if not isinstance(url, str) or (base is not None and not isinstance(base, str)):
             raise _Refused("not a string")
+        # An absolute URL ignores the base (strict resolution), so _FAST serves both calls.
+        match = _FAST.match(url)
+        if match is not None:
+            return _fast(match, policy)
         if base is None:
-            match = _FAST.match(url)
-            if match is not None:
-                return _fast(match, policy)
             return _assemble(_split(url), policy)
-        return _assemble(_resolve(_split(url), _split(base)), policy)
+        return _fast_ref(url, base, policy) or _general(url, base, policy)
     except _Refused as exc:
         raise InvalidUrl(url, str(exc)) from None
     except InvalidUrl:
