@@ -16,6 +16,7 @@ from scrapy.settings import Settings
 
 from crawler.backends.common import RedisBackendError
 from crawler.backends.redis import RedisContentIndex, clear_namespace, connect
+from crawler.content.template import TemplateFilter
 from crawler.dedup.decider import ContentDecider
 from crawler.items import PageItem
 from tests.test_neardup import Stats
@@ -187,3 +188,114 @@ def test_a_redis_failure_on_the_thread_is_the_crawls_outage(namespaces: Any) -> 
     # on the loop's thread from the thread's call (a crawl's guard closes it: redis_error)
     assert isinstance(first.error, RedisBackendError)
     assert isinstance(second.error, RedisBackendError)
+
+
+# --- the gate: decisions one at a time, in arrival order (crawler.dedup.gate) ---------------------
+def templated(path: str, own: list[str], template: list[str]) -> PageItem:
+    """A page of one site: its own paragraphs between the site's template paragraphs."""
+    lines = template[:3] + own + template[3:]
+    html = "<html><body>" + "".join(f"<p>{line}</p>" for line in lines) + "</body></html>"
+    return PageItem(url=BASE + path, status=200, content_type="text/html", title="", text="",
+                    html=html, depth=1, referer=None, fetched_at="", canonical_url=BASE + path)
+
+
+Pages = list[tuple[str, list[str]]]  # (path, own paragraphs)
+
+
+def site(seed: int = 3) -> tuple[list[str], Pages, Pages]:
+    """A template of six paragraphs, two earlier pages, and a pair of near copies (one word
+    changed): the pair's first page is the host's third kept page, which teaches the template."""
+    rng = random.Random(seed)
+
+    def para(n: int) -> str:
+        return " ".join(rng.choices(WORDS, k=n))
+
+    template = [para(30) for _ in range(6)]
+    earlier = [("/p1", [para(40), para(40)]), ("/p2", [para(40), para(40)])]
+    own = [para(40), para(40)]
+    words = own[1].split()
+    words[5] = "changed"
+    return template, earlier, [("/a", own), ("/b", [own[0], " ".join(words)])]
+
+
+def templated_decider(settings: Settings, off_thread: bool, owner: str = "") -> ContentDecider:
+    index = RedisContentIndex.from_settings(settings, owner=owner)
+    return ContentDecider(index, stats=Stats(), templates=TemplateFilter(), off_thread=off_thread)
+
+
+async def decide_pair(dec: ContentDecider, pair_first: str) -> dict[str, Any]:
+    """The earlier pages one at a time, then the pair asked together (``pair_first``
+    first): each page's drop, or its kept fingerprint."""
+    template, earlier, pair = site()
+    for path, own in earlier:
+        assert (await dec.decide(templated(path, own, template))).kept
+    if pair[0][0] != pair_first:
+        pair.reverse()
+    items = [templated(path, own, template) for path, own in pair]
+    verdicts = await asyncio.gather(*(dec.decide(it) for it in items))
+    return {it.url[len(BASE):]: v.drop or (it.simhash, it.young)
+            for it, v in zip(items, verdicts, strict=True)}  # fmt: skip
+
+
+@pytest.mark.parametrize("first", ["/a", "/b"])
+def test_the_gate_decides_two_near_copies_arriving_together_in_arrival_order(
+    namespaces: Any, first: str
+) -> None:
+    """Two near copies asked in one loop turn, the first of them teaching its host's
+    template: the second is decided against the first, fingerprinted with the template the
+    first taught, exactly as asked one at a time, in both arrival orders: ``/a`` first, ``/b``
+    is dropped as its near duplicate; ``/b`` first, ``/a`` is its preferred copy (the shorter
+    URL; :mod:`crawler.dedup.preference`), kept instead of it. (Without the gate the second is
+    fingerprinted while the first is on the wire, template and all: another distance, another
+    fingerprint, a page marked young.)"""
+    inline = templated_decider(namespaces(), off_thread=False)
+    threaded = templated_decider(namespaces(), off_thread=True)
+    try:
+        expected = asyncio.run(decide_pair(inline, first))
+        got = asyncio.run(decide_pair(threaded, first))
+    finally:
+        inline.spider_closed()
+        threaded.spider_closed()
+    assert isinstance(expected["/a"], tuple)  # kept, in both orders
+    if first == "/a":
+        assert expected["/b"].reason == "near_duplicate"
+        assert expected["/b"].duplicate_of == BASE + "/a"
+    else:  # /b was kept, then replaced by its preferred copy
+        assert inline.stats["dedup/preferred/swapped"] == 1
+    assert got == expected
+    assert threaded.stats == inline.stats
+
+
+def test_a_page_waiting_on_a_pending_match_lets_the_pages_behind_it_decide(
+    namespaces: Any
+) -> None:
+    """Worker 2's page matches worker 1's page, kept but not committed (pending): it waits
+    outside the gate, so a distinct page asked after it is decided meanwhile; once worker 1's
+    storage commits, the waiting page is dropped against it."""
+    settings = namespaces()
+    one = templated_decider(settings, off_thread=True, owner="w1")
+    two = templated_decider(settings, off_thread=True, owner="w2")
+    text = " ".join(WORDS[:120])
+    order: list[str] = []
+
+    async def run() -> None:
+        assert (await one.decide(item("/kept", text))).kept
+
+        async def decide(path: str, body: str) -> None:
+            verdict = await two.decide(item(path, body))
+            order.append(path if verdict.kept else f"{path} dropped")
+
+        waiting = asyncio.ensure_future(decide("/kept-copy", text))
+        distinct = asyncio.ensure_future(decide("/other", " ".join(WORDS[200:320])))
+        await distinct
+        assert not waiting.done()
+        one.batch_committed(documents=[BASE + "/kept"])
+        await waiting
+
+    try:
+        asyncio.run(asyncio.wait_for(run(), 10))
+    finally:
+        one.spider_closed()
+        two.spider_closed()
+    assert order == ["/other", "/kept-copy dropped"]
+    assert two.stats["dedup/shared/pending_waits"] == 1

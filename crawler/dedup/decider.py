@@ -15,12 +15,15 @@ itself for an item that carries none (another spider's). The flow, for each page
 3. The content index (``DEDUP_BACKEND``: :mod:`crawler.backends.local` or Redis, the
    :class:`~crawler.backends.ContentIndex` protocol) decides and records atomically: exact
    copy (``exact_duplicate``, distance 0), else nearest page within ``SIMHASH_MAX_DISTANCE``
-   bits (``near_duplicate``), else kept. A shared index is asked off the reactor thread, on
-   one thread in the order pages ask (:class:`~crawler.backends.common.SerialThread`); it
-   answers ``pending`` for a match that another worker kept but has not stored yet: the page
-   waits (:data:`PENDING_POLL_SECONDS`, off the reactor; stat ``dedup/shared/pending_waits``)
-   and asks again, so it is dropped only against a stored page, or decided anew when that
-   worker died.
+   bits (``near_duplicate``), else kept. A shared index with ``off_thread`` is asked off
+   the reactor thread, on one thread in the order pages ask
+   (:class:`~crawler.backends.common.SerialThread`), and the decisions then pass a gate one
+   at a time in arrival order (:mod:`crawler.dedup.gate`), so each reads the templates and
+   the index as it would asked inline. A shared index answers
+   ``pending`` for a match that another worker kept but has not stored yet: the page waits
+   (:data:`PENDING_POLL_SECONDS`, off the reactor and outside the gate; stat
+   ``dedup/shared/pending_waits``) and asks again, so it is dropped only against a stored
+   page, or decided anew when that worker died.
 4. On a young host (its template unknown) a near match on the same host is confirmed only if
    the page adds little text of its own to it; in the distributed profile a host new to this
    worker first learns its template from storage (:mod:`crawler.dedup.hosts`). A page like its
@@ -66,6 +69,7 @@ from crawler.cluster.joincheck import off_when_refused
 from crawler.content.template import KeptPage, TemplateFilter
 from crawler.dedup.counts import Counts
 from crawler.dedup.drops import DropWriter
+from crawler.dedup.gate import DecisionGate
 from crawler.dedup.hosts import HostTemplates
 from crawler.dedup.options import DeciderSettings
 from crawler.dedup.outage import GuardedIndex, StorageOutage
@@ -92,6 +96,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from crawler.backends import ContentIndex
+    from crawler.dedup.gate import Turn
     from crawler.storage import Store
 
 logger = logging.getLogger(__name__)
@@ -137,6 +142,8 @@ class ContentDecider:
         if off_thread is None:
             off_thread = bool(getattr(index, "off_thread", False))
         self.thread = SerialThread("content-index") if off_thread else None
+        # asked on the thread, decisions still run one at a time in arrival order
+        self.gate = DecisionGate(enabled=off_thread)
         self.stats = stats
         self.counts = Counts(stats)
         self.stored = stored or StoredPages(store_factory)
@@ -252,6 +259,11 @@ class ContentDecider:
             raise self.outage.undecided(url, "the crawl database is unavailable") from exc
 
     async def _decide_item(self, item: Any) -> Any:
+        """The decision, in the page's turn of :attr:`gate` (:mod:`crawler.dedup.gate`)."""
+        async with self.gate.turn() as turn:
+            return await self._decide_in_turn(item, turn)
+
+    async def _decide_in_turn(self, item: Any, turn: Turn) -> Any:
         if self.hosts.warm_since is not None:
             await self.hosts.warm(item)
         page = self.fingerprinter.candidate(item)
@@ -263,7 +275,7 @@ class ContentDecider:
         soft404 = self.soft404s.match(page)
         if soft404 is not None and rule is None:  # measured against the probe, not recorded
             raise self._duplicate(page.signature, soft404)
-        await self._decide(page)
+        await self._decide(page, turn)
         stored_text = None
         if page.verify and page.match is not None:
             stored_text = await run_in_thread(self.stored.stored_text, page.match.url)
@@ -272,9 +284,10 @@ class ContentDecider:
         page.stored_text = stored_text
         return await self._waiting_out_storage(self._finish, page)
 
-    async def _decide(self, page: Candidate) -> None:
+    async def _decide(self, page: Candidate, turn: Turn) -> None:
         """Ask the index until it decides: a shared index's pending match is waited for (ask
-        again); the page is Undecided once the crawl closes for a failure meanwhile."""
+        again; outside the gate, as other pages decide meanwhile); the page is Undecided once
+        the crawl closes for a failure meanwhile."""
         waited = False
         while not await self._waiting_out_storage(self._ask, page):
             if self.outage.closing():
@@ -283,7 +296,7 @@ class ContentDecider:
             if not waited:
                 waited = True
                 self.counts.inc("dedup/shared/pending_waits")
-            await sleep(PENDING_POLL_SECONDS)
+            await turn.pause(PENDING_POLL_SECONDS)
 
     async def _waiting_out_storage(self, step: Callable[[Candidate], T | Awaitable[T]],
                                    page: Candidate) -> T:
