@@ -28,7 +28,14 @@ from crawler.state.jobstate import (
     read_state,
     state_dir,
 )
-from crawler.state.journal import HEADER_SIZE, PendingRequest, encode_scheduled, frame, read_journal
+from crawler.state.journal import (
+    HEADER_SIZE,
+    PendingRequest,
+    encode_scheduled,
+    frame,
+    read_journal,
+    read_record,
+)
 
 from .conftest import ROOT
 
@@ -432,3 +439,63 @@ def test_the_check_before_the_crawl_does_not_warn_twice(tmp_path, caplog) -> Non
         assert caplog.text == ""
         new_state(tmp_path)
     assert caplog.text.count("torn last record") == caplog.text.count("machine restarted") == 1
+
+
+def test_the_crawl_reuses_the_journal_the_check_before_it_read(tmp_path, monkeypatch) -> None:
+    """A resume read the whole journal twice, in the pre-flight check and at open: a third of
+    the time to the first page (2x10^5 owed). The check's read is kept while the files stay as
+    they were."""
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(6))
+    state.finished([fp(1), fp(4)])
+    state.sync()  # then killed: no close
+    reads = []
+    real = jobstate.read_journal_full
+    monkeypatch.setattr(jobstate, "read_journal_full",
+                        lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    validate_settings({"JOBDIR": str(tmp_path)})
+    _, _, pending = new_state(tmp_path)
+    assert [rec.fp for rec in pending] == [fp(i) for i in (0, 2, 3, 5)]
+    assert len(reads) == 1
+
+
+def test_a_journal_changed_after_the_check_is_read_again(tmp_path) -> None:
+    """The kept read is used only for the very files it read: a record appended between the
+    check and the crawl (another run of the same JOBDIR) is replayed, not lost."""
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(3))
+    state.sync()
+    validate_settings({"JOBDIR": str(tmp_path)})
+    state.finished([fp(0)])  # the journal grows after the check
+    schedule(seen, state, [7])
+    state.sync()
+    _, _, pending = new_state(tmp_path)
+    assert [rec.fp for rec in pending] == [fp(1), fp(2), fp(7)]
+
+
+@pytest.mark.parametrize("finished", [(), (0,), (1, 2), (0, 3, 5), (5,), (0, 1, 2, 3, 4, 5)])
+def test_compaction_at_open_copies_the_pending_records_from_the_bytes_read(
+        tmp_path, finished) -> None:
+    """The compaction that opens a resume slices the pending records from the bytes it read
+    (runs of adjacent records in one write); the journal it writes holds exactly them, and the
+    pending map points at each, so the next compaction (from the file) and resume agree."""
+    seen, state, _ = new_state(tmp_path)
+    schedule(seen, state, range(6))
+    state.finished([fp(i) for i in finished])
+    state.sync()
+    owed = [fp(i) for i in range(6) if i not in finished]
+    seen2, again, pending = new_state(tmp_path)
+    assert [rec.fp for rec in pending] == owed
+    _, records = read_journal(again.journal_path)
+    assert [(f, rec.url, rec.depth) for f, rec in records] == [
+        (fp(i), f"http://h/{i}?x", i % 7) for i in range(6) if i not in finished]
+    with open(again.journal_path, "rb") as fh:
+        for key, offset in again.pending.items():
+            fh.seek(offset)
+            assert read_record(again.journal_path, fh) == encode_scheduled(
+                next(rec for rec in pending if rec.fp == key))
+    schedule(seen2, again, [9])
+    again._compact()  # from the file, through the offsets the copy recorded
+    again.sync()
+    _, _, pending = new_state(tmp_path)
+    assert [rec.fp for rec in pending] == [*owed, fp(9)]

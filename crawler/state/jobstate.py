@@ -53,10 +53,10 @@ ignored; a bad header, a damaged record (inside the durable length, or followed 
 one), a journal shorter than its durable length, a missing journal beside a snapshot or a
 missing snapshot raise :class:`JobStateError` naming the file (and the byte).
 
-Limits: the pending map lives in memory (about 130 bytes per URL owed: its fingerprint and the
-offset of its record in the journal, which a compaction copies from there; the frontier, not the
-seen set); a snapshot blocks the reactor while it writes the filter (about 0.1 s for the 17 MiB of
-the default 10^7 capacity).
+Limits: the pending map lives in memory (about 30-40 bytes per URL owed: its fingerprint and the
+offset of its record in the journal, which a compaction copies from there, in numpy arrays:
+:mod:`crawler.state.pending`; the frontier, not the seen set); a snapshot blocks the reactor
+while it writes the filter (about 0.1 s for the 17 MiB of the default 10^7 capacity).
 """
 
 from __future__ import annotations
@@ -88,9 +88,12 @@ from crawler.state.journal import (
     read_journal_full,
     read_record,
     read_sync,
+    record_end,
     restarted,
+    warn_torn,
     write_sync,
 )
+from crawler.state.pending import PendingMap
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -112,6 +115,10 @@ _JOB_ID = re.compile(r"[0-9a-z][0-9a-z_-]{0,63}")
 SYNC_SECONDS = 1.0
 #: Replayed fingerprints asked of the seen set per batch (:meth:`JobState.open`).
 REPLAY_BATCH = 50_000
+#: The journal the pre-flight check read (:func:`check_jobdir`), kept for the crawl's own read
+#: in this process (:meth:`JobState.open`) while the files are unchanged: the read was a third
+#: of a resume. Key: the journal's directory; value: the files' identity and what was read.
+_PREREAD: dict[Path, tuple[tuple[tuple[int, int, int], ...], SyncMark | None, Journal]] = {}
 
 
 def state_dir(jobdir: str | os.PathLike[str]) -> Path:
@@ -171,23 +178,47 @@ def read_state(directory: Path, quiet: bool = False) -> Journal | None:
     ``quiet``: no warning for a torn tail or a machine restart.
     """
     snapshot, journal, sync = directory / SNAPSHOT, directory / JOURNAL, directory / SYNC
-    mark = read_sync(sync)
-    if not journal.exists():
-        if snapshot.exists() or mark is not None:
-            found = snapshot.name if snapshot.exists() else sync.name
-            raise JobStateError(journal, f"missing, but {found} exists: the journal holds the "
-                                "URLs still to fetch, a resume without it would lose them")
-        return None
-    state = read_journal_full(journal, mark, quiet)
-    if state.generation and not snapshot.exists():
-        raise JobStateError(snapshot, f"missing, but {journal.name} is based on snapshot "
-                            f"{state.generation}")
-    if restarted(mark) and not quiet:
+    files = _identity(journal, sync, snapshot)
+    preread = _PREREAD.pop(directory, None)
+    if preread is not None and preread[0] == files:
+        _, mark, state = preread  # read by the pre-flight check; nothing changed since
+    else:
+        mark = read_sync(sync)
+        if not journal.exists():
+            if snapshot.exists() or mark is not None:
+                found = snapshot.name if snapshot.exists() else sync.name
+                raise JobStateError(journal, f"missing, but {found} exists: the journal holds "
+                                    "the URLs still to fetch, a resume without it would lose "
+                                    "them")
+            return None
+        state = read_journal_full(journal, mark)
+        if state.generation and not snapshot.exists():
+            raise JobStateError(snapshot, f"missing, but {journal.name} is based on snapshot "
+                                f"{state.generation}")
+    if quiet:  # the pre-flight check: the crawl's own read comes next, in this process
+        _PREREAD[directory] = (files, mark, state)
+        return state
+    warn_torn(journal, state)
+    if restarted(mark):
         assert mark is not None
         logger.warning("%s: the machine restarted while the crawl writing it ran (a power cut or "
                        "a system crash): what it wrote after byte %d, at most %.1f s of "
                        "records, may be lost", journal, mark.length, SYNC_SECONDS)
     return state
+
+
+def _identity(*paths: Path) -> tuple[tuple[int, int, int], ...]:
+    """Inode, size and modification time of each of ``paths`` (zeros when missing): a file
+    replaced or appended to since has another."""
+    out = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            out.append((0, 0, 0))
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def read_job_id(jobdir: str | os.PathLike[str]) -> str | None:
@@ -269,9 +300,9 @@ class JobState:
         self.journal_path = self.directory / JOURNAL
         self.seen = seen
         self.snapshot_records, self.snapshot_seconds = snapshot_records, snapshot_seconds
-        #: fingerprint -> byte offset of its scheduled record in the journal (ascending: a
-        #: compaction copies the records from there; bytes held per URL owed: the key and an int)
-        self.pending: dict[bytes, int] = {}
+        #: fingerprint -> byte offset of its scheduled record in the journal (in file order: a
+        #: compaction copies the records from there), ~30-40 bytes per URL owed
+        self.pending = PendingMap()
         self.generation = 0
         self.started = time.time()  # when the job began; kept across resumes
         self.snapshots = 0
@@ -305,11 +336,13 @@ class JobState:
                 raise JobStateError(self.snapshot_path, exc.problem) from None
         records: list[tuple[bytes, PendingRequest | None]] = []
         offsets: list[int] = []
+        data = b""
         state = read_state(self.directory)
         if state is not None:
             self.generation, self.started, records = state.generation, state.started, state.records
-            offsets = state.offsets
+            offsets, data = state.offsets, state.data
             self.tail_lost = state.valid < state.size or restarted(read_sync(self.sync_path))
+            del state
         pending: dict[bytes, int] = {}  # fingerprint -> index of its scheduled record
         for i, (fp, rec) in enumerate(records):
             pending.pop(fp, None)  # re-inserted: the map stays in file order
@@ -317,14 +350,17 @@ class JobState:
                 pending[fp] = i
         self._add_missing([fp for fp, rec in records if rec is not None])
         # the records stay in the journal as read: the compaction below copies them from there
-        self.pending = {fp: offsets[i] for fp, i in pending.items()}
+        self.pending = PendingMap.build(list(pending), [offsets[i] for i in pending.values()])
         owed = [rec for i in pending.values() if (rec := records[i][1]) is not None]
-        if records:
-            self.snapshot(compact=True)
+        replayed = len(records)
+        del records, offsets
+        if replayed:
+            self.snapshot(compact=True, source=data)
         else:
             self._compact()
+        del data
         logger.info("JOBDIR %s: %d URLs seen, %d to resume (%d journal records replayed)",
-                    self.directory, len(self.seen), len(owed), len(records))
+                    self.directory, len(self.seen), len(owed), replayed)
         return owed
 
     def _add_missing(self, fps: list[bytes]) -> None:
@@ -352,13 +388,14 @@ class JobState:
             self._write(b"".join(frame(b"F", fp) for fp in done), count=len(done))
         return len(done)
 
-    def snapshot(self, compact: bool = False) -> None:
+    def snapshot(self, compact: bool = False, source: bytes = b"") -> None:
         """Save the filter; compact the journal when it has grown past the pending set.
 
         Compaction rewrites every pending record, so it runs only once the journal holds more
         records than ``max(snapshot_records, pending)``: amortized O(1) per record however
         large the frontier. A journal older than the snapshot replays correctly (adds are
-        idempotent), so a snapshot without compaction is safe.
+        idempotent), so a snapshot without compaction is safe. ``source``: the journal's bytes
+        as just read and checked (:meth:`open`), copied from instead of the file.
         """
         started = time.monotonic()
         self.sync()  # the snapshot never holds a URL that the durable journal lacks
@@ -366,7 +403,7 @@ class JobState:
         self.generation += 1
         self.snapshots += 1
         if compact or self._journal_records >= max(self.snapshot_records, len(self.pending)):
-            self._compact()
+            self._compact(source)
         self._since_snapshot = 0
         self._last_snapshot = time.monotonic()
         logger.debug("JOBDIR snapshot %d: %d URLs seen, %d pending, %.3f s", self.generation,
@@ -409,9 +446,11 @@ class JobState:
                 or now - self._last_snapshot >= self.snapshot_seconds):
             self.snapshot()
 
-    def _compact(self) -> None:
+    def _compact(self, source: bytes = b"") -> None:
         """Re-write the journal as its pending records, copied from the journal in file order
-        (the map holds their offsets, not their bytes); the map then holds the new offsets."""
+        (the map holds their offsets, not their bytes); the map then holds the new offsets.
+        ``source``: the journal file's bytes, read and checked by :meth:`open` (no file is open
+        yet): the records are sliced from them, runs of adjacent ones in one write."""
         tmp = self.journal_path.with_name(JOURNAL + ".tmp")
         nonce = secrets.token_bytes(8)
         if self._file is not None:
@@ -420,7 +459,9 @@ class JobState:
         size = HEADER_SIZE
         with open(tmp, "wb") as fh:
             fh.write(bytes(HEADER_SIZE))
-            if self.pending:
+            if source:
+                size = _copy_records(source, self.pending.values(), fh, moved, size)
+            elif self.pending:
                 with open(self.journal_path, "rb") as src:
                     at = -1
                     for offset in self.pending.values():
@@ -435,8 +476,7 @@ class JobState:
             fh.write(encode_header(self.generation, self.started, size, nonce))
             fh.flush()
             os.fsync(fh.fileno())
-        for fp, offset in zip(list(self.pending), moved, strict=True):
-            self.pending[fp] = offset
+        self.pending.renumber(moved)
         if self._file is not None:
             self._file.close()
         os.replace(tmp, self.journal_path)
@@ -446,3 +486,24 @@ class JobState:
         self._nonce, self._journal_generation = nonce, self.generation
         self._size = size
         self._write_sync()
+
+
+def _copy_records(source: bytes, offsets: Iterable[int], out: BinaryIO, moved: array[int],
+                  size: int) -> int:
+    """Write the records of ``source`` (a journal's checked bytes) at ``offsets`` (ascending) to
+    ``out``, which holds ``size`` bytes; a run of adjacent records is one write. Appends each
+    record's offset in ``out`` to ``moved``; returns the size of ``out`` after."""
+    view = memoryview(source)
+    start = end = -1  # the run of adjacent records not written yet
+    for offset in offsets:
+        if offset != end:
+            if end > start:
+                out.write(view[start:end])
+                size += end - start
+            start = end = offset
+        moved.append(size + offset - start)
+        end = record_end(source, offset)
+    if end > start:
+        out.write(view[start:end])
+        size += end - start
+    return size

@@ -89,6 +89,12 @@ class Journal(NamedTuple):
     #: each record's byte offset in the file, by index into ``records``: the pending map holds
     #: offsets, and a compaction copies the records from there (:func:`read_record`)
     offsets: list[int]
+    #: why the record at ``valid`` is not whole when the file goes on after it (a torn tail,
+    #: :func:`warn_torn`); "" when the file ends with a whole record
+    torn: str = ""
+    #: the file's bytes as read (the compaction that opens a resumed crawl copies the pending
+    #: records from them instead of reading each one back from the file)
+    data: bytes = b""
 
 
 def encode_header(generation: int, started: float, base: int, nonce: bytes) -> bytes:
@@ -101,12 +107,13 @@ def encode_header(generation: int, started: float, base: int, nonce: bytes) -> b
 def read_journal(path: Path) -> tuple[int, list[tuple[bytes, PendingRequest | None]]]:
     """``(generation, records)``: ``(fp, PendingRequest)`` scheduled, ``(fp, None)`` finished."""
     journal = read_journal_full(path)
+    warn_torn(path, journal)
     return journal.generation, journal.records
 
 
-def read_journal_full(path: Path, mark: SyncMark | None = None, quiet: bool = False) -> Journal:
-    """The journal at ``path`` checked against its sync file's ``mark`` (module docstring);
-    ``quiet`` keeps the torn-tail warning for the read that resumes the crawl."""
+def read_journal_full(path: Path, mark: SyncMark | None = None) -> Journal:
+    """The journal at ``path`` checked against its sync file's ``mark`` (module docstring). A
+    torn tail is not logged here: :func:`warn_torn` does, for the read that resumes the crawl."""
     data = path.read_bytes()
     generation, started, base, nonce = _read_header(path, data)
     durable = base
@@ -122,16 +129,32 @@ def read_journal_full(path: Path, mark: SyncMark | None = None, quiet: bool = Fa
     records: list[tuple[bytes, PendingRequest | None]] = []
     offsets: list[int] = []
     pos = HEADER_SIZE
+    torn = ""
     while pos < len(data):
         end, problem = _check_record(data, pos)
         if not end:
-            _bad_record(path, data, pos, durable, problem, quiet)
+            _bad_record(path, data, pos, durable, problem)
+            torn = problem
             break
         kind = data[pos:pos + 1]
         records.append(_decode(path, pos, kind, data[pos + _REC.size:end - 4]))
         offsets.append(pos)
         pos = end
-    return Journal(generation, started, nonce, durable, records, pos, len(data), offsets)
+    return Journal(generation, started, nonce, durable, records, pos, len(data), offsets, torn,
+                   data)
+
+
+def warn_torn(path: Path, journal: Journal) -> None:
+    """Log the torn last record :func:`read_journal_full` ignored, if there was one."""
+    if journal.torn:
+        logger.warning("%s: ignoring a torn last record at byte %d (%s; %d bytes, after the %d "
+                       "made durable)", path, journal.valid, journal.torn,
+                       journal.size - journal.valid, journal.durable)
+
+
+def record_end(data: bytes, pos: int) -> int:
+    """Where the record at ``pos`` of a journal's checked bytes ``data`` ends."""
+    return pos + _REC.size + _REC.unpack_from(data, pos)[1] + _CRC.size
 
 
 def read_record(path: Path, fh: BinaryIO) -> bytes:
@@ -179,10 +202,9 @@ def _check_record(data: bytes, pos: int) -> tuple[int, str]:
     return end, ""
 
 
-def _bad_record(path: Path, data: bytes, pos: int, durable: int, problem: str,
-                quiet: bool) -> None:
-    """Refuse damage (inside the durable length, or a valid record after it); warn on a torn
-    tail."""
+def _bad_record(path: Path, data: bytes, pos: int, durable: int, problem: str) -> None:
+    """Refuse damage (inside the durable length, or a valid record after it); a torn tail is
+    let be (:func:`warn_torn`)."""
     if pos < durable:
         raise JobStateError(path, f"damaged journal record at byte {pos} ({problem}) inside the "
                             f"{durable} bytes that were made durable")
@@ -191,9 +213,6 @@ def _bad_record(path: Path, data: bytes, pos: int, durable: int, problem: str,
     if later is not None:
         raise JobStateError(path, f"damaged journal record at byte {pos} ({problem}), followed "
                             f"by a valid record at byte {later}: damage, not a torn last record")
-    if not quiet:
-        logger.warning("%s: ignoring a torn last record at byte %d (%s; %d bytes, after the %d "
-                       "made durable)", path, pos, problem, len(data) - pos, durable)
 
 
 def _decode(path: Path, pos: int, kind: bytes, body: bytes) -> tuple[bytes, PendingRequest | None]:

@@ -1,0 +1,184 @@
+"""``PendingMap``: the ``JOBDIR`` pending map (fingerprint -> byte offset of its *scheduled*
+record in the journal) in about 30 bytes per URL owed instead of a dict's ~130.
+
+Why: the link-heavy crawl finds nearly every page of a site within its first few percent, so the
+map holds about one entry per page of the site at that burst. As a ``dict[bytes, int]`` each
+entry cost 133 bytes (a 49-byte ``bytes`` key, a 32-byte int, the table), measured by
+``python -m bench.scale --mem-probe``: 127 MiB at 10^6 owed, and Python's allocator keeps the
+arenas of the freed keys after the frontier drains.
+
+Layout: 16-byte fingerprints (those of :func:`crawler.urls.fingerprint.fingerprint_url`) live in
+three numpy arrays sorted by the key's first 8 bytes (``hi``, ``lo``: the key as two big-endian
+64-bit integers; ``off``: the offset, -1 for a removed entry) and are found by binary search; new
+entries wait in a small dict (``recent``) until it holds a quarter of the arrays' entries, then
+are merged in one vectorized sort (amortized O(log n) per entry, done in numpy). Removed entries
+are dropped by the next merge, which also runs once they are half the arrays, so the memory
+follows the frontier down as it drains. Keys of another length (a project's own fingerprinter)
+stay in the dict.
+
+Order: :meth:`values` and iteration go by ascending offset, which is file order: a compaction
+copies the records in that order and hands the new offsets back to :meth:`renumber`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+KEY_BYTES = 16
+#: ``recent`` merged into the arrays once it holds this many entries at least
+MERGE_MIN = 4096
+_BIG = np.dtype(">i8")  # a key's halves as signed integers: compared as Python ints, exactly
+
+
+class PendingMap:
+    """Fingerprint -> journal offset, compact (module docstring). The dict operations the
+    journal uses: ``m[fp] = offset``, ``m.pop(fp, None)``, ``m[fp]``, ``in``, ``len``,
+    iteration and :meth:`values` in file order, and :meth:`renumber` after a compaction."""
+
+    def __init__(self) -> None:
+        self._hi = np.empty(0, np.int64)
+        self._lo = np.empty(0, np.int64)
+        self._off = np.empty(0, np.int64)
+        self._live = 0  # entries of the arrays not removed
+        self._recent: dict[bytes, int] = {}
+
+    @classmethod
+    def build(cls, fps: Sequence[bytes], offsets: Sequence[int]) -> PendingMap:
+        """A map of ``fps[i] -> offsets[i]`` (distinct keys), built in one sort."""
+        pending = cls()
+        if all(len(fp) == KEY_BYTES for fp in fps):  # the common case, without index lists
+            pending._merge(fps, offsets)
+            return pending
+        wide = [i for i, fp in enumerate(fps) if len(fp) == KEY_BYTES]
+        if len(wide) < len(fps):
+            narrow = set(range(len(fps))) - set(wide)
+            pending._recent = {fps[i]: offsets[i] for i in sorted(narrow)}
+        pending._merge([fps[i] for i in wide], [offsets[i] for i in wide])
+        return pending
+
+    def __len__(self) -> int:
+        return self._live + len(self._recent)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def _find(self, fp: bytes) -> int:
+        """The index of ``fp``'s live entry in the arrays, or -1 (a binary search, then Python
+        ints: a numpy scalar per step would cost several times more)."""
+        if len(fp) != KEY_BYTES or not self._live:
+            return -1
+        hi = int.from_bytes(fp[:8], "big", signed=True)
+        i, n = int(self._hi.searchsorted(hi)), len(self._hi)
+        his, los, offs = self._hi.item, self._lo.item, self._off.item
+        lo = int.from_bytes(fp[8:], "big", signed=True)
+        while i < n and his(i) == hi:
+            if los(i) == lo and offs(i) >= 0:
+                return i
+            i += 1
+        return -1
+
+    def __contains__(self, fp: object) -> bool:
+        return isinstance(fp, bytes) and (fp in self._recent or self._find(fp) >= 0)
+
+    def __getitem__(self, fp: bytes) -> int:
+        if fp in self._recent:
+            return self._recent[fp]
+        i = self._find(fp)
+        if i < 0:
+            raise KeyError(fp)
+        return int(self._off[i])
+
+    def get(self, fp: bytes, default: int | None = None) -> int | None:
+        try:
+            return self[fp]
+        except KeyError:
+            return default
+
+    def __setitem__(self, fp: bytes, offset: int) -> None:
+        i = self._find(fp)
+        if i >= 0:
+            self._off[i] = offset
+            return
+        self._recent[fp] = offset
+        if len(self._recent) >= max(MERGE_MIN, self._live // 4):
+            self._merge()
+
+    def pop(self, fp: bytes, default: int | None = None) -> int | None:
+        """Remove ``fp``; its offset, or ``default`` when it was not held."""
+        if fp in self._recent:
+            return self._recent.pop(fp)
+        i = self._find(fp)
+        if i < 0:
+            return default
+        offset = int(self._off[i])
+        self._off[i] = -1
+        self._live -= 1
+        if self._live < len(self._off) // 2 and len(self._off) >= MERGE_MIN:
+            self._merge()  # half the arrays removed: give the memory back
+        return offset
+
+    def _merge(self, fps: Sequence[bytes] = (), offsets: Sequence[int] = ()) -> None:
+        """Move ``fps`` (16 bytes each) and the 16-byte keys of ``recent`` into the arrays, and
+        drop removed entries. The new keys are sorted alone and inserted where they belong,
+        one array at a time: the arrays are copied once, never all at once."""
+        wide = [fp for fp in self._recent if len(fp) == KEY_BYTES]
+        moved = [self._recent.pop(fp) for fp in wide]
+        keys = np.frombuffer(b"".join([*fps, *wide]), _BIG).reshape(-1, 2).astype(np.int64)
+        offs = np.array([*offsets, *moved], np.int64)
+        order = np.argsort(keys[:, 0], kind="stable")
+        keep = self._off >= 0
+        if not keep.all():
+            self._hi, self._lo, self._off = self._hi[keep], self._lo[keep], self._off[keep]
+        del keep
+        at = self._hi.searchsorted(keys[order, 0])
+        self._hi = np.insert(self._hi, at, keys[order, 0])
+        self._lo = np.insert(self._lo, at, keys[order, 1])
+        self._off = np.insert(self._off, at, offs[order])
+        self._live = len(self._off)
+
+    def _ordered(self) -> tuple[np.ndarray, list[bytes]]:
+        """Every entry's offset (ascending) and key, in that order."""
+        keep = self._off >= 0
+        keys = np.empty((int(keep.sum()), 2), _BIG)
+        keys[:, 0], keys[:, 1] = self._hi[keep], self._lo[keep]
+        blob = keys.tobytes()
+        fps = [blob[i:i + KEY_BYTES] for i in range(0, len(blob), KEY_BYTES)]
+        fps += self._recent
+        offs = np.concatenate([self._off[keep],
+                               np.fromiter(self._recent.values(), np.int64, len(self._recent))])
+        order = np.argsort(offs, kind="stable")
+        return offs[order], [fps[i] for i in order.tolist()]
+
+    def values(self) -> list[int]:
+        """The offsets, ascending (file order)."""
+        offs = np.concatenate([self._off[self._off >= 0],
+                               np.fromiter(self._recent.values(), np.int64, len(self._recent))])
+        return np.sort(offs).tolist()  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[bytes]:
+        """The keys in file order (of their offsets)."""
+        return iter(self._ordered()[1])
+
+    def items(self) -> Iterable[tuple[bytes, int]]:
+        offs, fps = self._ordered()
+        return zip(fps, offs.tolist(), strict=True)
+
+    def renumber(self, moved: Sequence[int]) -> None:
+        """Give the entries, in file order, the offsets ``moved`` (ascending): where a
+        compaction wrote their records."""
+        self._merge()  # the arrays hold every 16-byte key, none removed
+        odd = list(self._recent)
+        offs = np.concatenate([self._off, np.array([self._recent[fp] for fp in odd], np.int64)])
+        if len(moved) != len(offs):
+            raise ValueError(f"{len(moved)} offsets for {len(offs)} pending entries")
+        new = np.empty(len(offs), np.int64)
+        new[np.argsort(offs, kind="stable")] = np.asarray(moved, np.int64)
+        self._off = new[:len(self._off)]
+        self._recent = dict(zip(odd, new[len(self._off):].tolist(), strict=True))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays (the dict of recent entries not counted)."""
+        return int(self._hi.nbytes + self._lo.nbytes + self._off.nbytes)
