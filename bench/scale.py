@@ -30,6 +30,12 @@ at the kill, and the check that nothing was lost: every page fetched in one run 
 every page stored once, and pages fetched twice no more than those fetched before the kill and not
 yet stored (what the resume promises to fetch again: their storage batch had not committed).
 
+``--mem-probe`` adds :class:`bench.memprobe.MemProbe` to our clean crawls: a memory sample every
+5 s (RSS, glibc's and Python's allocators, the big structures) kept as
+``RESULTS/scale_mem_PAGES_clean.jsonl``, summarized in the JSON (``memory``: MiB at open, at the
+discovery burst and at the end of the crawl, bytes per page grown, the close spike) and printed
+under the table; ``--tracemalloc N`` adds the top source lines of the Python heap's growth.
+
 Writes ``bench/results/scale.json`` (every crawl's figures, the summary, and a linear
 extrapolation to 10^6 from the two largest sizes measured) and ``bench/results/scale.svg``
 (pages/s, CPU ms per page and peak RSS against size, log x). CPU pinning as in
@@ -61,6 +67,8 @@ from crawler.sitegen.server import Exchange, SiteServer
 
 logger = logging.getLogger(__name__)
 
+MEM_PROBE = "bench.memprobe.MemProbe"
+MEM_FILE = "memprobe.jsonl"
 TARGETS = {"pages_per_s_ratio": 0.9, "peak_rss_mib": 1024.0, "resume_s": 10.0,
            "cpu_ms_per_page": 2.0}  # fmt: skip
 
@@ -149,6 +157,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--resume-probe", metavar="SIZES",
                         help="only time resumes owing these many requests, e.g. 1e5,1e6, "
                              "without crawling them first (a JOBDIR as a kill leaves it)")
+    parser.add_argument("--mem-probe", action="store_true",
+                        help="sample our crawls' memory every 5 s (bench.memprobe) into "
+                             "RESULTS/scale_mem_SIZE_KIND.jsonl")  # fmt: skip
+    parser.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
+                        help="with --mem-probe: trace Python allocations from spider open "
+                             "(0: off; slows the crawl ~2x)")  # fmt: skip
     parser.add_argument("--quick", action="store_true",
                         help="sizes 1e3,1e4, stock at 1e3 only (a few minutes)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -298,8 +312,26 @@ def ours_command(seeds: str, run: Path, state: Path, args: argparse.Namespace) -
     ``run``, the database, drop log and ``JOBDIR`` in ``state`` (shared by a resumed run)."""
     extra = [f"STORAGE_URL=sqlite:///{state / 'crawl.db'}",
              f"DROPPED_LOG={state / 'dropped.jsonl'}", f"JOBDIR={state / 'job'}"]  # fmt: skip
+    if getattr(args, "mem_probe", False):
+        extra += [f"MEMPROBE_FILE={run / MEM_FILE}", f"MEMPROBE_TRACEMALLOC={args.tracemalloc}"]
+        ns = argparse.Namespace(concurrency=args.concurrency, set=[*extra, *args.set])
+        return command("ours", seeds, run, ns, None, probe=MEM_PROBE)
     ns = argparse.Namespace(concurrency=args.concurrency, set=[*extra, *args.set])
     return command("ours", seeds, run, ns, None)
+
+
+def keep_mem_timeline(run: Path, args: argparse.Namespace, size: int,
+                      kind: str) -> dict[str, Any] | None:  # fmt: skip
+    """Copy a crawl's memory timeline (``--mem-probe``) out of the temporary directory and
+    summarize it (:func:`bench.memprobe.summarize`); None without one."""
+    source = run / MEM_FILE
+    if not source.exists():
+        return None
+    from bench.memprobe import read_timeline, summarize
+
+    args.results.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, args.results / f"scale_mem_{size}_{kind}.jsonl")
+    return summarize(read_timeline(source))
 
 
 def crawl_figures(kind: str, child: Child, servers: Sequence[CountingServer],
@@ -352,6 +384,9 @@ def crawl_ours(seeds: str, servers: Sequence[CountingServer], tmp: Path, cpu: in
     child = Child(ours_command(seeds, state / "run", state, args), ROOT, state / "run", cpu)
     child.wait(args.timeout)
     record = crawl_figures("ours", child, servers, state)
+    memory = keep_mem_timeline(state / "run", args, record["site_pages"], "clean")
+    if memory:
+        record["memory"] = memory
     shutil.rmtree(state, ignore_errors=True)
     return record
 
@@ -683,6 +718,11 @@ def main(argv: list[str] | None = None) -> int:
               "targets": targets(summary), "extrapolated_1e6": extrapolate(summary)}  # fmt: skip
     print()
     print(table(title, runs, args.sizes))
+    for run in runs:
+        if run.get("memory"):
+            from bench.memprobe import summary_table
+
+            print(summary_table(f"{run['kind']} {run['size']:.0e}", run["memory"]))
     print(targets_line(report["targets"], report["extrapolated_1e6"]))
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "scale.json").write_text(json.dumps(report, indent=2))
