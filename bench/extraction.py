@@ -60,7 +60,7 @@ def page(shape: str, elements: int) -> str:
 
 def old_extract(html: str) -> text.PageText:
     """:func:`crawler.content.text.extract` before the depth bound (the markup parsed as it is)."""
-    with mock.patch.object(text, "bound_depth", lambda markup: markup):
+    with mock.patch.object(text, "bound_depth_named", lambda markup: (markup, None)):
         return text.extract(html)
 
 

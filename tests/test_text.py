@@ -533,7 +533,7 @@ def test_flattened_blocks_still_end_lines(monkeypatch: pytest.MonkeyPatch) -> No
             + "</div>" * 700 + "<p>after</p></body></html>")  # fmt: skip
     assert bound_depth(html) != html
     flattened = extract(html)
-    monkeypatch.setattr(_text, "bound_depth", lambda markup: markup)
+    monkeypatch.setattr(_text, "bound_depth_named", lambda markup: (markup, None))
     whole = extract(html)
     assert flattened.text == whole.text
     assert flattened.text.splitlines()[:3] == ["menu", "para 0 end", "item 0"]
@@ -573,7 +573,7 @@ def test_a_large_inline_svg_keeps_the_text_unchanged(monkeypatch: pytest.MonkeyP
             + "<text>label</text></svg><p>after the chart</p></body></html>")  # fmt: skip
     assert bound_depth(html) != html
     flattened = extract(html)
-    monkeypatch.setattr(_text, "bound_depth", lambda markup: markup)
+    monkeypatch.setattr(_text, "bound_depth_named", lambda markup: (markup, None))
     assert flattened.text == extract(html).text == "Chart below\nafter the chart"
 
 

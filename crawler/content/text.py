@@ -37,13 +37,14 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.content import tokens as _tokens
 from crawler.content.tokens import *  # noqa: F403  (re-exported: the tokenizer's public names)
 from crawler.content.tokens import block_tokens
-from crawler.urls.pagebounds import INLINE_TAGS, bound_depth
+from crawler.urls.pagebounds import INLINE_TAGS, bound_depth_named
 
 __all__ = [*_tokens.__all__, "PageText", "extract", "is_binary", "normalize", "visible_text",
            "wide_encoding"]
@@ -68,6 +69,7 @@ _SEP = "\x1e"  # text-node separator while extracting; never left in output
 # text nodes is a block boundary (lexbor's text() separates every text node).
 _INLINE_TAGS = list(INLINE_TAGS)
 _INLINE_CSS = ", ".join(_INLINE_TAGS)
+_INLINE = frozenset(_INLINE_TAGS)
 #: Only this much of a page's HTML is read: the cost is linear (about 0.1-0.4 ms per KiB of
 #: inline-heavy markup) and runs on the reactor thread, so a huge page must stay bounded.
 MAX_HTML_CHARS = 2_000_000
@@ -100,58 +102,133 @@ def _lines(tree: LexborHTMLParser) -> list[str]:
 
 
 def _parse(html: str) -> LexborHTMLParser:
+    return _parse_named(html)[0]
+
+
+def _parse_named(html: str) -> tuple[LexborHTMLParser, _Markup]:
+    """The page's tree, and what its markup may hold (:class:`_Markup`)."""
     if len(html) > MAX_HTML_CHARS:
         html = html[:MAX_HTML_CHARS]
     if _SEP in html:
         html = html.replace(_SEP, " ")
-    return LexborHTMLParser(bound_depth(html))
+    bounded, names = bound_depth_named(html)
+    return LexborHTMLParser(bounded), _Markup(html, names)
 
 
-def _title(tree: LexborHTMLParser) -> str:
+class _Markup:
+    """What a page's markup may hold, so that a tree query that cannot match is not run: the
+    names of its start tags when :func:`~crawler.urls.pagebounds.bound_depth_named` read them
+    all (None: any element may be there), and whether an attribute of a name with a value may
+    be on an element (:meth:`may_have`). Every answer errs on "may": the tree is what the
+    full queries make. ``html`` None: nothing known."""
+
+    __slots__ = ("_lower", "html", "names")
+
+    def __init__(self, html: str | None = None, names: frozenset[str] | None = None) -> None:
+        self.html, self.names = html, names
+        self._lower: str | None = None
+
+    def may_hold(self, tags: frozenset[str]) -> bool:
+        """Whether an element named one of ``tags`` may be in the tree."""
+        return self.names is None or not self.names.isdisjoint(tags)
+
+    def may_have(self, *attributes: str) -> bool:
+        """Whether an attribute named one of ``attributes`` (lower case, of :data:`_VALUED`)
+        with a value may be on an element: wherever the name (any case; a character
+        reference never spells one) and then ``=`` follow a character an attribute name can
+        start after (whitespace, ``/``, a quoted value's closing quote). An ASCII page is
+        searched lower-cased for the name itself (about 1 us a 5 KB page, where a
+        case-blind search costs 30)."""
+        html = self.html
+        if html is None:
+            return True
+        if not html.isascii():
+            return any(_VALUED_ANY_CASE[name].search(html) for name in attributes)
+        if self._lower is None:
+            self._lower = html.lower()
+        lower = self._lower
+        return any(found.start() and lower[found.start() - 1] in _NAME_STARTS_AFTER
+                   for name in attributes for found in _VALUED[name].finditer(lower))
+
+
+_NAME_STARTS_AFTER = frozenset("\t\n\f\r /\"'")
+_VALUED = {name: re.compile(name + r"[\t\n\f\r ]*=") for name in ("class", "id", "role")}
+_VALUED_ANY_CASE = {name: re.compile(r"[\t\n\f\r /\"']" + name + r"[\t\n\f\r ]*=", re.I | re.A)
+                    for name in _VALUED}  # fmt: skip
+
+
+def _title(tree: LexborHTMLParser, markup: _Markup | None = None) -> str:
+    if markup is not None and not markup.may_hold(_TITLE):
+        return ""
     node = tree.css_first("title")
     return " ".join(node.text().split()) if node is not None else ""
 
 
-def _prepare(tree: LexborHTMLParser) -> None:
-    tree.strip_tags(_DROP_TAGS)
+_TITLE = frozenset(("title",))
+
+
+def _prepare(tree: LexborHTMLParser, markup: _Markup | None = None) -> None:
+    """Drop the elements that show no text and unwrap the inline ones (module docstring); a
+    tag ``markup`` shows the page cannot hold is not looked for (the tree is the same)."""
+    names = None if markup is None else markup.names
+    if names is None:
+        tree.strip_tags(_DROP_TAGS)
+    else:  # the parser makes a head whatever the markup says
+        tree.strip_tags([tag for tag in _DROP_TAGS if tag == "head" or tag in names])
     # ``tree.unwrap_tags(_INLINE_TAGS)`` walks the tree once per tag (35 walks); one selector
     # list walks it once. The tree is the same: an element is spliced out iff it has children
     # when unwrapped, and unwrapping others never changes whether it has, so order is moot.
     root = tree.root
-    if root is not None:
-        for node in root.css(_INLINE_CSS):
+    css = _INLINE_CSS if names is None else _inline_css(names & _INLINE)
+    if root is not None and css:
+        for node in root.css(css):
             node.unwrap()
     tree.merge_text_nodes()
 
 
+@lru_cache(maxsize=1024)
+def _inline_css(present: frozenset[str]) -> str:
+    """The selector list of the inline tags ``present`` (in :data:`_INLINE_TAGS` order): a
+    lexbor query costs about its length times the elements (35 tags: 80 us on a 400-element
+    page, one tag: 10)."""
+    return ", ".join(tag for tag in _INLINE_TAGS if tag in present)
+
+
 def visible_text(html: str) -> str:
     """The text a reader sees, one block per line (see the module docstring)."""
-    tree = _parse(html)
-    _prepare(tree)
+    tree, markup = _parse_named(html)
+    _prepare(tree, markup)
     return "\n".join(_lines(tree))
 
 
-def _remove_boilerplate(tree: LexborHTMLParser) -> bool:
-    """Decompose the boilerplate regions (module docstring); whether there was any."""
+def _remove_boilerplate(tree: LexborHTMLParser, markup: _Markup | None = None) -> bool:
+    """Decompose the boilerplate regions (module docstring); whether there was any. A query
+    ``markup`` shows cannot match is not run."""
     body = tree.body
     if body is None:
         return False
+    markup = markup or _Markup()
     removed = False
-    for node in body.css("header, footer"):
+    for node in body.css("header, footer") if markup.may_hold(_HEADER_FOOTER) else ():
         parent = node.parent
         while parent is not None and parent.tag not in _SECTIONING:
             parent = parent.parent
         if parent is None:
             node.decompose()
             removed = True
-    for node in body.css(_BOILERPLATE_CSS):
-        node.decompose()
-        removed = True
-    for node in body.css(_AD_CANDIDATES_CSS):
+    if markup.may_hold(_NAV_ASIDE) or markup.may_have("role"):
+        for node in body.css(_BOILERPLATE_CSS):
+            node.decompose()
+            removed = True
+    for node in body.css(_AD_CANDIDATES_CSS) if markup.may_have("class", "id") else ():
         if _is_ad_slot(node):
             node.decompose()
             removed = True
     return removed
+
+
+_HEADER_FOOTER = frozenset(("header", "footer"))
+_NAV_ASIDE = frozenset(("nav", "aside"))
 
 
 #: Words that name an advert slot in a ``class`` or ``id`` (as ad blockers' element rules and
@@ -178,13 +255,13 @@ def _is_ad_slot(node: object) -> bool:
 
 def extract(html: str, url: str = "", *, stem: bool = False, tokenize: bool = True) -> PageText:
     """Title, visible text, fingerprint blocks and (unless not ``tokenize``) their tokens."""
-    tree = _parse(html)
-    title = _title(tree)
-    _prepare(tree)
+    tree, markup = _parse_named(html)
+    title = _title(tree, markup)
+    _prepare(tree, markup)
     lines = _lines(tree)
     text = "\n".join(lines)
     # No boilerplate region: the tree is unchanged, its lines too (not taken again).
-    blocks = _lines(tree) if _remove_boilerplate(tree) else lines
+    blocks = _lines(tree) if _remove_boilerplate(tree, markup) else lines
     toks: list[str] = []
     for words in block_tokens(blocks, stem=stem) if tokenize else ():
         toks.extend(words)

@@ -36,7 +36,7 @@ from crawler.config import SettingsLike
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["INLINE_TAGS", "MAX_DEPTH", "PageBounds", "bound_depth"]
+__all__ = ["INLINE_TAGS", "MAX_DEPTH", "PageBounds", "bound_depth", "bound_depth_named"]
 
 
 @dataclass(frozen=True)
@@ -316,9 +316,15 @@ _IMPLIED = 3
 
 
 def _shallow(markup: str, max_depth: int, max_formatting: int) -> bool:
-    """True when ``markup`` provably never nests deeper than ``max_depth`` elements nor leaves
-    more than ``max_formatting`` formatting elements open, found by C-level regular expressions
-    only (False: not proven, the caller scans).
+    """Whether :func:`_proof` proves ``markup`` shallow."""
+    return _proof(markup, max_depth, max_formatting)[0]
+
+
+def _proof(markup: str, max_depth: int,
+           max_formatting: int) -> tuple[bool, frozenset[str] | None]:  # fmt: skip
+    """``(proven, names)``: proven is True when ``markup`` provably never nests deeper than
+    ``max_depth`` elements nor leaves more than ``max_formatting`` formatting elements open,
+    found by C-level regular expressions only (False: not proven, the caller scans).
 
     The proof: the tags become a skeleton (``_SKELETON``: text, attributes and clean comments
     gone; void elements gone too, the SVG/MathML ones that are not void there only when the page
@@ -340,8 +346,13 @@ def _shallow(markup: str, max_depth: int, max_formatting: int) -> bool:
     Cost: one ``findall`` over the page and a few ``subn`` over its skeleton, no Python per
     tag: about 1 ms for a median python3.11-doc page (54 KB, 2,200 tags), a fifth of the
     scan's cost, still about +30% on its extraction (sre's own cost per tag, about 0.4 us).
+
+    ``names``, when proven: the names of the page's start tags (:func:`_start_tag_names`), or
+    None when the skeleton did not read them all.
     """
-    skeleton = f" {' '.join(_SKELETON.findall(markup)).lower()} ".replace(" !", "")
+    tokens = _SKELETON.findall(markup)
+    joined = " ".join(tokens)
+    skeleton = f" {joined.lower()} ".replace(" !", "")
     void = _SKELETON_BREAKOUT_VOID if _FOREIGN.search(markup) else _SKELETON_VOID
     skeleton = _SKELETON_PLAINTEXT.sub(" ", void.sub("", skeleton))
     passes = 0
@@ -355,11 +366,42 @@ def _shallow(markup: str, max_depth: int, max_formatting: int) -> bool:
         room = max_depth - _IMPLIED - 3 * _LEVELS * passes
         starts = skeleton.count(" ") - 1 - skeleton.count(" /")
         if room < 0 or starts - 3 * struck * (room // (3 * _LEVELS)) > room:
-            return False
+            return False, None
     starts = skeleton.count(" ") - 1 - skeleton.count(" /")
     tables = len(_SKELETON_TABLE.findall(skeleton))
     depth = _IMPLIED + starts + 2 * tables + 3 * _LEVELS * passes
-    return depth <= max_depth and len(_SKELETON_FORMATTING.findall(skeleton)) <= max_formatting
+    if depth > max_depth or len(_SKELETON_FORMATTING.findall(skeleton)) > max_formatting:
+        return False, None
+    return True, _start_tag_names(markup, tokens, joined)
+
+
+_FIRST_TOKEN = re.compile(r"<[A-Za-z!/?]")
+
+
+def _start_tag_names(markup: str, tokens: list[str], joined: str) -> frozenset[str] | None:
+    """The names (lower case) of every start tag of ``markup``, from its skeleton ``tokens``
+    (``joined``: them joined by spaces); None when a start tag may hide behind an unread token.
+
+    A start tag is ``<`` and an ASCII letter, its name running to whitespace, ``/`` or ``>``
+    (ASCII letters lower-cased, nothing else changed): exactly what a read token holds. An
+    unread token ``""`` may be one, unless it is the page's first token and starts ``<!``,
+    ``</`` or ``<?`` (a doctype: the one unread token of most pages). The parser names an
+    element only after a start tag, except the ``html``, ``head``, ``body`` (and table parts)
+    it implies and ``img`` for ``<image>`` (added here): an element named otherwise is not in
+    the tree, so a query for it can be skipped.
+    """
+    distinct = set(tokens)
+    if "" in distinct:
+        # No token holds a space: another unread one shows as two spaces or one at the end.
+        if tokens[0] or "  " in joined or joined.endswith(" "):
+            return None
+        first = _FIRST_TOKEN.search(markup)
+        if first is None or markup[first.start() + 1] not in "!/?":
+            return None
+    names = {token.lower() for token in distinct if token and token[0] not in "!/"}
+    if "image" in names:
+        names.add("img")
+    return frozenset(names)
 
 
 def bound_depth(markup: str, max_depth: int = MAX_DEPTH,
@@ -384,18 +426,28 @@ def bound_depth(markup: str, max_depth: int = MAX_DEPTH,
     that deep is no longer recognised); so is a page left inside an unterminated comment or
     script with many tags after it.
     """
+    return bound_depth_named(markup, max_depth, max_formatting)[0]
+
+
+def bound_depth_named(markup: str, max_depth: int = MAX_DEPTH,
+                      max_formatting: int = MAX_FORMATTING) -> tuple[str, frozenset[str] | None]:
+    """``(bound_depth(markup), names)``: ``names`` are the lower-case names of every start tag
+    of the markup when the proof of :func:`bound_depth` read them all (the page is returned
+    unchanged), else None. Text extraction skips its queries for elements the page cannot
+    hold (:func:`_start_tag_names`)."""
     lts = markup.count("<")
     if _IMPLIED + 3 * lts <= max_depth and lts <= max_formatting:
-        return markup
-    if _shallow(markup, max_depth, max_formatting):
-        return markup
+        return markup, None
+    proven, names = _proof(markup, max_depth, max_formatting)
+    if proven:
+        return markup, names
     cuts = _scan(markup, max_depth, max_formatting)
     if not cuts:
-        return markup
+        return markup, None
     parts: list[str] = []
     done = 0
     for start, end, replacement in sorted(cuts):
         parts += (markup[done:start], replacement)
         done = end
     parts.append(markup[done:])
-    return "".join(parts)
+    return "".join(parts), None

@@ -1,0 +1,104 @@
+"""What a page costs besides its links, before and now, side by side in one process.
+
+``.venv/bin/python -m bench.pagecost [--pages N] [--runs N]`` from the project root.
+
+* **page text**: :func:`crawler.content.text.extract` as the spider calls it (no tokens).
+  *Before*: every tree query run on every page (:func:`extract_every_query`: the 10 tags of no
+  text stripped one by one, the 35 inline tags in one selector list, the three boilerplate
+  queries, the title); *now*: a query for elements or attributes the markup shows it cannot
+  hold is skipped (:class:`crawler.content.text._Markup`, the start-tag names read by the depth
+  proof of :func:`crawler.urls.pagebounds.bound_depth_named`).
+
+On the pages of ``bench.crawl`` (:func:`crawler.sitegen.link_heavy_site`, 100 links a page) and,
+when installed, the python3.11-doc pages (real markup: every query has something to find).
+Both variants answer the same (checked: title, text, blocks); the order alternates over
+``--runs``. Prints CPU µs per page (median over the runs) and writes
+``bench/results/pagecost.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from crawler.content import text
+
+RESULTS = Path(__file__).resolve().parent / "results" / "pagecost.json"
+DOCS = "/usr/share/doc/python3.11/html/**/*.html"
+Answer = tuple[str, str, list[str]]
+
+
+def extract_every_query(html: str) -> Answer:
+    """``(title, text, blocks)`` of :func:`crawler.content.text.extract` as it was: every
+    tree query run whatever the markup holds."""
+    tree = text._parse(html)
+    title = text._title(tree)
+    text._prepare(tree)
+    lines = text._lines(tree)
+    blocks = text._lines(tree) if text._remove_boilerplate(tree) else lines
+    return title, "\n".join(lines), blocks
+
+
+def extract_now(html: str) -> Answer:
+    page = text.extract(html, tokenize=False)
+    return page.title, page.text, page.blocks
+
+
+def corpora(pages: int) -> dict[str, list[str]]:
+    from crawler.sitegen import link_heavy_site
+
+    site = link_heavy_site(max(pages, 1), 100)
+    out = {"link-heavy": [site.render(p, "http://h").decode() for p in site.pages.values()]}
+    docs = sorted(glob.glob(DOCS, recursive=True))
+    if docs:
+        step = max(1, len(docs) // pages)
+        out["python3.11-doc"] = [Path(p).read_text(encoding="utf-8", errors="replace")
+                                 for p in docs[::step][:pages]]  # fmt: skip
+    return out
+
+
+def cpu_per_page(run: Callable[[str], Answer], pages: list[str]) -> float:
+    start = time.process_time()
+    for html in pages:
+        run(html)
+    return (time.process_time() - start) / len(pages) * 1e6
+
+
+def measure(pages: list[str], runs: int) -> dict[str, float]:
+    variants = {"before": extract_every_query, "now": extract_now}
+    for html in pages:
+        if extract_every_query(html) != extract_now(html):
+            raise SystemExit(f"the variants disagree on a page: {html[:80]!r}")
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for i in range(runs):
+        for name in list(variants)[:: 1 if i % 2 else -1]:
+            times[name].append(cpu_per_page(variants[name], pages))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.pagecost",
+                                     description=__doc__.split("\n")[0])  # fmt: skip
+    parser.add_argument("--pages", type=int, default=400, help="pages of each corpus (400)")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each variant (5)")
+    args = parser.parse_args(argv)
+    if args.pages < 1 or args.runs < 1:
+        parser.error("--pages and --runs must be >= 1")
+    rows = {name: measure(pages, args.runs) for name, pages in corpora(args.pages).items()}
+    print(f"{'page text, CPU us per page':<32}{'before':>10}{'now':>10}{'now/before':>12}")
+    for name, row in rows.items():
+        print(f"{name:<32}{row['before']:>10.1f}{row['now']:>10.1f}"
+              f"{row['now'] / row['before']:>11.2f}x")  # fmt: skip
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"pages": args.pages, "runs": args.runs, "rows": rows},
+                                  indent=2) + "\n")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
