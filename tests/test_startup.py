@@ -235,3 +235,88 @@ def test_the_benchmark_runs_one_crawl_of_each(tmp_path, capsys) -> None:
         assert r["exit"] == 0 and r["pages"] >= 2 and r["items"] == 1
         assert 0 < r["to_open_s"] < r["wall_s"] and r["peak_rss_mib"] > 20
     assert "ours/stock" in capsys.readouterr().out
+
+
+# --- a SQLite crawl never loads SQLAlchemy's PostgreSQL dialect --------------------------------
+
+def test_a_sqlite_store_never_imports_the_postgresql_dialect(tmp_path) -> None:
+    """Naming ``postgresql_where`` on the partial index imported the dialect (~25 ms, 2 MiB)
+    into every SQLite crawl; its option is added when a PostgreSQL engine is made."""
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    out = run_python(f"""
+        import sys
+        from crawler.storage import Store
+        with Store({url!r}) as store:
+            crawl_id = store.start_crawl("web", ["http://a.test/"], {{}})
+            doc = {{"url": "http://a.test/", "canonical_url": "http://a.test/", "title": "T",
+                    "text": "x", "status": 200, "crawl_id": crawl_id,
+                    "fetched_at": "2026-01-02T03:04:05Z"}}
+            store.write_batch([doc], [])
+            store.finish_crawl(crawl_id, "finished", {{}})
+            print(store.count_documents(crawl_id),
+                  any(m.startswith("sqlalchemy.dialects.postgresql") for m in sys.modules))
+    """)
+    assert out.split() == ["1", "False"]
+
+
+def test_the_partial_index_gets_its_postgresql_where_with_a_postgresql_engine() -> None:
+    out = run_python("""
+        from sqlalchemy.schema import CreateIndex
+        from crawler.storage import acquire_engine, parse_url, release_engine
+        from crawler.storage.tables import distributed_job_index
+        url = parse_url("postgresql+psycopg://nobody@127.0.0.1:1/none")  # never connected
+        engine = acquire_engine(url)
+        print(str(CreateIndex(distributed_job_index).compile(dialect=engine.dialect)).strip())
+        release_engine(url)
+    """)
+    assert out.strip() == ("CREATE UNIQUE INDEX ux_crawls_distributed_job ON crawls (job) "
+                           "WHERE command = 'distributed'")
+
+
+def test_the_benchmark_compiles_the_projects_bytecode_first(tmp_path) -> None:
+    """Stock Scrapy runs from the bytecode pip compiled; with PYTHONDONTWRITEBYTECODE ours was
+    compiled from source in every child (bench.startup.compile_project)."""
+    package = tmp_path / "crawler"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mod.py").write_text("X = 1\n")
+    assert startup.compile_project(tmp_path)
+    cached = {p.name.split(".")[0] for p in (package / "__pycache__").glob("*.pyc")}
+    assert cached == {"__init__", "mod"}
+    (package / "bad.py").write_text("def (:\n")
+    assert not startup.compile_project(tmp_path)
+
+
+# --- the crawl's exit skips the interpreter's last collections --------------------------------
+
+def test_a_crawl_exits_without_the_final_collection_and_keeps_its_data(tmp_path) -> None:
+    """``scrapy crawl`` freezes the objects alive at exit (crawler.commands.crawl:
+    skip_final_collection; ~0.25 s of a one-page crawl) after everything was written."""
+    import sqlite3
+
+    from bench.crawl import child_env
+    from crawler.sitegen.scripted import ScriptedWeb, html
+
+    frozen = tmp_path / "frozen.txt"
+    code = textwrap.dedent(f"""
+        import atexit, gc, sys
+        def record():  # registered first: runs after every other exit handler
+            with open({str(frozen)!r}, "w") as f:
+                f.write(str(gc.get_freeze_count()))
+        atexit.register(record)
+        from scrapy.cmdline import execute
+        execute(["scrapy", *sys.argv[1:]])
+    """)
+    with ScriptedWeb() as web:
+        site = web[0].serve({"/robots.txt": startup.ROBOTS, "/": html("Exit", startup.PAGE_TEXT)})
+        done = subprocess.run(
+            [sys.executable, "-c", code, "crawl", "web", "-a", f"urls={site.url}/",
+             "-s", f"STORAGE_URL=sqlite:///{tmp_path / 'crawl.db'}",
+             "-s", f"DROPPED_LOG={tmp_path / 'dropped.jsonl'}",
+             "-s", f"LOG_FILE={tmp_path / 'crawl.log'}", "-s", "DOWNLOAD_DELAY=0"],
+            cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(frozen.read_text()) > 10_000  # the crawl's objects, not a handful
+    with sqlite3.connect(tmp_path / "crawl.db") as db:
+        assert db.execute("SELECT count(*) FROM documents").fetchone() == (1,)
+        assert db.execute("SELECT finish_reason FROM crawls").fetchall() == [("finished",)]

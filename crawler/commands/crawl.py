@@ -16,6 +16,8 @@ status), the one line it prints on failing also ends that file, with the exit st
 
 from __future__ import annotations
 
+import atexit
+import gc
 import sys
 from typing import TYPE_CHECKING
 
@@ -66,6 +68,7 @@ class Command(ScrapyCrawlCommand):
         assert self.crawler_process is not None
         self.crawler_process.crawl(crawler, **opts.spargs)
         self.crawler_process.start()
+        skip_final_collection()
         if self.crawler_process.bootstrap_failed:
             self.exitcode = 1
         stats = crawler.stats.get_stats() if crawler.stats else {}
@@ -87,3 +90,17 @@ class Command(ScrapyCrawlCommand):
         assert self.settings is not None
         echo_to_log_file(self.settings, __name__, line, f"exit status 1: {why}")
         self.exitcode = 1
+
+
+def skip_final_collection() -> None:
+    """Spare the interpreter's last garbage collections once the crawl is over: at exit,
+    before the other exit handlers run (flushing logs and files), every object alive is moved
+    to the collector's permanent generation (:func:`gc.freeze`).
+
+    Why: those collections walk every object the crawl's imports and components made (about
+    0.25 s of a one-page crawl's 1.3 s; stock Scrapy has fewer). Nothing is lost: by then the
+    reactor has stopped and every component closed, committed and flushed its output on
+    ``spider_closed``; exit handlers still run, files still close when their last reference
+    goes; only cyclic garbage left at exit is not collected, as Python never promises it is.
+    """
+    atexit.register(gc.freeze)

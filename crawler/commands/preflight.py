@@ -306,6 +306,9 @@ def preflight_input(settings: Any, spargs: dict[str, str], spider: str) -> None:
     masked from here on (:func:`crawler.outputs.feeds.mask_feed_log`): Scrapy names a feed by its
     URI.
     Unknown settings that are no typos are kept for :func:`preflight_servers` to warn about."""
+    # first, before numpy and SQLAlchemy: it imports Scrapy's TLS context factory, whose
+    # deprecated aliases call inspect.stack(), a walk of every loaded module per frame
+    importlib.import_module("crawler.middlewares.headerlimit")
     from crawler.outputs.feeds import FeedError, mask_feed_log
     from crawler.urls.seeds import SeedError
 

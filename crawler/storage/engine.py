@@ -142,6 +142,9 @@ def _create_engine(url: URL) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
+    from crawler.storage.tables import add_postgresql_options
+
+    add_postgresql_options()
     try:
         return sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2,
                                 connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
