@@ -639,3 +639,30 @@ def test_a_session_stuck_in_the_migration_lock_does_not_stop_others_opening(pg_s
             conn.rollback()
     finally:
         holder.dispose()
+
+
+def test_stored_canonical_urls_across_slices_and_kinds(store: Store, monkeypatch) -> None:
+    """What a JOBDIR resume asks: documents fetched and drops written since the job began, by
+    canonical URL; the URLs asked in several JSON slices (one parameter each) and a last slice
+    short enough for plain parameters, the drops in one pass."""
+    from datetime import datetime
+
+    from crawler.storage import base
+
+    monkeypatch.setattr(base, "JSON_CHUNK", 250)  # 600 URLs: slices of 250, 250 and 100
+    urls = [f"http://a.test/{i}" for i in range(600)]
+    docs = [doc(u + "?s=1", canonical_url=u,
+                fetched_at="2020-01-01T00:00:00Z" if i % 10 == 0 else "2026-01-02T03:04:05Z")
+            for i, u in enumerate(urls) if i % 2 == 0]
+    drops = [drop(u + "?d", canonical_url=u) for i, u in enumerate(urls) if i % 3 == 1]
+    store.write_batch(docs, drops)
+    since = datetime(2025, 1, 1, tzinfo=UTC)
+    expected = {u for i, u in enumerate(urls) if (i % 2 == 0 and i % 10) or i % 3 == 1}
+    assert len(expected) > 300
+    found = store.stored_canonical_urls([*urls, "http://a.test/never"], since)
+    assert found == expected
+    assert store.stored_canonical_urls(urls[:150], since) == {u for u in expected
+                                                               if u in urls[:150]}
+    assert store.stored_canonical_urls([], since) == set()
+    later = datetime(2030, 1, 1, tzinfo=UTC)  # nothing was written since then
+    assert store.stored_canonical_urls(urls, later) == set()

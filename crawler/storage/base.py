@@ -3,14 +3,15 @@ and the small query helpers (:class:`StoreBase`)."""
 
 from __future__ import annotations
 
+import json
 import logging
+import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -33,6 +34,13 @@ from crawler.storage.engine import (
 from crawler.storage.ownership import read_only_error, refuse_foreign, refuse_read_only
 from crawler.storage.rows import chunked
 from crawler.storage.tables import crawl_documents, crawls, documents, dropped
+
+#: SQLite has ``json_each`` built in from 3.38 (:meth:`StoreBase._one_of`).
+SQLITE_JSON = sqlite3.sqlite_version_info >= (3, 38)
+#: Values in one JSON parameter (SQLite's ``IN (SELECT value FROM json_each(?))``).
+JSON_CHUNK = 20_000
+#: Fewer values than this are bound one parameter each (quicker for a few: 5 values 0.7x).
+JSON_FROM = 200
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -206,22 +214,37 @@ class StoreBase:
                 cursor.close()
 
     def _chunks(self, values: list[str]) -> Iterator[Sequence[str]]:
-        """``values`` in one piece on PostgreSQL (one array parameter), else in slices."""
-        return iter([values]) if self.backend == "postgresql" else chunked(values)
+        """``values`` in one piece on PostgreSQL (one array parameter), in slices of
+        :data:`JSON_CHUNK` on a SQLite with JSON (one JSON parameter each), else of 500."""
+        if self.backend == "postgresql":
+            return iter([values])
+        return chunked(values, JSON_CHUNK if SQLITE_JSON else 500)
 
     def _one_of(self, column: sa.ColumnElement[Any], values: Sequence[str]) -> Any:
-        """``column IN values``; on PostgreSQL ``= ANY(array)``, 5x faster than 100 params."""
+        """``column IN values`` with one parameter: on PostgreSQL ``= ANY(array)``, 5x faster
+        than 100 params; on SQLite ``IN (SELECT value FROM json_each(?))``, which SQLAlchemy
+        does not expand into a parameter per value on every execution (0.7x the time for 500
+        values; more than :data:`JSON_FROM` only: a few are quicker as parameters)."""
         if self.backend == "postgresql":
             from sqlalchemy.dialects.postgresql import ARRAY
 
             array = sa.bindparam(f"{column.key}_any", list(values), type_=ARRAY(sa.Text))
             return column == sa.any_(array)
+        if SQLITE_JSON and len(values) > JSON_FROM:
+            listed: Any = sa.bindparam(f"{column.key}_json", json.dumps(list(values)))
+            return column.in_(sa.select(sa.func.json_each(listed).table_valued("value").c.value))
         return column.in_(values)
 
     def _dialect_insert(self) -> Any:
-        """The backend dialect's ``insert`` (with ``ON CONFLICT``); both dialects are loaded
-        with the tables anyway (the partial index's ``postgresql_where``)."""
-        return postgresql.insert if self.backend == "postgresql" else sqlite.insert
+        """The backend dialect's ``insert`` (with ``ON CONFLICT``), imported here: a SQLite
+        crawl never loads SQLAlchemy's PostgreSQL dialect (:mod:`crawler.storage.tables`)."""
+        if self.backend == "postgresql":
+            from sqlalchemy.dialects import postgresql
+
+            return postgresql.insert
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert
 
     def _session(self) -> Session:
         """An ORM session (imported here: a crawl's own reads and writes are Core)."""
