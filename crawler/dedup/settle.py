@@ -34,6 +34,8 @@ other. Each stays a function of the set of pages and the rules.
 
 Plain Python and numpy (:class:`~crawler.content.simindex.SimIndex` finds the neighbours): the
 storage side (:mod:`crawler.storage.settle`) reads the pages and applies the :class:`Plan`.
+:func:`partnered` tells it, from 64-bit keys alone, which pages can be in a group at all: it
+builds a :class:`SettlePage` for those only.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from crawler.content.simhash import hamming
-from crawler.content.simindex import SimIndex
+from crawler.content.simindex import BITS, SimIndex, block_layout
 from crawler.content.template import template_key
 from crawler.dedup.overrides import DROP, KEEP
 from crawler.dedup.preference import PreferenceKey, preference_key
@@ -258,3 +260,78 @@ def orphans_of(pages: Sequence[SettlePage], excluded: set[int]) -> frozenset[int
     gone = {pages[i].url for i in excluded}
     return frozenset(i for i, page in enumerate(pages) if not page.kept and i not in excluded
                      and (page.duplicate_of in gone or page.reason == OVERRIDE))
+
+
+def partnered(content: np.ndarray, fps: np.ndarray, has_fp: np.ndarray, k: int) -> np.ndarray:
+    """Which pages may have a duplicate: those whose content key (``uint64``, one per page)
+    another page shares (:func:`shared`), or whose SimHash (``fps``, where ``has_fp``) is
+    within ``k`` bits of another page's (:func:`near_any`). A superset of the pages of every
+    group (:class:`Neighbours` only adds conditions: young fingerprints, drop rules; equal keys
+    of unequal hashes only add pages): every page outside it is alone in its group whatever
+    the other pages are."""
+    return shared(content) | near_any(fps, has_fp, k)
+
+
+def near_any(fps: np.ndarray, has_fp: np.ndarray, k: int) -> np.ndarray:
+    """Per page, whether it has a SimHash (``fps``, ``uint64``, where ``has_fp``) within ``k``
+    bits of another page's.
+
+    Vectorized, without a Python object per page: equal values by one sort; near ones by the
+    pigeonhole of :mod:`crawler.content.simindex` (two fingerprints within ``k`` bits agree on
+    one of ``k + 1`` blocks), each block one sort, then the distinct fingerprints that share a
+    block compared at offsets 1, 2... in that order. The work is ``O(n log n)`` plus the pairs
+    that share a block: few at k <= 3 (16-bit blocks), quadratic in ``n`` from k >= 5 or so,
+    as in the index's queries. About 40 bytes per page at a time beyond the inputs."""
+    ordered = fps[has_fp].astype(np.uint64, copy=False)
+    ordered.sort()
+    again = ordered[1:] == ordered[:-1]
+    repeats = np.unique(ordered[1:][again])  # equal fingerprints: 0 bits apart
+    distinct = ordered[np.concatenate(([True], ~again))] if len(ordered) else ordered
+    del ordered, again
+    near = np.zeros(len(distinct), np.bool_)
+    for start, width in block_layout(k + 1):
+        _mark_near(distinct, start, width, k, near)
+    close = np.union1d(repeats, distinct[near])
+    del distinct, near
+    return _members(fps, close) & has_fp
+
+
+def shared(keys: np.ndarray) -> np.ndarray:
+    """Per entry of ``keys`` (integers), whether another entry holds the same key."""
+    ordered = np.sort(keys)
+    repeats = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    del ordered
+    return _members(keys, repeats)
+
+
+def _members(values: np.ndarray, among: np.ndarray, step: int = 1 << 16) -> np.ndarray:
+    """Per entry of ``values``, whether it is in ``among`` (sorted, distinct); ``step``
+    entries at a time, so that the lookup holds no array as long as ``values``."""
+    found = np.zeros(len(values), np.bool_)
+    if len(among):
+        for lo in range(0, len(values), step):
+            part = values[lo:lo + step]
+            at = np.minimum(np.searchsorted(among, part), len(among) - 1)
+            found[lo:lo + step] = among[at] == part
+    return found
+
+
+def _mark_near(values: np.ndarray, start: int, width: int, k: int, near: np.ndarray) -> None:
+    """Mark in ``near`` the ``values`` (distinct) within ``k`` bits of another one that
+    agrees with it on the block ``(start, width)``."""
+    dtype = np.uint16 if width <= 16 else np.uint32 if width <= 32 else np.uint64
+    block = values >> np.uint64(BITS - start - width)
+    block &= np.uint64((1 << width) - 1)
+    block = block.astype(dtype)
+    order = np.argsort(block, kind="stable")  # a radix sort for 16-bit blocks
+    block, ordered = block[order], values[order]
+    offset = 1
+    active = np.flatnonzero(block[1:] == block[:-1])  # entries like the next one's block
+    while len(active):
+        close = active[np.bitwise_count(ordered[active] ^ ordered[active + offset]) <= k]
+        near[order[close]] = True
+        near[order[close + offset]] = True
+        offset += 1
+        # sorted: an entry unlike the one ``offset`` further is unlike all those after it
+        active = active[active + offset < len(ordered)]
+        active = active[block[active] == block[active + offset]]
