@@ -54,6 +54,7 @@ BLOCK_PRIVATE_ADDRESSES = _d.BLOCK_PRIVATE_ADDRESSES  # refuse private/loopback 
 FEED_EXPORT_ENCODING = "utf-8"  # feeds in UTF-8, not \u escapes
 LOG_LEVEL = "INFO"  # Scrapy log level
 LOG_FORMATTER = "crawler.logformatter.DedupLogFormatter"  # one short line per dropped page
+STATS_CLASS = "crawler.extensions.stats.DedupStatsCollector"  # stock stats, no per-call detour
 STATS_FILE = ""  # if set, the final stats are written there as JSON (atomically)
 FEED_EXPORT_HTML = _d.FEED_EXPORT_HTML  # feeds carry the raw html too (crawler.items.EXPORT_FIELDS)
 WARC_OUTPUT = _d.WARC_OUTPUT  # WARC files: a directory (ends with /) or a path prefix; "" = off
