@@ -21,9 +21,9 @@ import argparse
 import json
 import logging
 import os
-import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.log import install_scrapy_root_handler, logformatter_adapter
 from scrapy.utils.test import get_crawler
 
+from bench.sidebyside import alternating_medians
 from crawler.extensions.stats import DedupStatsCollector
 from crawler.logformatter import DedupLogFormatter
 
@@ -83,11 +84,8 @@ def cpu_per_page(page: Page, pages: int) -> float:
 
 
 def measure(variants: dict[str, Page], pages: int, runs: int) -> dict[str, float]:
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for i in range(runs):
-        for name in list(variants)[:: 1 if i % 2 else -1]:
-            times[name].append(cpu_per_page(variants[name], pages))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return alternating_medians({name: partial(cpu_per_page, page, pages)
+                                for name, page in variants.items()}, runs)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,7 +34,6 @@ import time
 import tracemalloc
 from typing import TYPE_CHECKING, Any
 
-from scrapy import signals
 from twisted.internet import task
 
 from bench.probe import CrawlProbe
@@ -188,14 +187,6 @@ class MemProbe(CrawlProbe):
         self.responses = 0
         self.t0 = time.monotonic()
         self._loop: task.LoopingCall | None = None
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> MemProbe:
-        probe = cls(crawler)
-        crawler.signals.connect(probe.opened, signal=signals.spider_opened)
-        crawler.signals.connect(probe.closed, signal=signals.spider_closed)
-        crawler.signals.connect(probe.response, signal=signals.response_received)
-        return probe
 
     def opened(self, spider: Any) -> None:
         super().opened(spider)

@@ -21,11 +21,12 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+from bench.sidebyside import alternating_medians
 from crawler.content import text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pagecost.json"
@@ -74,11 +75,8 @@ def measure(pages: list[str], runs: int) -> dict[str, float]:
     for html in pages:
         if extract_every_query(html) != extract_now(html):
             raise SystemExit(f"the variants disagree on a page: {html[:80]!r}")
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for i in range(runs):
-        for name in list(variants)[:: 1 if i % 2 else -1]:
-            times[name].append(cpu_per_page(variants[name], pages))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return alternating_medians({name: partial(cpu_per_page, variant, pages)
+                                for name, variant in variants.items()}, runs)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
