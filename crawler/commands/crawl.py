@@ -102,5 +102,7 @@ def skip_final_collection() -> None:
     reactor has stopped and every component closed, committed and flushed its output on
     ``spider_closed``; exit handlers still run, files still close when their last reference
     goes; only cyclic garbage left at exit is not collected, as Python never promises it is.
+    So a component that writes a file must flush or close it on ``spider_closed``: a buffered
+    file still reachable from a reference cycle at exit is no longer flushed by its finalizer.
     """
     atexit.register(gc.freeze)

@@ -55,7 +55,8 @@ missing snapshot raise :class:`JobStateError` naming the file (and the byte).
 
 Limits: the pending map lives in memory (about 30-40 bytes per URL owed: its fingerprint and the
 offset of its record in the journal, which a compaction copies from there, in numpy arrays:
-:mod:`crawler.state.pending`; the frontier, not the seen set); a snapshot blocks the reactor
+:mod:`crawler.state.pending`; ~130 bytes with a fingerprinter whose keys are not 16 bytes; the
+frontier, not the seen set); a snapshot blocks the reactor
 while it writes the filter (about 0.1 s for the 17 MiB of the default 10^7 capacity).
 """
 
@@ -196,6 +197,7 @@ def read_state(directory: Path, quiet: bool = False) -> Journal | None:
             raise JobStateError(snapshot, f"missing, but {journal.name} is based on snapshot "
                                 f"{state.generation}")
     if quiet:  # the pre-flight check: the crawl's own read comes next, in this process
+        _PREREAD.clear()  # one kept at most: a check whose crawl never opens holds no more
         _PREREAD[directory] = (files, mark, state)
         return state
     warn_torn(journal, state)

@@ -13,8 +13,9 @@ three numpy arrays sorted by the key's first 8 bytes (``hi``, ``lo``: the key as
 entries wait in a small dict (``recent``) until it holds a quarter of the arrays' entries, then
 are merged in one vectorized sort (amortized O(log n) per entry, done in numpy). Removed entries
 are dropped by the next merge, which also runs once they are half the arrays, so the memory
-follows the frontier down as it drains. Keys of another length (a project's own fingerprinter)
-stay in the dict.
+follows the frontier down as it drains. Keys of another length (a project's own fingerprinter,
+Scrapy's 20-byte default) live in a plain dict of their own (``other``), outside the merge count:
+counted there, they made every insert past 4,096 of them a merge that moved nothing.
 
 Order: :meth:`values` and iteration go by ascending offset, which is file order: a compaction
 copies the records in that order and hands the new offsets back to :meth:`renumber`.
@@ -42,7 +43,8 @@ class PendingMap:
         self._lo = np.empty(0, np.int64)
         self._off = np.empty(0, np.int64)
         self._live = 0  # entries of the arrays not removed
-        self._recent: dict[bytes, int] = {}
+        self._recent: dict[bytes, int] = {}  # 16-byte keys not merged yet
+        self._other: dict[bytes, int] = {}  # keys of another length: never merged
 
     @classmethod
     def build(cls, fps: Sequence[bytes], offsets: Sequence[int]) -> PendingMap:
@@ -54,12 +56,12 @@ class PendingMap:
         wide = [i for i, fp in enumerate(fps) if len(fp) == KEY_BYTES]
         if len(wide) < len(fps):
             narrow = set(range(len(fps))) - set(wide)
-            pending._recent = {fps[i]: offsets[i] for i in sorted(narrow)}
+            pending._other = {fps[i]: offsets[i] for i in sorted(narrow)}
         pending._merge([fps[i] for i in wide], [offsets[i] for i in wide])
         return pending
 
     def __len__(self) -> int:
-        return self._live + len(self._recent)
+        return self._live + len(self._recent) + len(self._other)
 
     def __bool__(self) -> bool:
         return len(self) > 0
@@ -80,9 +82,12 @@ class PendingMap:
         return -1
 
     def __contains__(self, fp: object) -> bool:
-        return isinstance(fp, bytes) and (fp in self._recent or self._find(fp) >= 0)
+        return isinstance(fp, bytes) and (fp in self._recent or fp in self._other
+                                          or self._find(fp) >= 0)
 
     def __getitem__(self, fp: bytes) -> int:
+        if len(fp) != KEY_BYTES:
+            return self._other[fp]
         if fp in self._recent:
             return self._recent[fp]
         i = self._find(fp)
@@ -97,6 +102,9 @@ class PendingMap:
             return default
 
     def __setitem__(self, fp: bytes, offset: int) -> None:
+        if len(fp) != KEY_BYTES:
+            self._other[fp] = offset
+            return
         i = self._find(fp)
         if i >= 0:
             self._off[i] = offset
@@ -107,6 +115,8 @@ class PendingMap:
 
     def pop(self, fp: bytes, default: int | None = None) -> int | None:
         """Remove ``fp``; its offset, or ``default`` when it was not held."""
+        if len(fp) != KEY_BYTES:
+            return self._other.pop(fp, default)
         if fp in self._recent:
             return self._recent.pop(fp)
         i = self._find(fp)
@@ -123,8 +133,8 @@ class PendingMap:
         """Move ``fps`` (16 bytes each) and the 16-byte keys of ``recent`` into the arrays, and
         drop removed entries. The new keys are sorted alone and inserted where they belong,
         one array at a time: the arrays are copied once, never all at once."""
-        wide = [fp for fp in self._recent if len(fp) == KEY_BYTES]
-        moved = [self._recent.pop(fp) for fp in wide]
+        wide, moved = list(self._recent), list(self._recent.values())
+        self._recent.clear()
         keys = np.frombuffer(b"".join([*fps, *wide]), _BIG).reshape(-1, 2).astype(np.int64)
         offs = np.array([*offsets, *moved], np.int64)
         order = np.argsort(keys[:, 0], kind="stable")
@@ -145,17 +155,20 @@ class PendingMap:
         keys[:, 0], keys[:, 1] = self._hi[keep], self._lo[keep]
         blob = keys.tobytes()
         fps = [blob[i:i + KEY_BYTES] for i in range(0, len(blob), KEY_BYTES)]
-        fps += self._recent
-        offs = np.concatenate([self._off[keep],
-                               np.fromiter(self._recent.values(), np.int64, len(self._recent))])
+        fps += [*self._recent, *self._other]
+        offs = np.concatenate([self._off[keep], self._dict_offsets()])
         order = np.argsort(offs, kind="stable")
         return offs[order], [fps[i] for i in order.tolist()]
 
     def values(self) -> list[int]:
         """The offsets, ascending (file order)."""
-        offs = np.concatenate([self._off[self._off >= 0],
-                               np.fromiter(self._recent.values(), np.int64, len(self._recent))])
+        offs = np.concatenate([self._off[self._off >= 0], self._dict_offsets()])
         return np.sort(offs).tolist()  # type: ignore[no-any-return]
+
+    def _dict_offsets(self) -> np.ndarray:
+        """The offsets of ``recent`` then ``other``, in their keys' order."""
+        count = len(self._recent) + len(self._other)
+        return np.fromiter([*self._recent.values(), *self._other.values()], np.int64, count)
 
     def __iter__(self) -> Iterator[bytes]:
         """The keys in file order (of their offsets)."""
@@ -169,14 +182,14 @@ class PendingMap:
         """Give the entries, in file order, the offsets ``moved`` (ascending): where a
         compaction wrote their records."""
         self._merge()  # the arrays hold every 16-byte key, none removed
-        odd = list(self._recent)
-        offs = np.concatenate([self._off, np.array([self._recent[fp] for fp in odd], np.int64)])
+        odd = list(self._other)
+        offs = np.concatenate([self._off, np.array([self._other[fp] for fp in odd], np.int64)])
         if len(moved) != len(offs):
             raise ValueError(f"{len(moved)} offsets for {len(offs)} pending entries")
         new = np.empty(len(offs), np.int64)
         new[np.argsort(offs, kind="stable")] = np.asarray(moved, np.int64)
         self._off = new[:len(self._off)]
-        self._recent = dict(zip(odd, new[len(self._off):].tolist(), strict=True))
+        self._other = dict(zip(odd, new[len(self._off):].tolist(), strict=True))
 
     @property
     def nbytes(self) -> int:
