@@ -299,3 +299,32 @@ def test_demo_serve_until_sigint(tmp_path):
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     assert len(out.strip().splitlines()) == 1  # one line after Ctrl-C
+
+
+def test_demo_serve_stops_cleanly_on_a_ctrl_c_during_its_banner(tmp_path, monkeypatch,
+                                                                 capsys) -> None:
+    """The Ctrl-C can come while the banner is still being written (the SIGINT test above sends
+    it as soon as it reads the banner's last line; under load the demo was still inside that
+    print): it used to escape as a traceback with exit status -2. The first write is made to
+    raise KeyboardInterrupt, as a SIGINT arriving there does."""
+    import argparse
+    import io
+
+    from crawler.commands.demo import serve
+    from crawler.sitegen import demo_site
+
+    class InterruptedOnce(io.StringIO):
+        interrupted = False
+
+        def write(self, text: str) -> int:
+            if not self.interrupted:
+                self.interrupted = True
+                raise KeyboardInterrupt
+            return super().write(text)
+
+    stream = InterruptedOnce()
+    monkeypatch.setattr(sys, "stdout", stream)
+    opts = argparse.Namespace(port=0)
+    assert serve(demo_site(), tmp_path / "demo", opts) == 0
+    assert stream.interrupted
+    assert "Stopped serving the demo site" in stream.getvalue()

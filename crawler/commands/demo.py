@@ -154,8 +154,8 @@ def serve(site: Site, out: Path, opts: argparse.Namespace) -> int:
     try:
         seeds = out / "seeds.txt"
         seeds.write_text(server.base_url + "/\n", encoding="utf-8")
-        print(serve_banner(site, server.base_url, seeds), flush=True)
-        try:
+        try:  # a Ctrl-C while the banner is still being written stops as cleanly
+            print(serve_banner(site, server.base_url, seeds), flush=True)
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
