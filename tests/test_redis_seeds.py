@@ -301,8 +301,7 @@ def test_demo_serve_until_sigint(tmp_path):
     assert len(out.strip().splitlines()) == 1  # one line after Ctrl-C
 
 
-def test_demo_serve_stops_cleanly_on_a_ctrl_c_during_its_banner(tmp_path, monkeypatch,
-                                                                 capsys) -> None:
+def test_demo_serve_stops_cleanly_on_a_ctrl_c_during_its_banner(tmp_path, monkeypatch) -> None:
     """The Ctrl-C can come while the banner is still being written (the SIGINT test above sends
     it as soon as it reads the banner's last line; under load the demo was still inside that
     print): it used to escape as a traceback with exit status -2. The first write is made to
