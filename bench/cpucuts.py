@@ -17,8 +17,6 @@ Prints CPU µs per page (median over the runs) and writes ``bench/results/cpucut
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import os
 import time
@@ -34,7 +32,7 @@ from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.log import install_scrapy_root_handler, logformatter_adapter
 from scrapy.utils.test import get_crawler
 
-from bench.sidebyside import alternating_medians
+from bench.sidebyside import alternating_medians, parse_args, report
 from crawler.extensions.stats import DedupStatsCollector
 from crawler.logformatter import DedupLogFormatter
 
@@ -89,13 +87,7 @@ def measure(variants: dict[str, Page], pages: int, runs: int) -> dict[str, float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.cpucuts",
-                                     description=__doc__.split("\n")[0])  # fmt: skip
-    parser.add_argument("--pages", type=int, default=5000, help="pages a run (5000)")
-    parser.add_argument("--runs", type=int, default=7, help="runs of each variant (7)")
-    args = parser.parse_args(argv)
-    if args.pages < 1 or args.runs < 1:
-        parser.error("--pages and --runs must be >= 1")
+    args = parse_args("python -m bench.cpucuts", __doc__, 5000, 7, argv)
     lines = {"before": log_lines(LogFormatter()), "now": log_lines(DedupLogFormatter())}
     (old, old_stats), (new, new_stats) = stats_calls(MemoryStatsCollector), stats_calls(
         DedupStatsCollector)
@@ -107,13 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             "stats calls": measure({"before": old, "now": new}, args.pages, args.runs)}
     if old_stats.get_stats() != new_stats.get_stats():
         raise SystemExit("the stats collectors disagree")
-    print(f"{'CPU us per page':<32}{'before':>10}{'now':>10}{'now/before':>12}")
-    for name, row in rows.items():
-        print(f"{name:<32}{row['before']:>10.1f}{row['now']:>10.1f}"
-              f"{row['now'] / row['before']:>11.2f}x")  # fmt: skip
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"pages": args.pages, "runs": args.runs, "rows": rows},
-                                  indent=2) + "\n")  # fmt: skip
+    report("CPU us per page", rows, args, RESULTS)
     return 0
 
 

@@ -18,15 +18,13 @@ Both variants answer the same (checked: title, text, blocks); the order alternat
 
 from __future__ import annotations
 
-import argparse
 import glob
-import json
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench.sidebyside import alternating_medians
+from bench.sidebyside import alternating_medians, parse_args, report
 from crawler.content import text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pagecost.json"
@@ -80,21 +78,9 @@ def measure(pages: list[str], runs: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.pagecost",
-                                     description=__doc__.split("\n")[0])  # fmt: skip
-    parser.add_argument("--pages", type=int, default=400, help="pages of each corpus (400)")
-    parser.add_argument("--runs", type=int, default=5, help="runs of each variant (5)")
-    args = parser.parse_args(argv)
-    if args.pages < 1 or args.runs < 1:
-        parser.error("--pages and --runs must be >= 1")
+    args = parse_args("python -m bench.pagecost", __doc__, 400, 5, argv)
     rows = {name: measure(pages, args.runs) for name, pages in corpora(args.pages).items()}
-    print(f"{'page text, CPU us per page':<32}{'before':>10}{'now':>10}{'now/before':>12}")
-    for name, row in rows.items():
-        print(f"{name:<32}{row['before']:>10.1f}{row['now']:>10.1f}"
-              f"{row['now'] / row['before']:>11.2f}x")  # fmt: skip
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"pages": args.pages, "runs": args.runs, "rows": rows},
-                                  indent=2) + "\n")  # fmt: skip
+    report("page text, CPU us per page", rows, args, RESULTS)
     return 0
 
 
