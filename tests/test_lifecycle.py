@@ -106,9 +106,14 @@ def test_a_finished_crawl_expires_is_refused_and_cleared_then_crawled_again(
         client = connect(redis_url)
         start_list = f"{crawl.namespace}:web:start_urls"  # outside dedup:NS:, read by no worker
         client.lpush(start_list, servers[0].url("/"))  # started with seeds
+        # long enough (~31 pages a host, one at a time) that the second worker joins a crawl
+        # still running when the machine is loaded: at 0.01 s the first finished everything
+        # before the second started once in a clean-clone run on one busy core
+        crawl.delay = 0.2
         for _ in range(2):
             crawl.start(DISTRIBUTED_FINISHED_TTL_SECONDS=HOUR)
         finish(crawl)
+        crawl.delay = 0.01
         responses = [int(w.stats.get("downloader/response_count", 0)) for w in crawl.workers]
         assert all(n > 0 for n in responses), responses  # both workers crawled
         finished = int(client.hget(f"{crawl.base}:meta", "finished"))
