@@ -28,6 +28,11 @@ an installed checkout leaves them. Without that, an environment with
 ``PYTHONDONTWRITEBYTECODE=1`` compiles every project module from source in every child (about
 0.1 s more of ours per crawl, none of stock's); ``--no-compile`` measures that case.
 
+``--before DIR`` adds a third kind, **before**: ours run from another tree of the project
+(e.g. ``git archive HEAD | tar -x -C DIR``: its working directory and first ``PYTHONPATH``
+entry, its bytecode compiled too), alternating with the other two (stock, before, ours, ours,
+before, stock, ...), so a change is measured side by side with what it changes.
+
 ``--importtime`` adds one run of each under ``python -X importtime`` and lists the top-level
 imports by cumulative time (``bench/results/startup_importtime_{ours,stock}.txt``);
 ``--profile`` adds one run of ours under cProfile (the whole process, imports included:
@@ -56,8 +61,23 @@ from crawler.sitegen.scripted import Answer, ScriptedWeb, html
 
 RESULTS = ROOT / "bench" / "results"
 KINDS = ("stock", "ours")
+BEFORE = "before"  # ours from another tree (--before)
 ROBOTS = Answer(body="User-agent: *\nAllow: /\n", content_type="text/plain")
-PAGE_TEXT = "A single page for the start-up benchmark; " * 20
+
+
+def _article(words: int = 900, vocabulary: int = 1500, seed: int = 28) -> str:
+    """Text the size of a usual article (900 words, 429 distinct: as many SimHash
+    features with the default ``SIMHASH_SHINGLE = 1``), the same in every run: a page of a few
+    words would let ours skip work a real page makes it do."""
+    import random
+
+    rng = random.Random(seed)
+    syllables = ["ka", "lo", "mi", "nu", "re", "sa", "ti", "vo", "pe", "da", "ge", "hu"]
+    vocab = ["".join(rng.choices(syllables, k=rng.randint(1, 4))) for _ in range(vocabulary)]
+    return " ".join(rng.choice(vocab) for _ in range(words)) + "."
+
+
+PAGE_TEXT = _article()
 #: The project's packages a crawl of ours imports, compiled before measuring.
 PACKAGES = ("crawler", "settings", "bench")
 
@@ -73,6 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="one cProfile run of ours")
     parser.add_argument("--no-compile", action="store_true",
                         help="do not compile the project's bytecode first")  # fmt: skip
+    parser.add_argument("--before", type=Path, default=None, metavar="DIR",
+                        help="also run ours from this tree of the project (kind 'before')")
     parser.add_argument("--top", type=int, default=25, help="lines of the import/profile lists")
     parser.add_argument("--out", type=Path, default=RESULTS,
                         help="directory of the results (bench/results)")  # fmt: skip
@@ -88,15 +110,25 @@ def command(kind: str, url: str, work: Path, python: list[str]) -> list[str]:
     """The child's command line (``python`` is the interpreter and its options):
     :func:`bench.crawl.command` with Scrapy's default concurrency."""
     stock_concurrency = argparse.Namespace(concurrency=None, set=[])
-    return crawl_command(kind, url, work, stock_concurrency, None, python=python)
+    ours = "ours" if kind == BEFORE else kind  # the same command, from another tree
+    return crawl_command(ours, url, work, stock_concurrency, None, python=python)
 
 
-def run_child(cmd: list[str], cwd: Path, work: Path, timeout: float) -> dict[str, Any]:
+def tree_env(tree: Path | None) -> dict[str, str]:
+    """:func:`bench.crawl.child_env`, with ``tree`` first on ``PYTHONPATH`` when given."""
+    env = child_env()
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), env["PYTHONPATH"]])
+    return env
+
+
+def run_child(cmd: list[str], cwd: Path, work: Path, timeout: float,
+              tree: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """Run one child to its exit; wall time, peak RSS, exit code and its stats file."""
     with open(work / "stdout.txt", "wb") as out, open(work / "stderr.txt", "wb") as err:
         spawned = time.time()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=child_env(), stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=tree_env(tree), stdout=out, stderr=err)
         killer = threading.Timer(timeout, proc.kill)
         killer.start()
         try:
@@ -122,15 +154,18 @@ def run_child(cmd: list[str], cwd: Path, work: Path, timeout: float) -> dict[str
 
 
 def crawl_once(kind: str, url: str, timeout: float, python: list[str] | None = None,
-               keep: Path | None = None) -> dict[str, Any]:  # fmt: skip
+               keep: Path | None = None, tree: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """One crawl of ``kind``; raises ``SystemExit`` with the child's log tail on failure.
 
-    ``keep``: copy the child's stderr there (the ``-X importtime`` output)."""
+    ``keep``: copy the child's stderr there (the ``-X importtime`` output); ``tree``: the
+    project tree of kind ``before``."""
     work = Path(tempfile.mkdtemp(prefix=f"bench-startup-{kind}-"))
+    tree = tree if kind == BEFORE else None
     try:
-        cwd = ROOT if kind == "ours" else work  # stock: outside the project, stock settings
+        # stock: outside the project, stock settings
+        cwd = (tree or ROOT) if kind in ("ours", BEFORE) else work
         cmd = command(kind, url, work, python or [sys.executable])
-        result = run_child(cmd, cwd, work, timeout)
+        result = run_child(cmd, cwd, work, timeout, tree)
         if result["exit"] != 0 or result["pages"] < 2 or result["items"] < 1:
             tail = (work / "stderr.txt").read_text(errors="replace")[-2000:]
             log = work / "crawl.log"
@@ -143,10 +178,17 @@ def crawl_once(kind: str, url: str, timeout: float, python: list[str] | None = N
     return {"kind": kind, **result}
 
 
+def kinds_of(runs: list[dict[str, Any]]) -> list[str]:
+    """The kinds of ``runs``: ours and stock, and before when it ran."""
+    return [*KINDS, *([BEFORE] if any(r["kind"] == BEFORE for r in runs) else [])]
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median and range per kind of wall, peak RSS and time to open; ratios of the medians."""
+    """Median and range per kind of wall, peak RSS and time to open; ratios of the medians
+    (ours/stock, and before/stock and ours/before when before ran)."""
     out: dict[str, Any] = {}
-    for kind in KINDS:
+    kinds = kinds_of(runs)
+    for kind in kinds:
         mine = [r for r in runs if r["kind"] == kind]
         out[kind] = {"runs": len(mine)}
         for key in ("wall_s", "peak_rss_mib", "rss_open_mib", "to_open_s", "cpu_s"):
@@ -156,14 +198,18 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "min": min(values, default=None),
                 "max": max(values, default=None),
             }
-    out["ratio_ours_over_stock"] = {
-        key: (
-            out["ours"][key]["median"] / out["stock"][key]["median"]
-            if out["ours"][key]["median"] and out["stock"][key]["median"]
-            else None
-        )
-        for key in ("wall_s", "peak_rss_mib", "rss_open_mib", "to_open_s", "cpu_s")
-    }
+    pairs = [("ours", "stock")]
+    if BEFORE in kinds:
+        pairs += [(BEFORE, "stock"), ("ours", BEFORE)]
+    for top, bottom in pairs:
+        out[f"ratio_{top}_over_{bottom}"] = {
+            key: (
+                out[top][key]["median"] / out[bottom][key]["median"]
+                if out[top][key]["median"] and out[bottom][key]["median"]
+                else None
+            )
+            for key in ("wall_s", "peak_rss_mib", "rss_open_mib", "to_open_s", "cpu_s")
+        }
     return out
 
 
@@ -176,21 +222,26 @@ def table(summary: dict[str, Any]) -> str:
         ("CPU s", "cpu_s", ".2f"),
     )
     n = summary["ours"]["runs"]
+    kinds = [k for k in (BEFORE, "ours", "stock") if k in summary]
+    ratios = [r[len("ratio_"):].replace("_over_", "/") for r in summary if r.startswith("ratio_")]
     lines = [
         f"one-page crawl, median (range) of {n} runs each",
-        f"{'':<20}{'ours':>20}{'stock':>20}{'ours/stock':>12}",
+        f"{'':<20}" + "".join(f"{k:>20}" for k in kinds) + "".join(f"{r:>14}" for r in ratios),
     ]
     for name, key, spec in rows:
         cells = []
-        for kind in ("ours", "stock"):
+        for kind in kinds:
             s = summary[kind][key]
             cells.append(
                 "" if s["median"] is None else
                 f"{s['median']:{spec}} ({s['min']:{spec}}-{s['max']:{spec}})"
             )  # fmt: skip
-        ratio = summary["ratio_ours_over_stock"][key]
-        shown = "" if ratio is None else f"{ratio:.2f}"
-        lines.append(f"{name:<20}{cells[0]:>20}{cells[1]:>20}{shown:>12}")
+        shown = []
+        for r in ratios:
+            ratio = summary["ratio_" + r.replace("/", "_over_")][key]
+            shown.append("" if ratio is None else f"{ratio:.2f}")
+        lines.append(f"{name:<20}" + "".join(f"{c:>20}" for c in cells)
+                     + "".join(f"{s:>14}" for s in shown))  # fmt: skip
     return "\n".join(lines)
 
 
@@ -261,22 +312,25 @@ def compile_project(root: Path = ROOT) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    if not args.no_compile and not compile_project():
+    trees = [ROOT] if args.before is None else [ROOT, args.before]
+    if not args.no_compile and not all([compile_project(tree) for tree in trees]):
         print("warning: some project modules did not compile; they run from source", flush=True)
+    kinds = KINDS if args.before is None else ("stock", BEFORE, "ours")
     with ScriptedWeb() as web:
         site = web[0].serve({"/robots.txt": ROBOTS, "/": html("Start-up", PAGE_TEXT)})
         url = site.url + "/"
         runs: list[dict[str, Any]] = []
         for i in range(args.runs):
-            for kind in KINDS if i % 2 == 0 else KINDS[::-1]:
-                run = crawl_once(kind, url, args.timeout)
+            for kind in kinds if i % 2 == 0 else kinds[::-1]:
+                run = crawl_once(kind, url, args.timeout, tree=args.before)
                 runs.append(run)
                 print(f"  {kind:<6} wall {run['wall_s']:.2f} s  peak RSS {run['peak_rss_mib']:.0f}"
                       f" MiB  to open {run['to_open_s']} s", flush=True)  # fmt: skip
         summary = summarize(runs)
         print("\n" + table(summary))
         report: dict[str, Any] = {"runs": runs, "summary": summary, "argv": sys.argv[1:],
-                                  "bytecode_compiled": not args.no_compile}
+                                  "bytecode_compiled": not args.no_compile,
+                                  "before_tree": str(args.before) if args.before else None}
         if args.importtime:
             report["importtime"] = {k: importtime_report(k, url, args) for k in ("ours", "stock")}
         if args.profile:

@@ -37,10 +37,14 @@ ops = st.lists(st.tuples(st.sampled_from(["set", "pop", "renumber"]),
                          st.sampled_from(KEYS)), max_size=300)  # fmt: skip
 
 
+@pytest.mark.parametrize("merge_min", [4, 4096])
 @settings(max_examples=200, deadline=None)
 @given(ops)
-def test_same_answers_as_a_dict_in_file_order(steps: list[tuple[str, bytes]]) -> None:
-    pending_module.MERGE_MIN = 4  # merge often: the arrays hold most entries
+def test_same_answers_as_a_dict_in_file_order(merge_min: int,
+                                              steps: list[tuple[str, bytes]]) -> None:
+    """MERGE_MIN 4: merge often, the arrays hold most entries; 4096: never, the dicts alone
+    (no numpy), as in a small crawl."""
+    pending_module.MERGE_MIN = merge_min
     try:
         m, ref, size = PendingMap(), {}, 100
         for op, key in steps:
@@ -60,6 +64,32 @@ def test_same_answers_as_a_dict_in_file_order(steps: list[tuple[str, bytes]]) ->
         check_same(rebuilt, ref)
     finally:
         pending_module.MERGE_MIN = 4096
+
+
+def test_a_small_map_never_imports_numpy() -> None:
+    """Fewer than MERGE_MIN entries (a small crawl's JOBDIR): the dicts alone, numpy (~40 ms,
+    ~11 MiB) never imported, through adds, pops, a compaction's renumber and a rebuild."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from crawler.state.pending import PendingMap
+from crawler.urls.fingerprint import fingerprint_url
+m = PendingMap()
+for i in range(3000):
+    m[fingerprint_url(f"http://a.test/{i}")] = 100 + i
+m[b"short"] = 99
+for i in range(0, 3000, 3):
+    m.pop(fingerprint_url(f"http://a.test/{i}"))
+m.renumber(list(range(len(m))))
+again = PendingMap.build(list(m), m.values())
+print(len(again), list(again.items())[:2] == list(m.items())[:2], m.nbytes,
+      "numpy" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out.split() == ["2001", "True", "0", "False"]
 
 
 def test_missing_key_and_wrong_renumber_are_refused() -> None:

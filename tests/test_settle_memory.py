@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.dedup.overrides import Overrides, make_override
-from crawler.dedup.settle import SettlePage, partnered
+from crawler.dedup.settle import SettlePage, near_any_pure, partnered, shared_pure
 from crawler.storage import Store
 from crawler.storage.settleread import DROP_COLUMNS, SettleInput, SettleQuery, Source
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE, SOFT_404
@@ -57,6 +57,8 @@ def test_partnered_finds_exactly_the_pages_with_a_partner(
         has[i] and has[j] and bin(fps[i] ^ fps[j]).count("1") <= k)) for j in range(len(spec)))
         for i in range(len(spec))]
     assert found.tolist() == want
+    pure = [a or b for a, b in zip(shared_pure(content), near_any_pure(fps, has, k), strict=True)]
+    assert pure == want  # a settle of few pages: no numpy
 
 
 # --- the reference: every page read as a SettlePage ---------------------------------------------
@@ -266,14 +268,27 @@ def _twins(backend: str, tmp_path: Any, request: Any, name: str) -> Iterator[tup
                stack.enter_context(Store(urls[1])))
 
 
+@pytest.fixture(params=["lists", "numpy"])
+def read(request, monkeypatch) -> str:
+    """A settle of few pages reads them into Python lists (crawler.dedup.settle.SMALL_PAGES);
+    "numpy": into numpy arrays whatever their number, as a large store is read."""
+    if request.param == "numpy":
+        from crawler.dedup import settle
+        from crawler.storage import settleread
+
+        monkeypatch.setattr(settle, "SMALL_PAGES", 0)
+        monkeypatch.setattr(settleread, "SMALL_PAGES", 0)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
                                                             marks=pytest.mark.postgres)])
-def test_the_narrow_read_decides_as_the_read_of_every_page(backend: str, tmp_path,
+def test_the_narrow_read_decides_as_the_read_of_every_page(backend: str, read: str, tmp_path,
                                                            request) -> None:
     """Random stores (seeded), each written in two orders: every settle (scoped, with
     unsettled crawls, with rules, rules just removed, named groups only, everything) moves
     the same pages, returns the same drop log rows and leaves the same tables as the
-    reference."""
+    reference, read into lists (a small store) or numpy arrays."""
     groups = 0
     seeds = range(6) if backend == "sqlite" else range(2)
     for seed in seeds:
@@ -313,7 +328,7 @@ FAR = (0x1111_2222_3333_4444, 0x5555_6666_7777_8888, 0x9999_AAAA_BBBB_CCCC, 0xDD
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
                                                             marks=pytest.mark.postgres)])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_pages_alone_the_rule_still_moves(backend: str, reverse: bool, tmp_path,
+def test_pages_alone_the_rule_still_moves(backend: str, reverse: bool, read: str, tmp_path,
                                           request) -> None:
     """Hand-made stores where a page with no duplicate counts: a drop of reason override
     that no rule names any more, in a crawl settled already, while the crawl settling now has

@@ -124,3 +124,39 @@ def test_content_hash_normalizes_case_width_and_whitespace() -> None:
     assert content_hash("\uff21\uff22\uff23") == content_hash("abc")
     assert content_hash("hello world") != content_hash("hello worlds")
     assert len(content_hash("")) == 32
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=12), st.integers(0, 2**20), max_size=80))
+def test_the_pure_python_fingerprint_is_the_numpy_one(weighted: dict[str, int]) -> None:
+    """A small page is fingerprinted without numpy while numpy is not loaded: the same bits
+    (weights 0 and past 255 too, which the simhash package does not take)."""
+    from crawler.content import simhash as module
+
+    pure = module._fingerprint_pure(weighted, len(weighted)) if weighted else 0
+    assert pure == fingerprint(weighted)
+
+
+def test_numpy_is_loaded_after_the_first_pages_or_by_a_very_large_one() -> None:
+    """In a fresh interpreter: the first PURE_PAGES fingerprints of pages of usual size (here
+    1,000 features) leave numpy unloaded, the next one loads it, and from then on every page takes
+    the numpy path (same bits); a page past PURE_FEATURES_MAX loads it at once."""
+    import subprocess
+    import sys
+    import textwrap
+
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        from crawler.content import simhash
+        assert simhash.PURE_PAGES > 1
+        page = {f"w{i}": 1 + i % 3 for i in range(1000)}
+        first = [simhash.fingerprint(page) for _ in range(simhash.PURE_PAGES)]
+        loaded = ["numpy" in sys.modules]
+        first.append(simhash.fingerprint(page))
+        loaded.append("numpy" in sys.modules)
+        print(loaded, simhash._np is not None, len(set(first)) == 1)
+        simhash._np, simhash._pure_left = None, simhash.PURE_PAGES
+        del sys.modules["numpy"]  # as in a fresh process for the second check
+        simhash.fingerprint({f"w{i}": 1 for i in range(simhash.PURE_FEATURES_MAX + 1)})
+        print(simhash._np is not None, simhash._pure_left == simhash.PURE_PAGES)
+    """)], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.split("\n")[:2] == ["[False, True] True True", "True True"]

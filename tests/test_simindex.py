@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -235,6 +237,7 @@ def small_levels(monkeypatch):
     """Levels small enough that a few thousand adds merge every level many times over, and a
     big merge spans many adds (queries run while it is under way)."""
     monkeypatch.setattr(simindex, "BUFFER_SIZE", 16)
+    monkeypatch.setattr(simindex, "SMALL_MAX", 0)  # numpy's arrays from the first add
     monkeypatch.setattr(simindex, "MID_CAP", 128)
     monkeypatch.setattr(simindex, "MERGE_STEP", 40)
 
@@ -426,3 +429,63 @@ def test_value_order_sorts_by_value(values):
     order = simindex._value_order(values)
     assert sorted(order.tolist()) == list(range(len(values)))
     assert values[order].tolist() == sorted(values.tolist())
+
+
+@pytest.mark.parametrize("k", [0, 3])
+def test_a_small_index_answers_as_the_numpy_one_and_turns_into_it(k: int) -> None:
+    """Up to SMALL_MAX entries the index holds Python lists (no numpy); the same adds, removes
+    and queries on an index made numpy from the start give the same answers, and past
+    SMALL_MAX the lists become the very arrays the other index holds."""
+    rng = random.Random(k)
+    small, arrays, twin = SimIndex(k), SimIndex(k), SimIndex(k)  # twin: never asked repeated()
+    arrays._promote()
+    twin._promote()
+    assert small._small and not arrays._small
+    fps: list[int] = []
+    for i in range(simindex.SMALL_MAX + 40):
+        fp = rng.getrandbits(64) if not fps or i % 3 else fps[rng.randrange(len(fps))] ^ (
+            1 << rng.randrange(64) if i % 2 else 0)
+        key = i if i % 7 else rng.randrange(i + 1)  # keys out of order now and then
+        fps.append(fp)
+        for index in (small, arrays, twin):
+            index.add(fp, key)
+        if i % 5 == 4:
+            victim = rng.randrange(i + 1)
+            assert small.remove(victim) == arrays.remove(victim) == twin.remove(victim)
+        probe = fps[rng.randrange(len(fps))] ^ (1 << rng.randrange(64))
+        exclude = rng.choice([None, key])
+        assert small.query(probe, exclude) == arrays.query(probe, exclude)
+        assert small.query_all(probe) == arrays.query_all(probe)
+        assert len(small) == len(arrays)
+        if i < simindex.SMALL_MAX:
+            assert small._small
+            assert small.repeated() == arrays.repeated()
+    assert not small._small  # past SMALL_MAX: the arrays
+    n = small._total
+    assert n == twin._total and small._buffered == twin._buffered
+    for name in ("_keys", "_dead", "_buffer"):  # np.empty: compared up to what they hold
+        held = n if name != "_buffer" else small._buffered
+        assert np.array_equal(getattr(small, name)[:held], getattr(twin, name)[:held]), name
+    assert small._keys_sorted == twin._keys_sorted and small._n_dead == twin._n_dead
+    assert [a.tolist() for a in small.fingerprints()] == [a.tolist()
+                                                           for a in arrays.fingerprints()]
+
+
+def test_a_small_index_never_imports_numpy() -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        from crawler.content.simindex import SMALL_MAX, SimIndex
+        index = SimIndex(3)
+        for i in range(SMALL_MAX):
+            index.add(i * 0x9E3779B97F4A7C15 % 2**64, i)
+        index.remove(3)
+        hit = index.query(5 * 0x9E3779B97F4A7C15 % 2**64 ^ 1)
+        print(hit, len(index), index.repeated(), "numpy" in sys.modules)
+        index.add(1, SMALL_MAX)
+        print("numpy" in sys.modules)
+    """)], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.split("\n")[:2] == ["(5, 1) 255 [] False", "True"]

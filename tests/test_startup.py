@@ -237,6 +237,44 @@ def test_the_benchmark_runs_one_crawl_of_each(tmp_path, capsys) -> None:
     assert "ours/stock" in capsys.readouterr().out
 
 
+def test_the_summary_of_a_before_tree_has_its_ratios_and_column() -> None:
+    def run(kind: str, wall: float) -> dict:
+        return {"kind": kind, "wall_s": wall, "peak_rss_mib": 100 * wall, "rss_open_mib": 1.0,
+                "to_open_s": wall / 2, "cpu_s": wall}  # fmt: skip
+
+    runs = [run("stock", 1.0), run("before", 2.0), run("ours", 1.5)]
+    summary = startup.summarize(runs)
+    assert summary["ratio_before_over_stock"]["wall_s"] == 2.0
+    assert summary["ratio_ours_over_before"]["wall_s"] == 0.75
+    assert summary["ratio_ours_over_stock"]["peak_rss_mib"] == 1.5
+    header = startup.table(summary).split("\n")[1].split()
+    assert header == ["before", "ours", "stock", "ours/stock", "before/stock", "ours/before"]
+
+
+def test_the_benchmark_runs_a_tree_given_as_before(tmp_path, monkeypatch) -> None:
+    """``--before DIR``: ours from that tree (its working directory, first on PYTHONPATH),
+    alternating with the other two; here that tree is the project under another path."""
+    seen: list[tuple[str, str, str]] = []
+    real = startup.run_child
+
+    def spy(cmd, cwd, work, timeout, tree=None):
+        seen.append((cmd[cmd.index("scrapy") + 1], str(cwd),
+                     startup.tree_env(tree)["PYTHONPATH"].split(":")[0]))
+        return real(cmd, cwd, work, timeout, tree)
+
+    monkeypatch.setattr(startup, "run_child", spy)
+    tree = tmp_path / "before"
+    tree.symlink_to(ROOT, target_is_directory=True)
+    assert startup.main(["--runs", "1", "--before", str(tree), "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "startup.json").read_text())
+    assert [r["kind"] for r in report["runs"]] == ["stock", "before", "ours"]
+    assert all(r["exit"] == 0 and r["pages"] >= 2 and r["items"] == 1 for r in report["runs"])
+    assert report["before_tree"] == str(tree) and "ratio_ours_over_before" in report["summary"]
+    assert [s[0] for s in seen] == ["runspider", "crawl", "crawl"]
+    assert seen[1][1:] == (str(tree), str(tree))  # before: its tree, first on the path
+    assert seen[2][1:] == (str(ROOT), str(ROOT))
+
+
 # --- a SQLite crawl never loads SQLAlchemy's PostgreSQL dialect --------------------------------
 
 def test_a_sqlite_store_never_imports_the_postgresql_dialect(tmp_path) -> None:
@@ -320,3 +358,39 @@ def test_a_crawl_exits_without_the_final_collection_and_keeps_its_data(tmp_path)
     with sqlite3.connect(tmp_path / "crawl.db") as db:
         assert db.execute("SELECT count(*) FROM documents").fetchone() == (1,)
         assert db.execute("SELECT finish_reason FROM crawls").fetchall() == [("finished",)]
+
+
+# --- a small crawl never loads numpy ----------------------------------------------------------
+
+def test_a_one_page_sqlite_crawl_imports_neither_numpy_nor_the_orm_nor_alembic(tmp_path) -> None:
+    """numpy (~40 ms, ~11 MiB) is loaded by the first structure that needs it: a fingerprint
+    past the first ``simhash.PURE_PAGES`` or a content index past ``simindex.SMALL_MAX``
+    entries; a one-page crawl of an article-sized page (``startup.PAGE_TEXT``) needs none."""
+    import sqlite3
+
+    from bench.crawl import child_env
+    from crawler.sitegen.scripted import ScriptedWeb, html
+
+    loaded = tmp_path / "loaded.json"
+    code = textwrap.dedent(f"""
+        import atexit, json, sys
+        def record():  # registered first: runs after every other exit handler
+            with open({str(loaded)!r}, "w") as f:
+                json.dump([m for m in ("numpy", "sqlalchemy.orm", "alembic") if m in sys.modules]
+                          + [m for m in sys.modules if m.startswith("numpy.")][:1], f)
+        atexit.register(record)
+        from scrapy.cmdline import execute
+        execute(["scrapy", *sys.argv[1:]])
+    """)
+    with ScriptedWeb() as web:
+        site = web[0].serve({"/robots.txt": startup.ROBOTS, "/": html("Small", startup.PAGE_TEXT)})
+        done = subprocess.run(
+            [sys.executable, "-c", code, "crawl", "web", "-a", f"urls={site.url}/",
+             "-s", f"STORAGE_URL=sqlite:///{tmp_path / 'crawl.db'}",
+             "-s", f"DROPPED_LOG={tmp_path / 'dropped.jsonl'}",
+             "-s", f"LOG_FILE={tmp_path / 'crawl.log'}", "-s", "DOWNLOAD_DELAY=0"],
+            cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(loaded.read_text()) == []
+    with sqlite3.connect(tmp_path / "crawl.db") as db:  # the page was stored, with its SimHash
+        assert db.execute("SELECT count(*), count(simhash) FROM documents").fetchone() == (1, 1)

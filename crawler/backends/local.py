@@ -44,8 +44,6 @@ from itertools import islice
 from queue import Full, Queue
 from typing import Any, TypeVar
 
-import numpy as np
-
 # PageSignature, Match, Record (crawler.vocab) and KeyChunk, Resolver (crawler.backends) are
 # importable from here too, where they used to live
 from crawler.backends import KeyChunk, Resolver
@@ -283,6 +281,8 @@ class LocalContentIndex:
         return total
 
     def _load_chunk(self, chunk: list[Record]) -> int:
+        import numpy as np  # a bulk load (once per 100,000 records): not loaded by a crawl
+
         canonicals = [rec[1] or rec[0] for rec in chunk]
         latest = {canonical: i for i, canonical in enumerate(canonicals)}
         keep = sorted(latest.values())
@@ -346,6 +346,8 @@ class LocalContentIndex:
     def _add_arrays(self, chunks: list[KeyChunk]) -> int:
         if not chunks:
             return 0
+        import numpy as np  # chunks of numpy arrays: loaded already
+
         ids = np.concatenate([c.ids for c in chunks]).astype(np.int64, copy=False)
         if len(ids) == 0:
             return 0

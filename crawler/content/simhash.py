@@ -11,7 +11,13 @@ overflows on numpy 2, and one frequent word cannot outvote the rest of the page.
 Feature hash: XXH3-64 of the feature's UTF-8 bytes. :func:`fingerprint` is a vectorized
 (numpy) implementation that gives bit-identical results to ``simhash.Simhash(list of (feature,
 weight), hashfunc=feature_hash).value`` for integer weights below 256 (proved by the tests on
-real pages) and is several times faster (``bench/simhash.py``).
+real pages) and is several times faster (``bench/simhash.py``). Until numpy is loaded (~40 ms,
+~11 MiB: a small crawl may never need it), the first :data:`PURE_PAGES` fingerprints of at most
+:data:`PURE_FEATURES_MAX` features are made in pure Python (:func:`_fingerprint_pure`,
+bit-identical; ~0.5 ms for 64 features, ~2 ms for 1,000, ~8 ms for 3,000, 5-15 times the
+numpy time): a crawl of a few pages of any usual size never loads numpy, a longer one loads it
+at its ninth page (having spent at most a few tens of ms more), and every page after that takes
+the numpy path.
 
 Limits: a fingerprint of few features is unstable (one edit flips many bits), so the pipeline
 only compares pages with at least ``SIMHASH_MIN_TOKENS`` tokens; every page without features has
@@ -22,10 +28,12 @@ fingerprints stored by another version are not comparable.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from types import ModuleType
+from typing import Any
 
-import numpy as np
 import xxhash
 
 from crawler.content.text import normalize
@@ -45,8 +53,14 @@ __all__ = [
 
 BITS = 64
 _MASK = (1 << BITS) - 1
-_BIG_ENDIAN_U64 = np.dtype(">u8")
 _UINT32_SAFE = 1 << 31
+#: Fingerprints made without numpy while it is not loaded (module docstring) ...
+PURE_PAGES = 8
+#: ... each of at most this many features (a larger page loads numpy at once)
+PURE_FEATURES_MAX = 4096
+_pure_left = PURE_PAGES
+_np: ModuleType | None = None  # numpy, once a fingerprint needed it (or something else loaded it)
+_BIG_ENDIAN_U64: Any = None  # numpy's dtype(">u8"), made with _np
 
 feature_hash = xxhash.xxh3_64_intdigest  # bytes -> unsigned 64-bit int
 
@@ -79,6 +93,13 @@ def fingerprint(weighted: Mapping[str, int] | Iterable[tuple[str, int]]) -> int:
     count = len(weighted)
     if not count:
         return 0
+    np = _np
+    if np is None:
+        global _pure_left
+        if _pure_left > 0 and count <= PURE_FEATURES_MAX and "numpy" not in sys.modules:
+            _pure_left -= 1
+            return _fingerprint_pure(weighted, count)
+        np = _load_numpy()
     hashes = np.array(list(map(feature_hash, _encoded(weighted, count))), dtype=np.uint64)
     total = sum(weighted.values())
     # einsum over uint32 (no BLAS threads for a small product); int64 when a sum could overflow.
@@ -89,6 +110,38 @@ def fingerprint(weighted: Mapping[str, int] | Iterable[tuple[str, int]]) -> int:
     sums = np.einsum("i,ij->j", weights, bits)  # type: ignore[arg-type]
     # sum > total / 2  <=>  sum > total // 2 for integers: no float, no widening copy.
     return int.from_bytes(np.packbits(sums > (total >> 1)).tobytes(), "big")
+
+
+def _fingerprint_pure(weighted: Mapping[str, int], count: int) -> int:
+    """:func:`fingerprint` without numpy: the hashes side by side in one integer (hash ``i`` in
+    bits ``64 i`` to ``64 i + 63``), and per weight a mask of its features' bit 0 (bit ``64 i``);
+    the weight of the features with bit ``j`` set is then, summed over the weights, ``w *
+    popcount((hashes >> j) & mask)``."""
+    hashes = b"".join(h.to_bytes(8, "little")
+                      for h in map(feature_hash, _encoded(weighted, count)))  # fmt: skip
+    side_by_side = int.from_bytes(hashes, "little")
+    masks: dict[int, int] = {}
+    for i, weight in enumerate(weighted.values()):
+        if weight:
+            masks[weight] = masks.get(weight, 0) | 1 << (BITS * i)
+    half = sum(weighted.values()) >> 1
+    groups = list(masks.items())
+    value = 0
+    for j in range(BITS):
+        shifted = side_by_side >> j
+        if sum(weight * (shifted & mask).bit_count() for weight, mask in groups) > half:
+            value |= 1 << j
+    return value
+
+
+def _load_numpy() -> ModuleType:
+    """numpy, imported once, with the dtype the numpy path uses."""
+    global _np, _BIG_ENDIAN_U64
+    import numpy
+
+    _BIG_ENDIAN_U64 = numpy.dtype(">u8")
+    _np = numpy
+    return numpy
 
 
 def _encoded(weighted: Mapping[str, int], count: int) -> list[bytes]:

@@ -46,6 +46,13 @@ The 64-bit keys of the exact tables live here too, so the content index and the 
 keeps them in ``documents.content_key`` / ``documents.canonical_key``) agree on them:
 :func:`content_key` and :func:`url_key`.
 
+Small indexes: the first :data:`SMALL_MAX` (256) entries are held in three Python lists (the
+buffer, the keys, the tombstones) and a query scans them in Python (~20 us at 256, about a numpy
+query's time), so a small crawl never imports numpy (~40 ms, ~11 MiB). The entry after them, or
+any bulk call (``add_many``, ``contains_many``, ``fingerprints``), turns the lists into the
+numpy arrays (:meth:`SimIndex._promote`): the same state as if numpy had held them from the
+start, so the answers are the same either way.
+
 Limits: at most 2**31 - 1 entries; keys are any ``int64``; a key may be added twice (both
 entries live until ``remove(key)``, which tombstones every live entry with that key). ``remove``
 is a binary search while keys are added in non-decreasing order (row ids), otherwise it uses a
@@ -61,17 +68,23 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import xxhash
 
 from crawler import config, defaults
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = None  # numpy, imported by _numpy() when the first index outgrows its lists
 
 logger = logging.getLogger(__name__)
 
 BITS = 64
 _MASK = (1 << BITS) - 1
 BUFFER_SIZE = 4096  # newest entries, scanned linearly; merged into the mid level when full
+SMALL_MAX = 256  # entries held in Python lists (no numpy) before the arrays take over
 MID_CAP = 1 << 18  # a mid level this full is frozen and merged into the big level step by step
 MERGE_STEP = 1 << 17  # entries written per step of that merge (a few ms)
 BUCKET_BITS = 16  # at most 2**16 buckets per table: 0.5 MiB of offsets, ~150 entries at 10**7
@@ -80,6 +93,16 @@ _MAX_ENTRIES = 2**31 - 1
 _HEX16 = re.compile(r"[0-9a-fA-F]{16}")
 _UNSORTED_SCAN = 65536  # keys past the sorted order are scanned linearly up to this many
 _GROW_STEP = 1 << 20  # the per-position arrays grow by at most this many entries at a time
+
+
+def _numpy() -> Any:
+    """numpy, imported on first use into this module's ``np``."""
+    global np
+    if np is None:
+        import numpy
+
+        np = numpy
+    return np
 
 
 def content_key(content_hash: str) -> int:
@@ -173,20 +196,37 @@ class SimIndex:
         self.k = k
         self.blocks = blocks
         self._layout = block_layout(blocks)
-        self._big = _Run(self._layout, _MIN_BUCKET_BITS)
         self._frozen: _Run | None = None  # a full mid level, being merged into the big one
-        self._mid = _Run(self._layout, _MIN_BUCKET_BITS)
         self._job: Iterator[int] | None = None  # the steps of that merge
         self._job_rate = 0.0  # entries of merge work owed per add
         self._job_credit = 0.0
-        self._keys = np.empty(BUFFER_SIZE, np.int64)  # by position; capacity grows
-        self._dead = np.zeros(BUFFER_SIZE, np.bool_)
-        self._buffer = np.empty(BUFFER_SIZE, np.uint64)
+        # small: up to SMALL_MAX entries in lists (keys, tombstones, the buffer's fingerprints)
+        # and no runs; _promote() makes the arrays (capacity BUFFER_SIZE, growing) and runs
+        self._small = True
+        self._keys: Any = []  # by position
+        self._dead: Any = []
+        self._buffer: Any = []
         self._merged = 0  # positions [0, merged) are in the runs
         self._buffered = 0  # positions [merged, merged + buffered) are in the buffer
         self._n_dead = 0
         self._keys_sorted = True
         self._order: np.ndarray | None = None  # argsort of keys[:len(order)] when unsorted
+
+    def _promote(self) -> None:
+        """The lists into numpy arrays: the state numpy would have held from the start (every
+        entry still in the buffer, since SMALL_MAX < BUFFER_SIZE)."""
+        if not self._small:
+            return
+        _numpy()
+        n = self._buffered
+        keys, dead, buffer = self._keys, self._dead, self._buffer
+        self._big = _Run(self._layout, _MIN_BUCKET_BITS)
+        self._mid = _Run(self._layout, _MIN_BUCKET_BITS)
+        self._keys = np.empty(BUFFER_SIZE, np.int64)  # by position; capacity grows
+        self._dead = np.zeros(BUFFER_SIZE, np.bool_)
+        self._buffer = np.empty(BUFFER_SIZE, np.uint64)
+        self._keys[:n], self._dead[:n], self._buffer[:n] = keys, dead, buffer
+        self._small = False
 
     def _runs(self) -> list[_Run]:
         frozen = [] if self._frozen is None else [self._frozen]
@@ -202,7 +242,10 @@ class SimIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the index's arrays (the process overhead of numpy is not counted)."""
+        """Bytes held by the index's arrays (the process overhead of numpy is not counted); while
+        small, the bytes of its entries' values (17 each)."""
+        if self._small:
+            return 17 * self._buffered
         arrays = [self._keys, self._dead, self._buffer]
         if self._order is not None:
             arrays.append(self._order)
@@ -214,6 +257,18 @@ class SimIndex:
         fp = int(fp)
         if not 0 <= fp <= _MASK:
             raise ValueError(f"fingerprint {fp!r} is not an unsigned 64-bit integer")
+        if self._small:
+            if self._buffered < SMALL_MAX:
+                key = int(key)
+                keys = self._keys
+                if self._keys_sorted and keys and key < keys[-1]:
+                    self._keys_sorted = False
+                keys.append(key)
+                self._dead.append(False)
+                self._buffer.append(fp)
+                self._buffered += 1
+                return
+            self._promote()
         if self._buffered == len(self._buffer):
             self._flush()
         elif self._job is not None:
@@ -227,6 +282,7 @@ class SimIndex:
 
     def add_many(self, fps: np.ndarray, keys: np.ndarray) -> None:
         """Bulk add: ``fps`` (uint64) and ``keys`` (int64), in that insertion order."""
+        self._promote()
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         if fps.shape != keys.shape or fps.ndim != 1:
@@ -414,6 +470,13 @@ class SimIndex:
         """position -> distance of every live entry within k."""
         if not 0 <= fp <= _MASK:
             raise ValueError(f"fingerprint {fp!r} is not an unsigned 64-bit integer")
+        if self._small:
+            k, dead, keys = self.k, self._dead, self._keys
+            return {
+                pos: d
+                for pos, d in enumerate([(fp ^ other).bit_count() for other in self._buffer])
+                if d <= k and not dead[pos] and (exclude is None or keys[pos] != exclude)
+            }
         spans: list[tuple[np.ndarray | None, int]] = []  # (rows, lo) per part; None: buffer
         parts = []
         for run in self._runs():
@@ -470,6 +533,7 @@ class SimIndex:
 
         Vectorized; used to find, among many new values, the few that need a closer look.
         """
+        self._promote()
         fps = np.ascontiguousarray(fps, dtype=np.uint64)
         found = np.zeros(len(fps), np.bool_)
         for run in self._runs():
@@ -486,6 +550,13 @@ class SimIndex:
         held more than once, each in insertion order. O(n) numpy (everything is merged into
         one level, then one pass over its sorted table 0) plus Python work per repeated entry.
         """
+        if self._small:
+            held: dict[int, list[int]] = {}
+            for pos, fp in enumerate(self._buffer):
+                if not self._dead[pos]:
+                    held.setdefault(fp, []).append(pos)
+            return [[self._keys[p] for p in held[fp]] for fp in sorted(held)
+                    if len(held[fp]) > 1]  # fmt: skip
         self._settle()
         tab, rows = self._big.tab[0], self._big.rows[0]
         if len(tab) < 2:
@@ -505,6 +576,14 @@ class SimIndex:
     def remove(self, key: int) -> int:
         """Tombstone every live entry with ``key``; returns how many were removed."""
         removed = 0
+        if self._small:
+            key, dead = int(key), self._dead
+            for pos, held in enumerate(self._keys):
+                if held == key and not dead[pos]:
+                    dead[pos] = True
+                    removed += 1
+            self._n_dead += removed
+            return removed
         for pos in self._positions(int(key)):
             if not self._dead[pos]:
                 self._dead[pos] = True
@@ -533,6 +612,7 @@ class SimIndex:
 
     def fingerprints(self) -> tuple[np.ndarray, np.ndarray]:
         """``(fps, keys)`` of the live entries in insertion order (for rebuilding or saving)."""
+        self._promote()
         total = self._total
         fps = np.empty(total, np.uint64)
         for run in self._runs():  # each entry is in table 0 of exactly one run

@@ -42,10 +42,10 @@ from __future__ import annotations
 
 __floor__ = "library"
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from crawler.content.simhash import hamming
 from crawler.content.simindex import BITS, SimIndex, block_layout
@@ -53,6 +53,25 @@ from crawler.content.template import template_key
 from crawler.dedup.overrides import DROP, KEEP
 from crawler.dedup.preference import PreferenceKey, preference_key
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = None  # numpy, imported on first use (_numpy): a settle of few pages runs without it
+
+#: A settle of at most this many pages runs without numpy (the same decisions): the index
+#: of :class:`Neighbours` by single adds (its lists), :func:`partnered` by the pure-Python
+#: :func:`shared_pure` and :func:`near_any_pure` (``O(n**2)`` pairs: ~3 ms at 256).
+SMALL_PAGES = 256
+
+
+def _numpy() -> None:
+    """Import numpy into this module's ``np`` once."""
+    global np
+    if np is None:
+        import numpy
+
+        np = numpy
 
 
 @dataclass(frozen=True, slots=True)  # slots: a settle holds one per page of the store
@@ -122,8 +141,14 @@ class Neighbours:
         self._recorded: set[tuple[int, int]] = set()  # (dropped, kept) the crawl recorded
         by_url = {page.url: i for i, page in enumerate(pages)}
         with_fp = [i for i, page in enumerate(pages) if page.simhash is not None]
-        self._near.add_many(np.array([pages[i].simhash for i in with_fp], dtype=np.uint64),
-                            np.array(with_fp, dtype=np.int64))  # one bulk build, not n adds
+        if len(with_fp) <= SMALL_PAGES:  # the index's lists (SimIndex.SMALL_MAX): no numpy
+            for i, page in enumerate(pages):
+                if page.simhash is not None:
+                    self._near.add(page.simhash, i)
+        else:
+            _numpy()
+            self._near.add_many(np.array([pages[i].simhash for i in with_fp], dtype=np.uint64),
+                                np.array(with_fp, dtype=np.int64))  # one bulk build, not n adds
         for i, page in enumerate(pages):
             self._exact.setdefault(page.content_hash, []).append(i)
             j = by_url.get(page.duplicate_of) if not page.kept else None
@@ -269,6 +294,7 @@ def partnered(content: np.ndarray, fps: np.ndarray, has_fp: np.ndarray, k: int) 
     group (:class:`Neighbours` only adds conditions: young fingerprints, drop rules; equal keys
     of unequal hashes only add pages): every page outside it is alone in its group whatever
     the other pages are."""
+    _numpy()
     return shared(content) | near_any(fps, has_fp, k)
 
 
@@ -282,6 +308,7 @@ def near_any(fps: np.ndarray, has_fp: np.ndarray, k: int) -> np.ndarray:
     block compared at offsets 1, 2... in that order. The work is ``O(n log n)`` plus the pairs
     that share a block: few at k <= 3 (16-bit blocks), quadratic in ``n`` from k >= 5 or so,
     as in the index's queries. About 40 bytes per page at a time beyond the inputs."""
+    _numpy()
     ordered = fps[has_fp].astype(np.uint64, copy=False)
     ordered.sort()
     again = ordered[1:] == ordered[:-1]
@@ -296,8 +323,27 @@ def near_any(fps: np.ndarray, has_fp: np.ndarray, k: int) -> np.ndarray:
     return _members(fps, close) & has_fp
 
 
+def shared_pure(keys: Sequence[int]) -> list[bool]:
+    """:func:`shared` without numpy, for few keys."""
+    counts = Counter(keys)
+    return [counts[key] > 1 for key in keys]
+
+
+def near_any_pure(fps: Sequence[int], has_fp: Sequence[bool], k: int) -> list[bool]:
+    """:func:`near_any` without numpy, for few pages: every pair of distinct fingerprints."""
+    counts = Counter(fp for fp, has in zip(fps, has_fp, strict=True) if has)
+    close = {fp for fp, n in counts.items() if n > 1}
+    distinct = list(counts)
+    for i, a in enumerate(distinct):
+        for b in distinct[i + 1:]:
+            if (a ^ b).bit_count() <= k:
+                close.update((a, b))
+    return [has and fp in close for fp, has in zip(fps, has_fp, strict=True)]
+
+
 def shared(keys: np.ndarray) -> np.ndarray:
     """Per entry of ``keys`` (integers), whether another entry holds the same key."""
+    _numpy()
     ordered = np.sort(keys)
     repeats = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
     del ordered

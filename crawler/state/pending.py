@@ -15,7 +15,9 @@ are merged in one vectorized sort (amortized O(log n) per entry, done in numpy).
 are dropped by the next merge, which also runs once they are half the arrays, so the memory
 follows the frontier down as it drains. Keys of another length (a project's own fingerprinter,
 Scrapy's 20-byte default) live in a plain dict of their own (``other``), outside the merge count:
-counted there, they made every insert past 4,096 of them a merge that moved nothing.
+counted there, they made every insert past 4,096 of them a merge that moved nothing. The arrays
+are made, and numpy imported (~40 ms, ~11 MiB), by the first merge: a map that never held
+``MERGE_MIN`` (4,096) new entries at once, the map of a small crawl, is its dicts alone.
 
 Order: :meth:`values` and iteration go by ascending offset, which is file order: a compaction
 copies the records in that order and hands the new offsets back to :meth:`renumber`.
@@ -24,13 +26,28 @@ copies the records in that order and hands the new offsets back to :meth:`renumb
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = None  # numpy, imported by the first merge into the arrays (_numpy): a map of fewer
+    # than MERGE_MIN entries is its dicts alone
 
 KEY_BYTES = 16
 #: ``recent`` merged into the arrays once it holds this many entries at least
 MERGE_MIN = 4096
-_BIG = np.dtype(">i8")  # a key's halves as signed integers: compared as Python ints, exactly
+_BIG: Any = None  # dtype(">i8"): a key's halves as signed integers, compared as Python ints
+
+
+def _numpy() -> None:
+    """Import numpy into this module's ``np`` (and make :data:`_BIG`) once."""
+    global np, _BIG
+    if np is None:
+        import numpy
+
+        _BIG = numpy.dtype(">i8")
+        np = numpy
 
 
 class PendingMap:
@@ -39,9 +56,10 @@ class PendingMap:
     iteration and :meth:`values` in file order, and :meth:`renumber` after a compaction."""
 
     def __init__(self) -> None:
-        self._hi = np.empty(0, np.int64)
-        self._lo = np.empty(0, np.int64)
-        self._off = np.empty(0, np.int64)
+        # the arrays, made (and numpy imported) by the first merge: None until then
+        self._hi: Any = None
+        self._lo: Any = None
+        self._off: Any = None
         self._live = 0  # entries of the arrays not removed
         self._recent: dict[bytes, int] = {}  # 16-byte keys not merged yet
         self._other: dict[bytes, int] = {}  # keys of another length: never merged
@@ -50,6 +68,10 @@ class PendingMap:
     def build(cls, fps: Sequence[bytes], offsets: Sequence[int]) -> PendingMap:
         """A map of ``fps[i] -> offsets[i]`` (distinct keys), built in one sort."""
         pending = cls()
+        if len(fps) < MERGE_MIN:  # as many adds would leave them: in the dicts, no numpy
+            for fp, offset in zip(fps, offsets, strict=True):
+                (pending._recent if len(fp) == KEY_BYTES else pending._other)[fp] = offset
+            return pending
         if all(len(fp) == KEY_BYTES for fp in fps):  # the common case, without index lists
             pending._merge(fps, offsets)
             return pending
@@ -133,6 +155,9 @@ class PendingMap:
         """Move ``fps`` (16 bytes each) and the 16-byte keys of ``recent`` into the arrays, and
         drop removed entries. The new keys are sorted alone and inserted where they belong,
         one array at a time: the arrays are copied once, never all at once."""
+        if self._off is None:
+            _numpy()
+            self._hi, self._lo, self._off = (np.empty(0, np.int64) for _ in range(3))
         wide, moved = list(self._recent), list(self._recent.values())
         self._recent.clear()
         keys = np.frombuffer(b"".join([*fps, *wide]), _BIG).reshape(-1, 2).astype(np.int64)
@@ -148,8 +173,12 @@ class PendingMap:
         self._off = np.insert(self._off, at, offs[order])
         self._live = len(self._off)
 
-    def _ordered(self) -> tuple[np.ndarray, list[bytes]]:
-        """Every entry's offset (ascending) and key, in that order."""
+    def _ordered(self) -> tuple[Any, list[bytes]]:
+        """Every entry's offset (ascending: an array, a list before the first merge) and key,
+        in that order."""
+        if self._off is None:
+            entries = sorted([*self._recent.items(), *self._other.items()], key=lambda e: e[1])
+            return [offset for _, offset in entries], [fp for fp, _ in entries]
         keep = self._off >= 0
         keys = np.empty((int(keep.sum()), 2), _BIG)
         keys[:, 0], keys[:, 1] = self._hi[keep], self._lo[keep]
@@ -162,6 +191,8 @@ class PendingMap:
 
     def values(self) -> list[int]:
         """The offsets, ascending (file order)."""
+        if self._off is None:
+            return sorted([*self._recent.values(), *self._other.values()])
         offs = np.concatenate([self._off[self._off >= 0], self._dict_offsets()])
         return np.sort(offs).tolist()  # type: ignore[no-any-return]
 
@@ -176,11 +207,18 @@ class PendingMap:
 
     def items(self) -> Iterable[tuple[bytes, int]]:
         offs, fps = self._ordered()
-        return zip(fps, offs.tolist(), strict=True)
+        return zip(fps, offs if isinstance(offs, list) else offs.tolist(), strict=True)
 
     def renumber(self, moved: Sequence[int]) -> None:
         """Give the entries, in file order, the offsets ``moved`` (ascending): where a
         compaction wrote their records."""
+        if self._off is None:  # the dicts alone
+            _, fps = self._ordered()
+            if len(moved) != len(fps):
+                raise ValueError(f"{len(moved)} offsets for {len(fps)} pending entries")
+            for fp, offset in zip(fps, moved, strict=True):
+                (self._recent if len(fp) == KEY_BYTES else self._other)[fp] = int(offset)
+            return
         self._merge()  # the arrays hold every 16-byte key, none removed
         odd = list(self._other)
         offs = np.concatenate([self._off, np.array([self._other[fp] for fp in odd], np.int64)])
@@ -194,4 +232,6 @@ class PendingMap:
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays (the dict of recent entries not counted)."""
+        if self._off is None:
+            return 0
         return int(self._hi.nbytes + self._lo.nbytes + self._off.nbytes)

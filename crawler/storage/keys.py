@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 KEY_BATCH = 262_144  # rows per KeyArrays: 9 MB of arrays, about 0.2 s of fetching
 
@@ -33,6 +35,8 @@ class KeyArrays:
     @classmethod
     def from_rows(cls, rows: Sequence[tuple[int, int, int, int]]) -> KeyArrays:
         """From ``(tagged_id, signed simhash, signed content_key, signed canonical_key)``."""
+        import numpy as np  # once per chunk of KEY_BATCH rows; not loaded until a chunk is read
+
         flat = np.fromiter(chain.from_iterable(rows), np.int64, 4 * len(rows)).reshape(-1, 4)
         tagged = flat[:, 0]
         has = tagged >= 0

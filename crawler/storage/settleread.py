@@ -31,19 +31,41 @@ between the passes is read as it is in the second, and a row gone by then is lef
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import sqlalchemy as sa
 import xxhash
 
 from crawler.content.simindex import content_key, url_key
 from crawler.dedup.overrides import DROP, Overrides
-from crawler.dedup.settle import SettlePage, near_any, shared
+from crawler.dedup.settle import (
+    SMALL_PAGES,
+    SettlePage,
+    near_any,
+    near_any_pure,
+    shared,
+    shared_pure,
+)
 from crawler.storage.rows import chunked
 from crawler.vocab import EXACT_DUPLICATE, NEAR_DUPLICATE, OVERRIDE
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = None  # numpy, imported once more than SMALL_PAGES rows are read (_numpy)
+
+
+def _numpy() -> None:
+    """Import numpy into this module's ``np`` once."""
+    global np
+    if np is None:
+        import numpy
+
+        np = numpy
+
 
 #: The drop row columns the rule needs (``text``, ``title``... are read only to store a page again).
 DROP_COLUMNS = ("id", "url", "canonical_url", "content_hash", "simhash", "canonical_link",
@@ -101,14 +123,25 @@ def read_settle(conn: sa.Connection, documents: sa.Table, dropped: sa.Table,
     """The pages of ``query`` for :func:`crawler.dedup.settle.plan` (module docstring)."""
     narrow = _Narrow(query)
     narrow.read(conn, documents, dropped, chunk)
-    ids, start, wanted = narrow.wanted()
-    found = SettleInput(start=None if query.everything else [],
-                        asked=query.everything or bool(start.any()))
     stored = narrow.stored
-    split = int(np.searchsorted(wanted, stored))
-    docs = _ById(conn, documents, DOCUMENT_COLUMNS, ids[wanted[:split]].tolist())
-    drops = _ById(conn, dropped, DROP_COLUMNS, ids[wanted[split:]].tolist())
-    for i in wanted.tolist():
+    ids: Any  # per page: a list (small) or an array, as start
+    start: Any
+    if narrow.small:  # Python lists, no numpy (the same pages)
+        ids, start, wanted = narrow.wanted_pure()
+        asked = any(start)
+        split = bisect_left(wanted, stored)
+        doc_ids, drop_ids = [ids[i] for i in wanted[:split]], [ids[i] for i in wanted[split:]]
+    else:
+        ids, start, at = narrow.wanted()
+        asked = bool(start.any())
+        split = int(np.searchsorted(at, stored))
+        doc_ids, drop_ids = ids[at[:split]].tolist(), ids[at[split:]].tolist()
+        wanted = at.tolist()
+    found = SettleInput(start=None if query.everything else [],
+                        asked=query.everything or asked)
+    docs = _ById(conn, documents, DOCUMENT_COLUMNS, doc_ids)
+    drops = _ById(conn, dropped, DROP_COLUMNS, drop_ids)
+    for i in wanted:
         row = (docs if i < stored else drops).get(int(ids[i]))
         if row is None:  # changed by a crawl still running (module docstring)
             continue
@@ -121,7 +154,9 @@ def read_settle(conn: sa.Connection, documents: sa.Table, dropped: sa.Table,
 
 
 class _Narrow:
-    """The first pass: per row read, numpy arrays of its keys and flags (module docstring)."""
+    """The first pass: per row read, numpy arrays of its keys and flags (module docstring);
+    Python lists while at most :data:`~crawler.dedup.settle.SMALL_PAGES` rows are read
+    (``small``: :meth:`wanted_pure`, numpy never loaded)."""
 
     def __init__(self, query: SettleQuery) -> None:
         self.query = query
@@ -129,7 +164,8 @@ class _Narrow:
         self.touched = query.touched or None
         # only a drop rule makes a drop's kept page gone (crawler.dedup.settle.orphans_of)
         self.gone = any(rule.action == DROP for rule in self.rules or ())
-        self.parts: dict[str, list[np.ndarray]] = {name: [] for name in _FIELDS}
+        self.parts: dict[str, list[Any]] = {name: [] for name in _FIELDS}  # arrays or lists
+        self.rows = 0  # rows read
         self.stored = 0  # rows of documents (read first)
         self.excluded: set[int] = set()  # URL keys of the pages a drop rule names
 
@@ -177,8 +213,17 @@ class _Narrow:
             columns["whole"].append(whole)
         if stored:
             self.stored += len(rows)
+        self.rows += len(rows)
         for name, values in columns.items():
-            self.parts[name].append(_array(name, values))
+            self.parts[name].append(values)
+        if not self.small:  # every part an array from here on
+            _numpy()
+            for name, parts in self.parts.items():
+                self.parts[name] = [_array(name, p) if isinstance(p, list) else p for p in parts]
+
+    @property
+    def small(self) -> bool:
+        return self.rows <= SMALL_PAGES
 
     def _flags(self, canonical: str, url: str, crawl: int | None) -> tuple[bool, bool]:
         """``(start, whole)``: the page settles now; it must be read whole (named by a rule)."""
@@ -219,6 +264,30 @@ class _Narrow:
         wanted |= near_any(fps, has_fp, self.query.k)
         del fps, has_fp
         return self._take("id", keep), self._take("start", keep), np.flatnonzero(wanted)
+
+    def wanted_pure(self) -> tuple[list[int], list[bool], list[int]]:
+        """:meth:`wanted` of a small read, in Python lists (the same values)."""
+        cols = {name: [v for part in parts for v in part] for name, parts in self.parts.items()}
+        self.parts.clear()
+        stored, canon = self.stored, cols["canon"]
+        held = set(canon[:stored])
+        latest: dict[bytes, int] = {}  # the latest drop row of each canonical URL not stored
+        for i in range(stored, len(canon)):
+            if canon[i] not in held:
+                latest[canon[i]] = i
+        chosen = sorted(latest.values())
+        keep = [*range(stored), *chosen]
+
+        def take(name: str) -> list[Any]:
+            return [cols[name][i] for i in keep]
+
+        flags = [take("whole"), shared_pure(take("url")), shared_pure(take("content")),
+                 near_any_pure(take("fp"), take("has_fp"), self.query.k)]  # fmt: skip
+        if self.excluded:
+            of = cols["of"]
+            flags.append([False] * stored + [of[i - stored] in self.excluded for i in chosen])
+        wanted = [i for i, page in enumerate(zip(*flags, strict=True)) if any(page)]
+        return take("id"), take("start"), wanted
 
 
 class _ById:
