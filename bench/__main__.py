@@ -18,8 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ("simhash", "overrides", "quality", "dupefilter", "pagepath", "simindex", "redisindex",
-           "storage", "indexload", "startup", "crawl", "crawl-workers", "cluster", "hostile-page",
-           "faults", "scale")
+           "storage", "storagescale", "indexload", "startup", "crawl", "crawl-workers", "cluster",
+           "hostile-page", "faults", "scale")
 #: Benchmarks that are a mode of another module: name -> (module, arguments).
 MODES = {"crawl-workers": ("crawl", ["--workers", "2"]),  # writes crawl_workers.json
          "hostile-page": ("hostile_page", [])}

@@ -30,12 +30,13 @@ Fingerprints are unsigned 64-bit ints in Python and a *signed* BIGINT in the dat
 refuses integers >= 2**63); :class:`Fingerprint64` converts both ways, so callers never see the
 signed form. Timestamps are stored in UTC and read back timezone-aware.
 
-Connections: one engine per process and URL, shared (reference counted) by every Store.
-SQLite runs in WAL mode (readers never block the writer) with ``synchronous=FULL`` (a commit is
-on disk when it returns), a 30 s busy timeout and foreign keys on; its parent directory must
-exist. PostgreSQL (``postgresql+psycopg://``; ``postgresql://`` means the same) pings pooled
-connections before use, so a restarted server costs one retry, and migrations take an advisory
-lock, so workers starting together migrate once. (Two *processes* creating the same fresh
+Connections: one engine per process and URL, shared (reference counted) by every Store. SQLite runs
+in WAL mode (readers never block the writer) with ``synchronous=FULL`` (a commit is on disk when it
+returns), a 30 s busy timeout, foreign keys on, a 64 MiB page cache, temporary storage in memory
+and a checkpoint every 10,000 WAL pages (:mod:`crawler.storage.engine` says why); its parent
+directory must exist. PostgreSQL (``postgresql+psycopg://``; ``postgresql://`` means the same)
+pings pooled connections before use, so a restarted server costs one retry, and migrations take an
+advisory lock, so workers starting together migrate once. (Two *processes* creating the same fresh
 SQLite file at the same instant are not guarded: one fails and can simply be restarted.)
 
 Text columns cannot hold NUL characters on PostgreSQL and unpaired surrogates on any driver:

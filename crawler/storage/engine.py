@@ -2,8 +2,10 @@
 
 Every driver error surfaces as :class:`StorageError`: one line naming the URL (password masked)
 and what to check, and whether a retry may help. SQLite runs in WAL mode (readers never block the
-writer) with ``synchronous=FULL`` (a commit is on disk when it returns), a 30 s busy timeout and
-foreign keys on; its parent directory must exist. PostgreSQL (``postgresql+psycopg://``;
+writer) with ``synchronous=FULL`` (a commit is on disk when it returns), a 30 s busy timeout,
+foreign keys on, a page cache of :data:`SQLITE_CACHE_KIB` per connection, temporary storage in
+memory and a checkpoint every :data:`SQLITE_WAL_AUTOCHECKPOINT` WAL pages (each constant says
+why); its parent directory must exist. PostgreSQL (``postgresql+psycopg://``;
 ``postgresql://`` means the same) pings pooled connections before use, so a restarted server
 costs one retry.
 """
@@ -23,6 +25,16 @@ from sqlalchemy.pool import StaticPool
 from crawler.outputs import formats
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Page cache of each SQLite connection, KiB (SQLite's default: 2,000). A crawl's batch of 100
+#: pages changes a leaf page per page in each of seven random-key indexes; at 2 MiB they no longer
+#: fit by 10^4 pages and each batch spills and re-reads them (``bench.storagescale``). Filled only
+#: as pages are read: a connection that reads little holds little.
+SQLITE_CACHE_KIB = 65_536
+#: WAL pages written before a commit copies them into the database file (SQLite's default:
+#: 1,000; a batch writes ~700 once the indexes are large): a page changed by several batches in
+#: between is copied once. The WAL file grows to about this many 4 KiB pages (40 MiB); the last
+#: connection to close copies and removes it.
+SQLITE_WAL_AUTOCHECKPOINT = 10_000
 PG_CONNECT_TIMEOUT_S = 10  # a firewalled host fails in seconds, not minutes
 
 
@@ -121,6 +133,13 @@ def _sqlite_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
         # pages are done (NORMAL could lose the last commits in a power cut)
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB:d}")
+        # MEMORY: a statement writing many rows (a batch's crawl_documents insert) keeps its
+        # statement journal in memory instead of spilling it past 64 KiB to a temporary file
+        # written and deleted per batch. Temporary tables and sorts live in memory too: none of
+        # our queries sorts more than a slice of the rows without an index.
+        cursor.execute("PRAGMA temp_store=MEMORY")
+        cursor.execute(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT:d}")
     finally:
         cursor.close()
 
