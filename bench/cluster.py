@@ -112,12 +112,13 @@ class Cluster:
     workers: list[Worker] = field(default_factory=list)
     killed_inflight: int = 0
     root: Path = ROOT  # the checkout the workers run (bench.faults --tree: an older one)
+    extra_env: dict[str, str] = field(default_factory=dict)  # more environment of the workers
 
     @property
     def env(self) -> dict[str, str]:
         return {**os.environ, "SCRAPY_SETTINGS_MODULE": "settings.distributed",
                 "DEDUP_NAMESPACE": self.namespace, "DEDUP_REDIS_URL": self.redis_url,
-                "DEDUP_STORAGE_URL": self.storage_url}  # fmt: skip
+                "DEDUP_STORAGE_URL": self.storage_url, **self.extra_env}  # fmt: skip
 
     @property
     def base(self) -> str:

@@ -1,7 +1,8 @@
 """Crawl benchmark: our ``web`` spider vs a stock Scrapy ``CrawlSpider`` on the same local site.
 
 ``.venv/bin/python -m bench.crawl [--site linkheavy|demo] [--pages N] [--links N] [--runs N]
-[--concurrency N] [--quick] [--profile] [-s NAME=VALUE ...] [--workers N [--hosts H]]`` from
+[--concurrency N] [--quick] [--profile] [-s NAME=VALUE ...] [--workers N [--hosts H]
+[--variant LABEL:tree=PATH,env=NAME=VALUE ...]]`` from
 the project root (``-s`` settings apply to our crawl only, e.g. to compare a feature on and
 off). ``--workers`` switches to the scale-out mode described at the end.
 
@@ -31,7 +32,10 @@ frontier gives each host to one worker, so a one-host site could use only one), 
 side by (a) the local profile (``scrapy crawl web``, SQLite, one process), (b) one distributed
 worker and (c) ``N`` distributed workers started together (``settings.distributed`` on the real
 Redis and PostgreSQL, a fresh namespace and schema per crawl: :mod:`bench.cluster`'s harness),
-in alternating order over ``--runs``. No CPU pinning in this mode: N workers, the site server,
+in alternating order over ``--runs``; each ``--variant`` adds a configuration ``1 worker LABEL``,
+one worker run from another checkout (``tree=``: the code before a change, side by side with
+the code now) and/or with more environment variables (``env=PYTHONPATH=DIR``: a package added
+or hidden, e.g. ``hiredis``). No CPU pinning in this mode: N workers, the site server,
 Redis and PostgreSQL share the machine's CPUs, as they would on one host (``--no-pin`` is
 implied). Each crawl uses the production defaults of the profile (lease, storage batch
 interval), the settings ``command`` sets alike, and ``-s`` settings for every process. Per
@@ -113,6 +117,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--hosts", type=int, default=8, help="scale-out mode: hosts the site is spread over (8)"
     )
+    parser.add_argument(
+        "--variant", action="append", default=[], metavar="LABEL:tree=PATH,env=NAME=VALUE",
+        help="scale-out mode: one more configuration, '1 worker LABEL', run from another "
+             "checkout (tree=) and/or with environment variables set (env=, repeatable), "
+             "alternating with the others (repeatable)",
+    )  # fmt: skip
     parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
                         help="extra Scrapy setting for our crawl only (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -123,10 +133,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.pages, args.links, args.runs = min(args.pages, 500), min(args.links, 50), 1
     if args.workers is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
+    try:
+        args.variants = dict(parse_variant(item) for item in args.variant)
+    except ValueError as exc:
+        parser.error(f"--variant: {exc}")
     for name in ("pages", "links", "runs", "concurrency", "hosts"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     return args
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
+    """``LABEL:tree=PATH,env=NAME=VALUE,...`` -> (``"1 worker LABEL"``, ``{"tree": path or
+    None, "env": {NAME: VALUE}}``): a worker configuration of the scale-out mode run from
+    another checkout (``git worktree add``, or a copy of the tree before a change) and/or
+    with more environment variables (``env=PYTHONPATH=DIR`` to add or hide a package)."""
+    label, sep, spec = text.partition(":")
+    if not label or not sep:
+        raise ValueError(f"{text!r}: expected LABEL:tree=PATH,env=NAME=VALUE")
+    tree: str | None = None  # (a string: the options are written to the JSON report)
+    env: dict[str, str] = {}
+    for part in filter(None, spec.split(",")):
+        key, _, value = part.partition("=")
+        if key == "tree" and value:
+            tree = str(Path(value).resolve())
+            if not (Path(tree) / "scrapy.cfg").is_file():
+                raise ValueError(f"tree={value}: no scrapy.cfg there (not a checkout)")
+        elif key == "env" and "=" in value:
+            name, _, val = value.partition("=")
+            env[name] = val
+        else:
+            raise ValueError(f"{part!r}: expected tree=PATH or env=NAME=VALUE")
+    return f"1 worker {label}", {"tree": tree, "env": env}
 
 
 def build_site(args: argparse.Namespace) -> tuple[Site, str]:
@@ -659,13 +697,18 @@ def local_run(servers: list[SiteServer], args: argparse.Namespace, work: Path,
 
 
 def cluster_run(servers: list[SiteServer], args: argparse.Namespace, work: Path, n: int,
-                profile: Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """``n`` distributed workers started together on a fresh namespace and schema."""
+                profile: Path | None = None,
+                variant: dict[str, Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """``n`` distributed workers started together on a fresh namespace and schema (run from
+    the ``variant``'s tree, with its environment: :func:`parse_variant`)."""
     from bench.cluster import cluster_on
 
     settings = worker_settings(args)
     with cluster_on(servers, work) as cluster:
         cluster.delay = 0.0
+        if variant is not None:
+            cluster.root = Path(variant["tree"]) if variant["tree"] else cluster.root
+            cluster.extra_env = dict(variant["env"])
         spawned = []
         for i in range(n):
             spawned.append(time.time())
@@ -759,15 +802,16 @@ def scaleout_once(name: str, servers: list[SiteServer], args: argparse.Namespace
     if name == "local":
         procs = [local_run(servers, args, work, profile)]
     else:
-        n = 1 if name == "1 worker" else args.workers
-        procs = cluster_run(servers, args, work, n, profile)
+        n = args.workers if name == f"{args.workers} workers" and args.workers > 1 else 1
+        procs = cluster_run(servers, args, work, n, profile, args.variants.get(name))
     after = services_cpu(client)
     client.close()
     return config_figures(name, procs, servers, before, after)
 
 
 def scaleout_configs(args: argparse.Namespace) -> list[str]:
-    return ["local", "1 worker"] + ([f"{args.workers} workers"] if args.workers > 1 else [])
+    many = [f"{args.workers} workers"] if args.workers > 1 else []
+    return ["local", "1 worker", *args.variants, *many]
 
 
 def summarize_scaleout(runs: list[dict[str, Any]], configs: list[str]) -> dict[str, Any]:
@@ -798,9 +842,11 @@ def summarize_scaleout(runs: list[dict[str, Any]], configs: list[str]) -> dict[s
                                      and not r["finished"]),
         }  # fmt: skip
     one, local = out["1 worker"], out["local"]
-    many = out[configs[-1]] if len(configs) > 2 else None
+    many = out[configs[-1]] if configs[-1].endswith(" workers") else None
     out["targets"] = {
         "one_worker_over_local": one["pages_per_s_median"] / local["pages_per_s_median"],
+        "variants_over_local": {c: out[c]["pages_per_s_median"] / local["pages_per_s_median"]
+                                for c in configs if c.startswith("1 worker ")},
         "n_workers_over_one": (many["pages_per_s_median"] / one["pages_per_s_median"]
                                if many else None),
         "close_lag_max_s": max(out[c]["close_lag_max_s"] for c in configs[1:]),
@@ -832,14 +878,17 @@ def scaleout_table(title: str, summary: dict[str, Any], configs: list[str]) -> s
         ("duplicate fetches", lambda s: f"{s['duplicate_fetches_max']}"),
         ("runs (not finished)", lambda s: f"{s['runs']} ({s['runs_not_finished']})"),
     ]
-    lines = [title, f"{'':<23}" + "".join(f"{c:>12}" for c in configs)]
-    lines += [f"{label:<23}" + "".join(f"{fn(summary[c]):>12}" for c in configs)
+    w = [max(12, len(c) + 2) for c in configs]  # a --variant's name may be long
+    lines = [title, f"{'':<23}" + "".join(f"{c:>{n}}" for c, n in zip(configs, w, strict=True))]
+    lines += [f"{label:<23}" + "".join(f"{fn(summary[c]):>{n}}"
+                                       for c, n in zip(configs, w, strict=True))
               for label, fn in rows]  # fmt: skip
     t = summary["targets"]
     lines.append(f"1 worker / local {t['one_worker_over_local']:.2f} (target >= 0.9)"
                  + (f"; {configs[-1]} / 1 worker {t['n_workers_over_one']:.2f} (target >= 1.5)"
                     if t["n_workers_over_one"] is not None else "")
                  + f"; worst close lag {t['close_lag_max_s']:.2f} s (target < 2)")  # fmt: skip
+    lines += [f"{name} / local {ratio:.2f}" for name, ratio in t["variants_over_local"].items()]
     return "\n".join(lines)
 
 
@@ -850,13 +899,14 @@ def cpu_table(runs: list[dict[str, Any]], configs: list[str]) -> str:
     the hypervisor gave the machine's CPUs to someone else (a virtual machine)."""
     keys = ("workers", "site_servers", "redis", "postgres", "other", "machine_busy",
             "machine_steal", "machine_capacity")  # fmt: skip
-    lines = ["CPU seconds per crawl (median), first spawn to last exit:",
-             f"{'':<23}" + "".join(f"{c:>12}" for c in configs)]  # fmt: skip
+    w = [max(12, len(c) + 2) for c in configs]
+    head = "".join(f"{c:>{n}}" for c, n in zip(configs, w, strict=True))
+    lines = ["CPU seconds per crawl (median), first spawn to last exit:", f"{'':<23}{head}"]
     for key in keys:
         cells = [statistics.median(_cpu(r, key) for r in runs
                                    if r["config"] == c and r["finished"])
                  for c in configs]  # fmt: skip
-        lines.append(f"{key:<23}" + "".join(f"{v:>12.2f}" for v in cells))
+        lines.append(f"{key:<23}" + "".join(f"{v:>{n}.2f}" for v, n in zip(cells, w, strict=True)))
     return "\n".join(lines)
 
 
