@@ -93,12 +93,15 @@ class ResumingScheduler(Scheduler):
         """Schedule the journal's unfinished requests (``spider_opened``; module docstring)."""
         if not isinstance(self.df, BloomDupeFilter) or self.crawler is None:
             return
-        pending = self.df.unfinished()
-        if pending is None:  # the journal owed nothing
-            return
-        self._errback = getattr(spider, "on_error", None)
-        self._owed = list(pending)
-        count_owed(spider, self._owed)
+        from crawler.state.journal import collector_paused
+
+        with collector_paused():  # the storage check and the budgets over every owed request
+            pending = self.df.unfinished()
+            if pending is None:  # the journal owed nothing
+                return
+            self._errback = getattr(spider, "on_error", None)
+            self._owed = list(pending)
+            count_owed(spider, self._owed)
         self._schedule_owed()
         logger.info("JOBDIR: re-scheduled %d requests seen but not finished before the restart",
                     len(pending), extra={"spider": spider})

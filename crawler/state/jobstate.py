@@ -83,6 +83,7 @@ from crawler.state.journal import (
     PendingRequest,
     SyncMark,
     boot_id,
+    collector_paused,
     encode_header,
     encode_scheduled,
     frame,
@@ -345,15 +346,17 @@ class JobState:
             offsets, data = state.offsets, state.data
             self.tail_lost = state.valid < state.size or restarted(read_sync(self.sync_path))
             del state
-        pending: dict[bytes, int] = {}  # fingerprint -> index of its scheduled record
-        for i, (fp, rec) in enumerate(records):
-            pending.pop(fp, None)  # re-inserted: the map stays in file order
-            if rec is not None:
-                pending[fp] = i
-        self._add_missing([fp for fp, rec in records if rec is not None])
-        # the records stay in the journal as read: the compaction below copies them from there
-        self.pending = PendingMap.build(list(pending), [offsets[i] for i in pending.values()])
-        owed = [rec for i in pending.values() if (rec := records[i][1]) is not None]
+        with collector_paused():  # lists and maps of 10^6 entries, no cycles
+            pending: dict[bytes, int] = {}  # fingerprint -> index of its scheduled record
+            for i, (fp, rec) in enumerate(records):
+                pending.pop(fp, None)  # re-inserted: the map stays in file order
+                if rec is not None:
+                    pending[fp] = i
+            self._add_missing([fp for fp, rec in records if rec is not None])
+            # the records stay in the journal as read: the compaction below copies them from
+            # there
+            self.pending = PendingMap.build(list(pending), [offsets[i] for i in pending.values()])
+            owed = [rec for i in pending.values() if (rec := records[i][1]) is not None]
         replayed = len(records)
         del records, offsets
         if replayed:

@@ -26,11 +26,14 @@ and the byte. Version 1 journals (no header CRC, no durable length) are refused.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
 import struct
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -97,6 +100,22 @@ class Journal(NamedTuple):
     data: bytes = b""
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a bulk build of a resume (the journal's records,
+    the owed requests: tuples, strings and bytes, no reference cycles), back as it was after.
+    Building 10^6 records ran ~40 collections of the young generations and several full ones
+    over everything built so far: 40% of the journal's read. Nothing is collected meanwhile
+    that reference counting would not free; what was garbage waits for the next collection."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def encode_header(generation: int, started: float, base: int, nonce: bytes) -> bytes:
     """The journal's header: based on snapshot ``generation``, the job started at ``started``,
     ``base`` bytes written by the compaction that creates the file, named ``nonce``."""
@@ -126,11 +145,54 @@ def read_journal_full(path: Path, mark: SyncMark | None = None) -> Journal:
     if len(data) < durable:
         raise JobStateError(path, f"{len(data)} bytes, shorter than the {durable} bytes made "
                             "durable (cut short or replaced): the URLs still to fetch are lost")
+    with collector_paused():
+        records, offsets, pos, torn = _read_records(path, data, durable)
+    return Journal(generation, started, nonce, durable, records, pos, len(data), offsets, torn,
+                   data)
+
+
+def _read_records(path: Path, data: bytes, durable: int,
+                  ) -> tuple[list[tuple[bytes, PendingRequest | None]], list[int], int, str]:
+    """``(records, offsets, end of the valid part, torn)`` of a journal's bytes ``data``.
+
+    The checks and the decoding of :func:`_check_record` and :func:`_decode` in one loop with
+    no call per record (10^6 records: 2.0 -> 1.5 s with the collector paused); a
+    record it cannot take as it is (invalid, or a body whose lengths do not add up) goes to
+    those two, which say why or decode it as they always did."""
     records: list[tuple[bytes, PendingRequest | None]] = []
     offsets: list[int] = []
+    add_record, add_offset = records.append, offsets.append
+    rec_at, crc_at, sched_at = _REC.unpack_from, _CRC.unpack_from, _SCHED.unpack_from
+    crc32 = zlib.crc32
+    new_request = tuple.__new__
+    head, sched = _REC.size, _SCHED.size
+    size = len(data)
     pos = HEADER_SIZE
+    while pos + head <= size:
+        kind, length, head_crc = rec_at(data, pos)
+        end = pos + head + length + 4
+        if (end > size or crc32(data[pos:pos + 5]) != head_crc
+                or crc32(data[pos:end - 4]) != crc_at(data, end - 4)[0]):
+            break  # the slow path below says why
+        body = pos + head
+        if kind == b"S":
+            fplen, depth, ulen, clen = sched_at(data, body)
+            if sched + fplen + ulen + clen != length:
+                break
+            at = body + sched
+            fp = data[at:at + fplen]
+            at += fplen
+            url = data[at:at + ulen].decode()
+            canonical = data[at + ulen:at + ulen + clen].decode() if clen else url
+            add_record((fp, new_request(PendingRequest, (fp, url, depth, canonical))))
+        elif kind == b"F":
+            add_record((data[body:end - 4], None))
+        else:
+            break
+        add_offset(pos)
+        pos = end
     torn = ""
-    while pos < len(data):
+    while pos < size:  # what the loop above did not take: checked and decoded one by one
         end, problem = _check_record(data, pos)
         if not end:
             _bad_record(path, data, pos, durable, problem)
@@ -140,8 +202,7 @@ def read_journal_full(path: Path, mark: SyncMark | None = None) -> Journal:
         records.append(_decode(path, pos, kind, data[pos + _REC.size:end - 4]))
         offsets.append(pos)
         pos = end
-    return Journal(generation, started, nonce, durable, records, pos, len(data), offsets, torn,
-                   data)
+    return records, offsets, pos, torn
 
 
 def warn_torn(path: Path, journal: Journal) -> None:
