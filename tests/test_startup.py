@@ -325,28 +325,25 @@ def test_the_benchmark_compiles_the_projects_bytecode_first(tmp_path) -> None:
     assert not startup.compile_project(tmp_path)
 
 
-# --- the crawl's exit skips the interpreter's last collections --------------------------------
+# --- a one-page crawl, with a hook that runs after every other exit handler ---------------------
 
-def test_a_crawl_exits_without_the_final_collection_and_keeps_its_data(tmp_path) -> None:
-    """``scrapy crawl`` freezes the objects alive at exit (crawler.commands.crawl:
-    skip_final_collection; ~0.25 s of a one-page crawl) after everything was written."""
-    import sqlite3
-
+def crawl_one_page(tmp_path, at_exit: str, title: str) -> None:
+    """``scrapy crawl web`` of a one-page site (``startup.PAGE_TEXT``) in a fresh interpreter
+    that runs ``at_exit`` (Python source, indented as a function body) after every other exit
+    handler; the crawl must exit 0."""
     from bench.crawl import child_env
     from crawler.sitegen.scripted import ScriptedWeb, html
 
-    frozen = tmp_path / "frozen.txt"
-    code = textwrap.dedent(f"""
-        import atexit, gc, sys
+    code = textwrap.dedent("""
+        import atexit, gc, json, sys
         def record():  # registered first: runs after every other exit handler
-            with open({str(frozen)!r}, "w") as f:
-                f.write(str(gc.get_freeze_count()))
+        {body}
         atexit.register(record)
         from scrapy.cmdline import execute
         execute(["scrapy", *sys.argv[1:]])
-    """)
+    """).format(body=textwrap.indent(textwrap.dedent(at_exit).strip(), "    "))
     with ScriptedWeb() as web:
-        site = web[0].serve({"/robots.txt": startup.ROBOTS, "/": html("Exit", startup.PAGE_TEXT)})
+        site = web[0].serve({"/robots.txt": startup.ROBOTS, "/": html(title, startup.PAGE_TEXT)})
         done = subprocess.run(
             [sys.executable, "-c", code, "crawl", "web", "-a", f"urls={site.url}/",
              "-s", f"STORAGE_URL=sqlite:///{tmp_path / 'crawl.db'}",
@@ -354,6 +351,20 @@ def test_a_crawl_exits_without_the_final_collection_and_keeps_its_data(tmp_path)
              "-s", f"LOG_FILE={tmp_path / 'crawl.log'}", "-s", "DOWNLOAD_DELAY=0"],
             cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# --- the crawl's exit skips the interpreter's last collections --------------------------------
+
+def test_a_crawl_exits_without_the_final_collection_and_keeps_its_data(tmp_path) -> None:
+    """``scrapy crawl`` freezes the objects alive at exit (crawler.commands.crawl:
+    skip_final_collection; ~0.25 s of a one-page crawl) after everything was written."""
+    import sqlite3
+
+    frozen = tmp_path / "frozen.txt"
+    crawl_one_page(tmp_path, f"""
+        with open({str(frozen)!r}, "w") as f:
+            f.write(str(gc.get_freeze_count()))
+    """, "Exit")
     assert int(frozen.read_text()) > 10_000  # the crawl's objects, not a handful
     with sqlite3.connect(tmp_path / "crawl.db") as db:
         assert db.execute("SELECT count(*) FROM documents").fetchone() == (1,)
@@ -368,29 +379,12 @@ def test_a_one_page_sqlite_crawl_imports_neither_numpy_nor_the_orm_nor_alembic(t
     entries; a one-page crawl of an article-sized page (``startup.PAGE_TEXT``) needs none."""
     import sqlite3
 
-    from bench.crawl import child_env
-    from crawler.sitegen.scripted import ScriptedWeb, html
-
     loaded = tmp_path / "loaded.json"
-    code = textwrap.dedent(f"""
-        import atexit, json, sys
-        def record():  # registered first: runs after every other exit handler
-            with open({str(loaded)!r}, "w") as f:
-                json.dump([m for m in ("numpy", "sqlalchemy.orm", "alembic") if m in sys.modules]
-                          + [m for m in sys.modules if m.startswith("numpy.")][:1], f)
-        atexit.register(record)
-        from scrapy.cmdline import execute
-        execute(["scrapy", *sys.argv[1:]])
-    """)
-    with ScriptedWeb() as web:
-        site = web[0].serve({"/robots.txt": startup.ROBOTS, "/": html("Small", startup.PAGE_TEXT)})
-        done = subprocess.run(
-            [sys.executable, "-c", code, "crawl", "web", "-a", f"urls={site.url}/",
-             "-s", f"STORAGE_URL=sqlite:///{tmp_path / 'crawl.db'}",
-             "-s", f"DROPPED_LOG={tmp_path / 'dropped.jsonl'}",
-             "-s", f"LOG_FILE={tmp_path / 'crawl.log'}", "-s", "DOWNLOAD_DELAY=0"],
-            cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
+    crawl_one_page(tmp_path, f"""
+        with open({str(loaded)!r}, "w") as f:
+            json.dump([m for m in ("numpy", "sqlalchemy.orm", "alembic") if m in sys.modules]
+                      + [m for m in sys.modules if m.startswith("numpy.")][:1], f)
+    """, "Small")
     assert json.loads(loaded.read_text()) == []
     with sqlite3.connect(tmp_path / "crawl.db") as db:  # the page was stored, with its SimHash
         assert db.execute("SELECT count(*), count(simhash) FROM documents").fetchone() == (1, 1)
