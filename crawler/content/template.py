@@ -191,8 +191,10 @@ class TemplateFilter:
         """Count a kept page's blocks; return recent pages whose blocks just became template.
 
         ``all_hashes`` are the hashes of every block of the page (template included);
-        ``page.blocks`` its non-template blocks. The returned pages (``page`` itself may be one)
-        have the new template blocks removed and need a new fingerprint.
+        ``page.blocks`` its non-template blocks when it was fingerprinted. The returned pages
+        (``page`` itself may be one) have the new template blocks removed and need a new
+        fingerprint; ``page`` is one too when blocks it holds became template since it was
+        fingerprinted (other pages of the host learned meanwhile).
         """
         state = self._host(host)
         state.kept += 1
@@ -211,7 +213,13 @@ class TemplateFilter:
             state.prune_at = 2 * len(state.counts)
             state.prunes += 1
         state.recent.append(page)
-        return self._strip(state.recent, fresh) if fresh else []
+        changed = self._strip(state.recent, fresh) if fresh else []
+        # blocks that became template after the page was fingerprinted (other pages of the
+        # host learned in between, decisions interleaving): never fresh again, so stripped here
+        stale = {h for h, _ in page.blocks if state.counts.get(h, 0) >= self.min_pages}
+        if stale and self._strip([page], stale) and page not in changed:
+            changed.append(page)
+        return changed
 
     @staticmethod
     def _strip(pages: Iterable[KeptPage], template: set[int]) -> list[KeptPage]:
