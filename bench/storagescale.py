@@ -41,6 +41,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from bench.scale import parse_size
+
 RESULTS = Path(__file__).resolve().parent / "results"
 HOSTS = 8
 #: name -> (statements run on every new connection, statements run once on the fresh schema)
@@ -242,13 +244,6 @@ def table(results: dict[str, list[dict[str, Any]]]) -> str:
 
 def pair(a: float, b: float) -> str:
     return f"{a:.0f} / {b:.0f}"
-
-
-def parse_size(text: str) -> int:
-    try:
-        return int(float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of rows: {text!r}") from None
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
