@@ -218,7 +218,7 @@ def test_requests_are_queued_as_scrapy_serializes_them_without_scanning_the_spid
     ``inspect.getmembers`` scan of the spider for every request."""
     from scrapy.http import FormRequest
 
-    from crawler.cluster.frontier import request_dict
+    from crawler.requestqueue import request_dict
 
     class Other:
         def parse(self, response):  # pragma: no cover - never called

@@ -65,6 +65,7 @@ from scrapy.utils.request import request_from_dict
 from crawler import meta
 from crawler.backends.common import RedisBacked
 from crawler.backends.redis import BLOOM_FN, clear_namespace
+from crawler.requestqueue import request_dict
 
 if TYPE_CHECKING:
     import redis
@@ -478,30 +479,6 @@ class LeasedFrontier(RedisBacked):
 
     def clear(self) -> None:
         clear_namespace(self.server, self.key)
-
-
-def request_dict(request: Request, spider: Spider | None) -> dict[str, Any]:
-    """``request.to_dict(spider=spider)``, the callback and errback named without scanning the
-    spider: Scrapy finds each name with ``inspect.getmembers`` over the whole spider, most of
-    the cost of queueing a request. A callback that is not a method of ``spider`` under its own
-    name goes Scrapy's way."""
-    names: list[Any] = []
-    for func in (request.callback, request.errback):
-        if not callable(func):
-            names.append(func)
-            continue
-        owner, name = getattr(func, "__self__", None), getattr(func, "__name__", "")
-        bound = getattr(spider, name, None) if owner is not None and owner is spider else None
-        if bound is None or getattr(bound, "__func__", None) is not getattr(func, "__func__", 0):
-            return request.to_dict(spider=spider)
-        names.append(name)
-    data = {"url": request.url, "callback": names[0], "errback": names[1],
-            "headers": dict(request.headers)}  # fmt: skip
-    for attr in request.attributes:
-        data.setdefault(attr, getattr(request, attr))
-    if type(request) is not Request:
-        data["_class"] = f"{type(request).__module__}.{type(request).__name__}"
-    return data
 
 
 def handover_ms(settings: Any) -> int:

@@ -69,6 +69,7 @@ WARC_WACZ = _d.WARC_WACZ  # one WACZ package of the crawl's WARC files at the en
 REQUEST_FINGERPRINTER_CLASS = "crawler.urls.fingerprint.CanonicalRequestFingerprinter"
 DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # Bloom-filter seen set
 SCHEDULER = "crawler.scheduler.ResumingScheduler"  # Scrapy's; JOBDIR resumes from the dedup journal
+SCHEDULER_DISK_QUEUE = "crawler.requestqueue.PickleLifoDiskQueue"  # Scrapy's, no spider scan
 DUPEFILTER_DEBUG = False  # log every filtered request, not only the first
 DEDUP_EARLY_SKIP = _d.DEDUP_EARLY_SKIP  # skip already-seen links before building a Request
 DEDUP_CANONICAL = _d.DEDUP_CANONICAL  # of two duplicates, store the one named canonical
