@@ -70,6 +70,8 @@ REQUEST_FINGERPRINTER_CLASS = "crawler.urls.fingerprint.CanonicalRequestFingerpr
 DUPEFILTER_CLASS = "crawler.dupefilter.BloomDupeFilter"  # Bloom-filter seen set
 SCHEDULER = "crawler.scheduler.ResumingScheduler"  # Scrapy's; JOBDIR resumes from the dedup journal
 SCHEDULER_DISK_QUEUE = "crawler.requestqueue.PickleLifoDiskQueue"  # Scrapy's, no spider scan
+# breadth-first order (DEPTH_PRIORITY = 1): crawler.requestqueue.PickleFifoDiskQueue, which is
+# scrapy.squeues.PickleFifoDiskQueue without its scan of the spider for every request queued
 DUPEFILTER_DEBUG = False  # log every filtered request, not only the first
 DEDUP_EARLY_SKIP = _d.DEDUP_EARLY_SKIP  # skip already-seen links before building a Request
 DEDUP_CANONICAL = _d.DEDUP_CANONICAL  # of two duplicates, store the one named canonical
