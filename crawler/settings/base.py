@@ -140,6 +140,10 @@ SPIDER_MIDDLEWARES = {
     "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,  # ours checks the canonical URL
 }
 DOWNLOADER_MIDDLEWARES: dict[str, int | None] = {
+    # Scrapy's offsite rule, skipped while the spider has no allowed_domains (the web spider's
+    # scope is ScopeMiddleware's): Scrapy's parses every URL twice to let it through
+    "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
+    "crawler.middlewares.scope.OffsiteMiddleware": 50,
     # raw response for the WARC (above HttpCompression 590 and HttpCache 900: sees it first)
     "crawler.outputs.warc.RawCaptureMiddleware": 950,
     # SCOPE for redirects, BLOCK_PRIVATE_ADDRESSES (above Redirect 600: sees a 3xx first)
