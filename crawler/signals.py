@@ -9,6 +9,10 @@ page, stored or dropped, in the batch: the dupefilter's journal marks them finis
 count from now on) and ``dropped`` (``list[dict]``, the ``dropped`` rows: the drop log is
 written from them, so it names only drops that storage holds).
 
+``batch_writing``: sent by the storage pipeline on the reactor thread just before it writes a
+batch (no arguments): whatever a page of it promised must be durable before the page is
+committed (the shared scheduler writes the pushes it holds: :mod:`crawler.cluster.scheduler`).
+
 ``page_demoted``: sent by the dedup pipeline (:class:`crawler.dedup.drops.DropWriter`,
 only when a storage pipeline runs) when a kept page turns out a duplicate after all: the page
 it names canonical was just kept instead (rule ``"canonical"``), or its fingerprint, refreshed
@@ -40,6 +44,7 @@ WARC writer archives it at once. Keyword argument ``capture`` (a
 from __future__ import annotations
 
 batch_committed = object()
+batch_writing = object()
 request_finished = object()
 page_demoted = object()
 page_refingerprinted = object()

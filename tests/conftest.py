@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,3 +221,43 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
         return int(exit_info.value.code or 0), out.out, out.err
 
     return _run
+
+
+# --- a Redis a test may kill ---------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    """A throw-away redis-server (no persistence) on a free port; the test may kill it."""
+    import redis
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if IN_CI:
+            pytest.fail("redis-server is not installed (CI=true)")
+        pytest.skip("redis-server is not installed")
+    port = _free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    for _ in range(100):  # up to ~10 s
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"redis-server on port {port} did not start")
+    client.close()
+    yield url, proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)

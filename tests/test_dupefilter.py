@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
-import shutil
-import socket
 import sqlite3
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +27,7 @@ from crawler.scheduler import ResumingScheduler
 from crawler.sitegen import Page, Site
 from crawler.sitegen.server import SiteServer
 from crawler.sitegen.text import TextMaker, load_words
-from tests.conftest import IN_CI, run_crawl
+from tests.conftest import run_crawl
 
 BASE = {
     "DUPEFILTER_CLASS": "crawler.dupefilter.BloomDupeFilter",
@@ -381,42 +378,6 @@ def test_project_fingerprinter_makes_spellings_one_request() -> None:
 
 
 # --- a Redis outage in a real crawl -----------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def private_redis(tmp_path):
-    """A throw-away redis-server (no persistence) on a free port; the test may kill it."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if IN_CI:
-            pytest.fail("redis-server is not installed (CI=true)")
-        pytest.skip("redis-server is not installed")
-    port = _free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url, socket_connect_timeout=1)
-    for _ in range(100):  # up to ~10 s
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail(f"redis-server on port {port} did not start")
-    client.close()
-    yield url, proc
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(10)
-
 
 def _gated_site(gate_links: bool) -> tuple[Site, threading.Event, threading.Event]:
     """``/`` links to 12 distinct pages and ``/gate``, whose answer waits for ``release``."""

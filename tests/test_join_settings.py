@@ -262,6 +262,7 @@ def test_the_shared_scheduler_never_flushes_whatever_its_settings(redis_url):
         assert first.persist is False
         first.open(spider)
         assert first.enqueue_request(scrapy.Request("http://a.test/1"))
+        first.flush_pushes()  # held until the next pop otherwise (crawler.cluster.scheduler)
         keys = sorted(client.scan_iter(f"dedup:{name}:*"))
         assert any(b":web:requests" in k for k in keys) and any(b":bloom" in k for k in keys)
         first.close("finished")
@@ -271,7 +272,9 @@ def test_the_shared_scheduler_never_flushes_whatever_its_settings(redis_url):
         again.open(spider)
         again.close("shutdown")
         assert sorted(client.scan_iter(f"dedup:{name}:*")) == keys
-        assert not again.enqueue_request(scrapy.Request("http://a.test/1"))  # still seen
+        again.enqueue_request(scrapy.Request("http://a.test/1"))
+        again.flush_pushes()
+        assert again.queue.counts() == (1, 0)  # still seen: not queued twice
     finally:
         clear_namespace(client, f"dedup:{name}")
 

@@ -142,6 +142,19 @@ def _present(url: str, fingerprints: list[str]) -> dict[str, bool]:
     return {fp: f"http://site.test/{int(fp[:4], 16)}" in stored for fp in fingerprints}
 
 
+def _rows_now(url: str) -> int:
+    """Pages in the database right now, stored or dropped (own connection)."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        try:
+            count = conn.execute(sa.text("SELECT (SELECT count(*) FROM documents) + "
+                                         "(SELECT count(*) FROM dropped)")).scalar()
+        except sa.exc.OperationalError:  # no table yet
+            count = 0
+    engine.dispose()
+    return int(count or 0)
+
+
 def child_main(arg: str) -> None:
     spec = json.loads(arg)
     from scrapy.utils.reactor import install_reactor
@@ -166,10 +179,16 @@ def child_main(arg: str) -> None:
 
     def on_commit(fingerprints: list[str]) -> None:
         commits.append({"fingerprints": fingerprints, "produced": crawler.spider.produced,
-                        "present": _present(direct, fingerprints)})
+                        "present": _present(direct, fingerprints), "rows": _rows_now(direct)})
 
     crawler.signals.connect(on_commit, signal=dedup_signals.batch_committed)
-    out: dict[str, Any] = {"commits": commits}
+    writings: list[int] = []  # rows in the database when a batch is about to be written
+
+    def on_writing() -> None:
+        writings.append(_rows_now(direct))
+
+    crawler.signals.connect(on_writing, signal=dedup_signals.batch_writing)
+    out: dict[str, Any] = {"commits": commits, "writings": writings}
 
     def done(result: Any) -> None:
         out["stats"] = crawler.stats.get_stats()
@@ -230,6 +249,11 @@ def test_batches_flush_on_close_and_signal_after_commit(tmp_path) -> None:
     assert_committed_only_after_commit(result, not_stored=frozenset({"0008"}))  # junk: no row
     sent = [fp for c in result["commits"] for fp in c["fingerprints"]]
     assert sorted(sent) == sorted(fp for i in range(9) for fp in page(i).fingerprints)
+    # batch_writing comes before each batch is written (the shared scheduler writes what its
+    # pages promised then): the rows of the batches before it, none of its own
+    before = [0] + [c["rows"] for c in result["commits"][:-1]]
+    assert result["writings"] == before, (result["writings"], before)
+    assert all(c["rows"] > w for c, w in zip(result["commits"], before, strict=True))
     assert rows(url, "SELECT count(*), min(simhash) FROM documents") == [(7, -(2**63))]
     assert rows(url, "SELECT url, reason, duplicate_of, distance, text, title, crawl_id "
                      "FROM dropped") == [("http://site.test/7", "near_duplicate",

@@ -182,6 +182,43 @@ queue_host(F, ARGV[1], now)
 return reply(0, count)
 """
 
+# KEYS: F, bloom meta (or F when no request has a seen check). ARGV: grow, shard bits, worker,
+# token, then five per request: host, priority, request JSON, fp ("" for dont_filter), lease id
+# it replaces ("" none). _PUSH for each request in turn, in one call: returns {present, count}
+# per request, in order (a URL twice in the batch: the second is present). The reply is kept
+# under the token, as _PUSH's.
+_PUSH_MANY = BLOOM_FN + _COMMON + """
+local F, W, token = KEYS[1], ARGV[3], ARGV[4]
+local now = now_ms()
+local memo = (W ~= '' and token ~= '') and (F .. ':memo:' .. W) or nil
+if memo then
+  local last = redis.call('HGET', memo, 'many')
+  if last then
+    local tok, reply = string.match(last, '^(%S+) (.*)$')
+    if tok == token then return cjson.decode(reply) end
+  end
+end
+local out, grow, bits = {}, ARGV[1] == '1', tonumber(ARGV[2])
+for i = 5, #ARGV, 5 do
+  local host, fp, lease = ARGV[i], ARGV[i + 3], ARGV[i + 4]
+  if lease ~= '' then ack(F, W, lease) end
+  local present, count = 0, -1
+  if fp ~= '' then present, count = bloom_check(KEYS[2], fp, 'add', grow, bits) end
+  if present ~= 1 then
+    local id = redis.call('HINCRBY', F .. ':meta', 'seq', 1)
+    local score = -tonumber(ARGV[i + 1]) * 4294967296 + (id % 4294967296)
+    redis.call('HSET', F .. ':req', id, host .. '\\n' .. score .. '\\n' .. ARGV[i + 2])
+    redis.call('ZADD', F .. ':q:' .. host, score, id)
+    redis.call('HINCRBY', F .. ':meta', 'queued', 1)
+    queue_host(F, host, now)
+  end
+  out[#out + 1] = present
+  out[#out + 1] = count
+end
+if memo then redis.call('HSET', memo, 'many', token .. ' ' .. cjson.encode(out)) end
+return out
+"""
+
 # KEYS: F, workers. ARGV: worker, how many, may steal (0/1), handover delay ms, most claims,
 # token, then lease ids whose download ended. Returns {status, stolen host or '', id, record,
 # id, record, ...}; status -1: lease lost. The reply is kept under the token until the next
@@ -352,6 +389,7 @@ class LeasedFrontier(RedisBacked):
         self.worker = ""
         self.handover_ms = 0
         self._push = server.register_script(_PUSH)
+        self._push_many = server.register_script(_PUSH_MANY)
         self._pop = server.register_script(_POP)
         self._ack = server.register_script(_ACK)
         self._requeue = server.register_script(_REQUEUE)
@@ -399,6 +437,35 @@ class LeasedFrontier(RedisBacked):
         if seen is not None and fp is not None:
             return not seen.added(present, count)
         return not present
+
+    def push_many(
+        self, items: list[tuple[Request, bytes | None]], seen: RedisSeenSet | None = None
+    ) -> list[bool]:
+        """:meth:`push_new` of each ``(request, fp)`` in turn (``fp`` None: no seen check, as
+        for ``dont_filter``), in one Redis call; whether each was queued, in order. The seen
+        set's bookkeeping (:meth:`RedisSeenSet.added`) is done per request, as by
+        :meth:`push_new`."""
+        if not items:
+            return []
+        checked = seen is not None and any(fp is not None for _, fp in items)
+        keys = [self.key, seen.base if checked and seen is not None else self.key]
+        args: list[Any] = [0, 0, self.worker, self._token()]
+        for request, fp in items:
+            lease = request.meta.get(meta.LEASE) or ""  # read first: _encode drops it from meta
+            fp_arg: Any = ""
+            if fp is not None and seen is not None:
+                fp_arg, grow, bits = seen.add_args(fp)
+                args[0], args[1] = grow, bits
+            args += [host_key(request), int(request.priority), self._encode(request), fp_arg,
+                     lease]
+        out = self._run(self._push_many, keys, args)
+        queued = []
+        for (_, fp), present, count in zip(items, out[::2], out[1::2], strict=True):
+            if seen is not None and fp is not None:
+                queued.append(not seen.added(present, count))
+            else:
+                queued.append(not present)
+        return queued
 
     def push(self, request: Request) -> None:
         """scrapy-redis's queue API: queue without a seen check."""

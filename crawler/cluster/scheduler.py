@@ -11,6 +11,19 @@ subclass keeps that and replaces the rest:
   and logs); a request that carries a lease (a redirect or a retry of a popped request)
   acknowledges it in the same call. With a local seen set (no shared one to fold in) the seen
   check and the push are two steps;
+* with the shared seen set those pushes are held and written together, in one Lua call
+  (:meth:`~crawler.cluster.frontier.LeasedFrontier.push_many`: each request's test-and-set,
+  queueing and lease acknowledgement, in order, as one push each would): a page's new links
+  in one round trip instead of one each. ``enqueue_request`` answers True for a held request
+  (False at once for one whose URL this worker knows to be seen, or already holds); the held
+  pushes are written before the next pop, before any lease is acknowledged or requeued,
+  before the storage pipeline writes a batch (``crawler.signals.batch_writing``: a page is
+  never committed before the links it promised are in Redis), at close, and once
+  :data:`PUSH_BATCH_MAX` are held. One the batch finds seen after all (another worker queued
+  it meanwhile) is dropped then: the dupefilter counts and logs it and Scrapy's
+  ``request_dropped`` signal is sent, as the engine sends it for a refused request. A worker
+  killed while holding pushes loses none: the page that made them is not acknowledged, so it
+  is fetched again, by whichever worker takes its lease;
 * ``next_request`` takes ``DISTRIBUTED_PREFETCH`` leased requests per Redis call and hands them
   out one by one; ``has_pending_requests`` is about those alone (whether the *shared* crawl is
   done is :class:`crawler.cluster.worker.ClusterWorker`'s question); the same call reports
@@ -71,6 +84,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Pushes held at most before they are written (module docstring).
+PUSH_BATCH_MAX = 256
+
 
 class SharedScheduler(Scheduler):
     """scrapy-redis's ``Scheduler`` on the leased frontier (see the module docstring)."""
@@ -87,6 +103,7 @@ class SharedScheduler(Scheduler):
         scheduler.prefetch = cluster.prefetch(crawler.settings)
         for signal in (dedup_signals.batch_committed, dedup_signals.request_finished):
             crawler.signals.connect(scheduler.finished, signal=signal)
+        crawler.signals.connect(scheduler.flush_pushes, signal=dedup_signals.batch_writing)
         crawler.signals.connect(scheduler.spider_error, signal=signals.spider_error)
         crawler.signals.connect(scheduler.left_downloader, signal=signals.request_left_downloader)
         crawler.signals.connect(scheduler.item_error, signal=signals.item_error)
@@ -97,6 +114,7 @@ class SharedScheduler(Scheduler):
     def open(self, spider: Spider) -> None:
         self.spider = spider
         self._buffer: deque[Request] = deque()
+        self._pushes: list[tuple[Request, bytes | None]] = []  # held (module docstring)
         self._fetched: list[str] = []  # leases whose download ended, for the next pop
         self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
         url = redis_url(spider.settings)
@@ -129,6 +147,8 @@ class SharedScheduler(Scheduler):
 
     # --- scheduling ---------------------------------------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
+        if isinstance(self.df.seen, RedisSeenSet) and not self.guard.down:
+            return self._hold(request)
         queued = self._push(request) if request.dont_filter else self._push_if_new(request)
         if not queued:
             if not request.dont_filter:
@@ -154,7 +174,51 @@ class SharedScheduler(Scheduler):
     def _push(self, request: Request) -> bool:
         return self.guard.attempt(lambda: self.queue.push_new(request), False)
 
+    def _hold(self, request: Request) -> bool:
+        """Hold ``request``'s push for the next batch (module docstring); False at once when
+        its URL is known to be seen here (a request replacing a lease is always pushed: the
+        push acknowledges the lease)."""
+        fp = None
+        if not request.dont_filter:
+            fp = self.df.fingerprinter.fingerprint(request)
+            if self.df.known_seen(fp) and not request.meta.get(meta.LEASE):
+                self.df.settled(fp, request, True)
+                self.df.log(request, self.spider)
+                return False
+            self.df.promise(fp)
+        self._pushes.append((request, fp))
+        if len(self._pushes) >= PUSH_BATCH_MAX:
+            self.flush_pushes()
+        return True
+
+    def flush_pushes(self, **_: Any) -> None:
+        """Write the held pushes in one call; a request found seen after all is dropped now
+        (counted, logged, ``request_dropped``), as the engine drops one refused at once."""
+        pushes, self._pushes = getattr(self, "_pushes", []), []
+        if not pushes:
+            return
+        seen = self.df.seen
+        answers = self.guard.attempt(
+            lambda: self.queue.push_many(pushes, seen if isinstance(seen, RedisSeenSet)
+                                         else None), None)  # fmt: skip
+        if answers is None:  # Redis failed: the crawl closes (redis_error); each one counted
+            answers = [not self.guard.recorded(lambda: True) for _ in pushes]  # as dropped
+        queued = 0
+        for (request, fp), new in zip(pushes, answers, strict=True):
+            if fp is not None:
+                new = not self.df.settled(fp, request, not new)
+            if new:
+                queued += 1
+                continue
+            if not request.dont_filter:
+                self.df.log(request, self.spider)
+            if self.crawler is not None:
+                self.crawler.signals.send_catch_log(signals.request_dropped, request=request,
+                                                    spider=self.spider)  # fmt: skip
+        self._inc("scheduler/enqueued/redis", queued)
+
     def next_request(self) -> Request | None:
+        self.flush_pushes()
         if not self._buffer and not self._refill():
             return None
         request = self._buffer.popleft()
@@ -183,7 +247,7 @@ class SharedScheduler(Scheduler):
         return bool(requests)
 
     def has_pending_requests(self) -> bool:
-        return bool(self._buffer)
+        return bool(self._buffer) or bool(self._pushes)
 
     def __len__(self) -> int:
         return len(self._buffer)
@@ -199,7 +263,8 @@ class SharedScheduler(Scheduler):
     def close(self, reason: str) -> None:
         """``ClusterWorker`` hands the leases back once the pipelines have committed what they
         hold (``spider_closed``). The queue and the seen set are never emptied, whatever
-        ``SCHEDULER_PERSIST`` says (:meth:`flush`)."""
+        ``SCHEDULER_PERSIST`` says (:meth:`flush`). Held pushes are written first."""
+        self.flush_pushes()
         self._buffer.clear()
 
     def flush(self) -> None:
@@ -239,6 +304,7 @@ class SharedScheduler(Scheduler):
             self._requeue(getattr(response, "meta", {}).get(meta.LEASE) if response else None)
 
     def _requeue(self, lease: str | None) -> None:
+        self.flush_pushes()
         if lease:
             requeued = self.guard.attempt(lambda: self.queue.requeue([lease]), 0)
             self._inc("dedup/shared/leases_requeued", requeued)
@@ -249,6 +315,7 @@ class SharedScheduler(Scheduler):
             self._ack([lease])
 
     def _ack(self, leases: list[str]) -> None:
+        self.flush_pushes()  # what the acknowledged pages promised is queued first
         if leases:
             acked = self.guard.attempt(lambda: self.queue.ack(leases), 0)
             self._inc("dedup/shared/leases_acked", acked)

@@ -169,10 +169,17 @@ class BloomDupeFilter(BaseDupeFilter):
             return False  # already recorded and journaled before the restart
         guard = self.guard
         seen = guard.add(fp) if test_and_set is None else guard.recorded(lambda: test_and_set(fp))
-        if self.seen.shared and not guard.down:
+        return self.settled(fp, request, seen)
+
+    def settled(self, fp: bytes, request: Request, seen: bool) -> bool:
+        """The bookkeeping of a test-and-set of ``fp`` that answered ``seen``, made by
+        :meth:`record` or later by the caller (the shared scheduler's batched pushes:
+        :mod:`crawler.cluster.scheduler`); returns ``seen``."""
+        if self.seen.shared and not self.guard.down:
             self._remember(fp)  # in the shared set now, whoever put it there
         if seen:
             return True
+        journal = self.journal
         if journal is not None and journal.scheduled(fp, request):
             self.update_stats()  # a snapshot was written
         if not self.stopping and self.seen.full:
@@ -180,6 +187,16 @@ class BloomDupeFilter(BaseDupeFilter):
         if time.monotonic() >= self._stats_due:
             self.update_stats()
         return False
+
+    def known_seen(self, fp: bytes) -> bool:
+        """Whether this filter knows ``fp`` to be in its shared seen set already (answered
+        seen, or recorded by a test-and-set, made or promised: module docstring); never asks."""
+        return fp in self._known
+
+    def promise(self, fp: bytes) -> None:
+        """``fp`` will be test-and-set in the shared seen set shortly (a push held for a
+        batch): from now on it reads as seen here, as it will there."""
+        self._remember(fp)
 
     def seen_fingerprint(self, fp: bytes) -> bool:
         """Read-only: True when ``fp`` is (probably) in the seen set. Records nothing.

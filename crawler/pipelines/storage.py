@@ -489,6 +489,8 @@ class StoragePipeline:
         try:
             while self._queue and not self._failed:
                 batch = self._queue[0]
+                if self.crawler is not None:
+                    self.crawler.signals.send_catch_log(signal=dedup_signals.batch_writing)
                 if not await self._write(batch):
                     self._fail()
                     break
