@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from scrapy import Request, Spider, signals
 from scrapy.utils.test import get_crawler
+from twisted.internet.task import Clock
 
 from crawler import signals as dedup_signals
 from crawler.backends.redis import RedisSeenSet, clear_namespace, connect
 from crawler.cluster.frontier import LeasedFrontier
-from crawler.cluster.scheduler import PUSH_BATCH_MAX, SharedScheduler
+from crawler.cluster.scheduler import PUSH_BATCH_MAX, PUSH_HOLD_SECONDS, SharedScheduler
 from crawler.cluster.worker import Member
 from crawler.meta import LEASE as LEASE_META
 
@@ -227,6 +228,23 @@ def test_held_pushes_are_written_before_an_ack_and_before_storage_writes(schedul
     scheduler.finished(leases=[lease])
     assert scheduler.queue.counts() == (4, 0)  # written, then the page acknowledged
     assert scheduler.calls["push_many"] == 3
+
+
+def test_held_pushes_are_written_soon_even_when_nothing_asks_for_the_next_request(scheduler):
+    """A worker whose downloader is full asks for no request: its held pushes are written
+    PUSH_HOLD_SECONDS after the first was held, so other workers see the work."""
+    clock = Clock()
+    scheduler.clock = clock
+    for i in range(3):
+        assert scheduler.enqueue_request(Request(f"http://h.test/{i}"))
+    clock.advance(PUSH_HOLD_SECONDS * 0.9)
+    assert scheduler.queue.counts() == (0, 0)
+    clock.advance(PUSH_HOLD_SECONDS * 0.2)
+    assert scheduler.queue.counts() == (3, 0) and scheduler.calls["push_many"] == 1
+    assert scheduler.enqueue_request(Request("http://h.test/3"))
+    scheduler.flush_pushes()  # written early: its timer goes
+    assert not clock.getDelayedCalls()
+    assert scheduler.calls["push_many"] == 2
 
 
 def test_a_full_batch_is_written_at_once_and_close_writes_the_rest(scheduler):

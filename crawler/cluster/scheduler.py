@@ -18,15 +18,17 @@ subclass keeps that and replaces the rest:
   (False at once for one whose URL this worker knows to be seen, or already holds); the held
   pushes are written before the next pop, before any lease is acknowledged or requeued,
   before the storage pipeline writes a batch (``crawler.signals.batch_writing``: a page is
-  never committed before the links it promised are in Redis), at close, and once
-  :data:`PUSH_BATCH_MAX` are held. One the batch finds seen after all (another worker queued
-  it meanwhile) is dropped then: the dupefilter counts and logs it and Scrapy's
-  ``request_dropped`` signal is sent, as the engine sends it for a refused request. A worker
-  killed while holding pushes loses none: the page that made them is not acknowledged, so it
-  is fetched again, by whichever worker takes its lease;
+  never committed before the links it promised are in Redis), at close, once
+  :data:`PUSH_BATCH_MAX` are held, and :data:`PUSH_HOLD_SECONDS` after the first was held
+  (other workers see the work soon even while this one's downloader is full). One the batch
+  finds seen after all (another worker queued it meanwhile) is dropped then: the dupefilter
+  counts and logs it and Scrapy's ``request_dropped`` signal is sent, as the engine sends it
+  for a refused request. A worker killed while holding pushes loses none: the page that made
+  them is not acknowledged, so it is fetched again, by whichever worker takes its lease;
 * ``next_request`` takes ``DISTRIBUTED_PREFETCH`` leased requests per Redis call and hands them
-  out one by one; ``has_pending_requests`` is about those alone (whether the *shared* crawl is
-  done is :class:`crawler.cluster.worker.ClusterWorker`'s question); the same call reports
+  out one by one; ``has_pending_requests`` is about those and the held pushes (whether the
+  *shared* crawl is done is :class:`crawler.cluster.worker.ClusterWorker`'s question); the
+  same call reports
   the leases whose download ended since (``request_left_downloader``), so a host another
   worker takes over waits only for the requests still on the wire;
 * leases are acknowledged when their outcome is durable: ``crawler.signals.batch_committed``
@@ -79,13 +81,15 @@ from crawler.storage.engine import StorageError
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from twisted.internet.interfaces import IDelayedCall
 
     from crawler.dupefilter import BloomDupeFilter, GuardedSeenSet
 
 logger = logging.getLogger(__name__)
 
-#: Pushes held at most before they are written (module docstring).
+#: Pushes held at most before they are written, and for at most this long (module docstring).
 PUSH_BATCH_MAX = 256
+PUSH_HOLD_SECONDS = 0.1
 
 
 class SharedScheduler(Scheduler):
@@ -115,6 +119,11 @@ class SharedScheduler(Scheduler):
         self.spider = spider
         self._buffer: deque[Request] = deque()
         self._pushes: list[tuple[Request, bytes | None]] = []  # held (module docstring)
+        self._flush_call: IDelayedCall | None = None
+        if not hasattr(self, "clock"):
+            from twisted.internet import reactor
+
+            self.clock: Any = reactor  # IReactorTime (a test's Clock)
         self._fetched: list[str] = []  # leases whose download ended, for the next pop
         self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
         url = redis_url(spider.settings)
@@ -189,12 +198,21 @@ class SharedScheduler(Scheduler):
         self._pushes.append((request, fp))
         if len(self._pushes) >= PUSH_BATCH_MAX:
             self.flush_pushes()
+        elif self._flush_call is None:
+            self._flush_call = self.clock.callLater(PUSH_HOLD_SECONDS, self._flush_due)
         return True
+
+    def _flush_due(self) -> None:
+        self._flush_call = None
+        self.flush_pushes()
 
     def flush_pushes(self, **_: Any) -> None:
         """Write the held pushes in one call; a request found seen after all is dropped now
         (counted, logged, ``request_dropped``), as the engine drops one refused at once."""
         pushes, self._pushes = getattr(self, "_pushes", []), []
+        call, self._flush_call = getattr(self, "_flush_call", None), None
+        if call is not None and call.active():
+            call.cancel()
         if not pushes:
             return
         seen = self.df.seen
