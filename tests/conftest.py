@@ -225,10 +225,11 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
 
 # --- a Redis a test may kill ---------------------------------------------------------------
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -241,7 +242,7 @@ def private_redis(tmp_path):
         if IN_CI:
             pytest.fail("redis-server is not installed (CI=true)")
         pytest.skip("redis-server is not installed")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", str(tmp_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

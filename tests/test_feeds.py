@@ -25,7 +25,7 @@ from crawler.content.text import visible_text
 from crawler.items import EXPORT_FIELDS
 from crawler.outputs.feeds import FeedError, check_feeds, export_fields
 from crawler.outputs.formats import mask_url
-from tests.conftest import ROOT, crawl_command, run_crawl
+from tests.conftest import ROOT, crawl_command, free_port, run_crawl
 
 # --- pre-flight check of FEEDS --------------------------------------------------------------
 
@@ -194,18 +194,12 @@ def test_feed_items_follow_the_schema_with_simhash_as_hex(crawl, demo_server, tm
 # --- unique documents to S3 (moto's standalone server) -------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def s3_server(tmp_path):
     moto = shutil.which("moto_server", path=str(Path(sys.executable).parent))
     if moto is None:
         pytest.skip("moto_server not installed (pip install -e '.[test]')")
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "moto.log").open("w")
     proc = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"

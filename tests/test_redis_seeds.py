@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from crawler.backends.redis import clear_namespace, connect
 from crawler.cluster.startlist import StartList, entry_seed, redis_cli, start_key
 from crawler.sitegen import template_site
 from crawler.sitegen.server import serve_web
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 WAIT_LINE = "waiting for seeds: "
 
@@ -260,14 +259,8 @@ def test_shared_seeds_log(redis_base):
 # --- scrapy demo --serve ---------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_demo_serve_until_sigint(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "scrapy", "demo", "--serve", "--port", str(port),
          "--out", str(tmp_path / "demo")],

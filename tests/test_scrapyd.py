@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import sqlite3
 import subprocess
 import sysconfig
@@ -28,6 +27,7 @@ import pytest
 
 from crawler.sitegen import demo_site
 from crawler.sitegen.server import SiteServer
+from tests.conftest import free_port
 from tests.test_packaging import source_copy
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -44,12 +44,6 @@ jobs_to_keep = 5
 max_proc = 1
 poll_interval = 0.2
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def overlay_python(root: Path) -> Path:

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from crawler.outputs.formats import (
     mask_url,
     unmask,
 )
-from tests.conftest import ROOT, CrawlRun, crawl_command, fresh_pg_schema, run_crawl
+from tests.conftest import ROOT, CrawlRun, crawl_command, free_port, fresh_pg_schema, run_crawl
 from tests.test_feeds import s3_server  # noqa: F401  (moto's S3 server, a fixture)
 
 USER_PW = "S3cretPW1"
@@ -91,7 +90,6 @@ def test_secret_parameter_names() -> None:
     assert [n for n in plain if is_secret_param(n)] == []
 
 
-
 def test_the_manual_lists_the_secret_names_the_code_masks() -> None:
     """docs/security-and-limits.md names exactly the parameters :func:`mask_url` treats as
     secrets: the whole names, then the parts a name may contain."""
@@ -132,11 +130,6 @@ def test_a_masked_url_is_resolved_only_from_a_url_masking_to_it() -> None:
 
 
 # --- a real crawl -----------------------------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _scrapy(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -263,7 +256,7 @@ def test_review_commands_print_no_secret(secret_crawl: CrawlRun, secret_db: str)
 
 
 def test_errors_about_a_database_print_no_secret(tmp_path: Path, pg_url: str) -> None:
-    port = _free_port()
+    port = free_port()
     dead = (f"postgresql+psycopg://postgres:{USER_PW}@127.0.0.1:{port}/test"
             f"?connect_timeout=2&password={QUERY_PW}")
     crawl = run_crawl(tmp_path / "run", urls=["http://127.0.0.1:9/"],

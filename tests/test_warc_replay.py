@@ -49,7 +49,7 @@ import pytest
 from crawler import defaults
 from crawler.sitegen import demo_site
 from crawler.sitegen.server import Exchange, SiteServer
-from tests.conftest import IN_CI, ROOT, run_crawl
+from tests.conftest import IN_CI, ROOT, free_port, run_crawl
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -156,12 +156,6 @@ def replay_crawl(tmp_path_factory) -> ReplayCrawl:
 
 
 # --- pywb --------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_tool(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
