@@ -123,9 +123,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
              "checkout (tree=) and/or with environment variables set (env=, repeatable), "
              "alternating with the others (repeatable)",
     )  # fmt: skip
+    parser.add_argument(
+        "--redis-delay", type=float, default=0.0, metavar="MS",
+        help="scale-out mode: the workers reach Redis through a proxy holding each request this "
+             "many ms (bench.delayproxy): Redis on another machine (0: loopback)",
+    )  # fmt: skip
     parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
                         help="extra Scrapy setting for our crawl only (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.redis_delay < 0 or (args.redis_delay and not args.workers):
+        parser.error(f"--redis-delay {args.redis_delay:g}: a delay >= 0 ms, with --workers")
     for item in args.set:
         if "=" not in item:
             parser.error(f"-s {item!r}: expected NAME=VALUE")
@@ -928,6 +935,10 @@ def scaleout_line(i: int, r: dict[str, Any]) -> str:
 
 
 def scaleout_main(args: argparse.Namespace) -> int:
+    from contextlib import ExitStack
+
+    from bench.cluster import REDIS_URL
+    from bench.delayproxy import delayed, round_trip_ms
     from crawler.sitegen.server import serve_web
 
     sites = multi_host_sites(args.pages, args.links, args.hosts)
@@ -936,10 +947,20 @@ def scaleout_main(args: argparse.Namespace) -> int:
         f"scale-out bench: link-heavy {args.pages} pages x {args.links} over {args.hosts} "
         f"hosts, {args.runs} run(s) each, concurrency {args.concurrency}, no CPU pinning"
     )
-    print(title, flush=True)
     runs: list[dict[str, Any]] = []
     profiles = None
-    with tempfile.TemporaryDirectory(prefix="bench-scaleout-") as tmp, serve_web(sites) as servers:
+    with ExitStack() as stack:
+        if args.redis_delay:  # the workers' Redis one round trip further away
+            url = stack.enter_context(delayed(REDIS_URL, args.redis_delay / 1000))
+            args.set = [*args.set, f"REDIS_URL={url}"]
+            args.redis_ping_ms = {"direct": round(round_trip_ms(REDIS_URL), 3),
+                                  "workers": round(round_trip_ms(url), 3)}  # fmt: skip
+            title += (f", workers' Redis behind a {args.redis_delay:g} ms delay (PING "
+                      f"{args.redis_ping_ms['workers']:.2f} ms, direct "
+                      f"{args.redis_ping_ms['direct']:.2f})")  # fmt: skip
+        print(title, flush=True)
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scaleout-"))
+        servers = stack.enter_context(serve_web(sites))
         for i in range(args.runs):
             for name in configs if i % 2 == 0 else configs[::-1]:
                 record = scaleout_once(name, servers, args, Path(tmp))

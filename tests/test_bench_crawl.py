@@ -39,3 +39,37 @@ def test_variants_run_between_one_worker_and_the_many() -> None:
                                       "2 workers"]  # fmt: skip
     one = parse_args(["--workers", "1", "--variant", "a:env=X=1"])
     assert scaleout_configs(one) == ["local", "1 worker", "1 worker a"]
+
+
+@pytest.mark.parametrize("argv", [["--redis-delay", "1"],
+                                  ["--workers", "1", "--redis-delay", "-1"]])
+def test_a_redis_delay_needs_workers_and_no_negative_delay(capsys, argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "error: --redis-delay" in err and "with --workers" in err
+
+
+@pytest.mark.redis
+def test_the_delay_proxy_holds_each_request_and_forwards_it_unchanged(redis_url) -> None:
+    """``bench.delayproxy``: the real Redis behind it answers as directly, each round trip
+    ``delay`` later (what ``--redis-delay`` puts between the workers and Redis)."""
+    import redis
+
+    from bench.delayproxy import delayed, round_trip_ms
+
+    direct = round_trip_ms(redis_url, tries=20)
+    with delayed(redis_url, 0.005) as url:
+        assert url != redis_url and url.endswith(redis_url.rsplit("/", 1)[1])
+        client = redis.Redis.from_url(url)
+        try:
+            key = "test:delayproxy"
+            client.set(key, b"x" * 100_000)  # more than one chunk each way
+            assert client.get(key) == b"x" * 100_000
+            assert redis.Redis.from_url(redis_url).get(key) == b"x" * 100_000  # the same server
+            client.delete(key)
+        finally:
+            client.close()
+        proxied = round_trip_ms(url, tries=20)
+    assert proxied >= 5.0 > direct
