@@ -28,9 +28,8 @@ subclass keeps that and replaces the rest:
 * ``next_request`` takes ``DISTRIBUTED_PREFETCH`` leased requests per Redis call and hands them
   out one by one; ``has_pending_requests`` is about those and the held pushes (whether the
   *shared* crawl is done is :class:`crawler.cluster.worker.ClusterWorker`'s question); the
-  same call reports
-  the leases whose download ended since (``request_left_downloader``), so a host another
-  worker takes over waits only for the requests still on the wire;
+  same call reports the leases whose download ended since (``request_left_downloader``), so
+  a host another worker takes over waits only for the requests still on the wire;
 * leases are acknowledged when their outcome is durable: ``crawler.signals.batch_committed``
   (the page stored or its drop committed), ``crawler.signals.request_finished`` (no page: an
   error status, a failure, a non-HTML body), ``spider_error`` and ``item_error`` (the page is
