@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from urllib.parse import urlsplit, urlunsplit
 
+from bench.ownservers import free_port
+
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
     queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue()
@@ -58,18 +60,12 @@ async def _serve(port: int, host: str, target_port: int, delay: float) -> None:
         await server.serve_forever()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def delayed(url: str, delay: float) -> Iterator[str]:
     """``url`` (``scheme://host:port/...``) behind a proxy holding each request ``delay``
     seconds, in a process of its own; yields the URL to use instead."""
     parts = urlsplit(url)
-    port = _free_port()
+    port = free_port()
     target = f"{parts.hostname}:{parts.port}"
     proc = subprocess.Popen([sys.executable, "-m", "bench.delayproxy", "--port", str(port),
                              "--to", target, "--delay", str(delay)])  # fmt: skip
@@ -118,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if not host or not port.isdigit() or args.delay < 0:
         parser.error(f"--to {args.to!r} --delay {args.delay}: expected HOST:PORT, delay >= 0")
     with suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args.port or _free_port(), host, int(port), args.delay))
+        asyncio.run(_serve(args.port or free_port(), host, int(port), args.delay))
     return 0
 
 

@@ -148,45 +148,13 @@ local function release(F, w, now, hold_ms)
 end
 """
 
-# KEYS: F, bloom meta (or F when no seen check). ARGV: host, priority, request JSON, fp ("" for
-# dont_filter), grow, shard bits, worker, lease id of the request this one replaces ("" none),
-# token ("" none): a push whose token is the worker's last one already ran (its reply was
-# lost): the first run's reply is returned, nothing is queued again.
-_PUSH = BLOOM_FN + _COMMON + """
-local F = KEYS[1]
-local now = now_ms()
-local memo = (ARGV[7] ~= '' and ARGV[9] ~= '') and (F .. ':memo:' .. ARGV[7]) or nil
-if memo then
-  local last = redis.call('HGET', memo, 'push')
-  if last then
-    local tok, p, c = string.match(last, '^(%S+) (%S+) (%S+)$')
-    if tok == ARGV[9] then return {tonumber(p), tonumber(c)} end
-  end
-end
-local function reply(p, c)
-  if memo then redis.call('HSET', memo, 'push', ARGV[9] .. ' ' .. p .. ' ' .. c) end
-  return {p, c}
-end
-if ARGV[8] ~= '' then ack(F, ARGV[7], ARGV[8]) end
-local present, count = 0, -1
-if ARGV[4] ~= '' then
-  present, count = bloom_check(KEYS[2], ARGV[4], 'add', ARGV[5] == '1', tonumber(ARGV[6]))
-end
-if present == 1 then return reply(1, count) end
-local id = redis.call('HINCRBY', F .. ':meta', 'seq', 1)
-local score = -tonumber(ARGV[2]) * 4294967296 + (id % 4294967296)
-redis.call('HSET', F .. ':req', id, ARGV[1] .. '\\n' .. score .. '\\n' .. ARGV[3])
-redis.call('ZADD', F .. ':q:' .. ARGV[1], score, id)
-redis.call('HINCRBY', F .. ':meta', 'queued', 1)
-queue_host(F, ARGV[1], now)
-return reply(0, count)
-"""
-
 # KEYS: F, bloom meta (or F when no request has a seen check). ARGV: grow, shard bits, worker,
-# token, then five per request: host, priority, request JSON, fp ("" for dont_filter), lease id
-# it replaces ("" none). _PUSH for each request in turn, in one call: returns {present, count}
-# per request, in order (a URL twice in the batch: the second is present). The reply is kept
-# under the token, as _PUSH's.
+# token ("" none), then five per request: host, priority, request JSON, fp ("" for dont_filter),
+# lease id of the request it replaces ("" none). Each request in turn: the lease acknowledged,
+# the URL test-and-set in the Bloom seen set, the request queued unless it was present. Returns
+# {present, count} per request, in order (a URL twice in the batch: the second is present). A
+# call whose token is the worker's last one already ran (its reply was lost): the first run's
+# reply is returned, nothing is queued again.
 _PUSH_MANY = BLOOM_FN + _COMMON + """
 local F, W, token = KEYS[1], ARGV[3], ARGV[4]
 local now = now_ms()
@@ -388,13 +356,12 @@ class LeasedFrontier(RedisBacked):
         self.workers_key = workers_key or key + ":workers"
         self.worker = ""
         self.handover_ms = 0
-        self._push = server.register_script(_PUSH)
         self._push_many = server.register_script(_PUSH_MANY)
         self._pop = server.register_script(_POP)
         self._ack = server.register_script(_ACK)
         self._requeue = server.register_script(_REQUEUE)
         self._release = server.register_script(_RELEASE)
-        # tokens of pushes and pops (the _PUSH comment): unique to this frontier, cheaper than
+        # tokens of pushes and pops (the _PUSH_MANY comment): unique to this frontier, cheaper than
         # a uuid4 per call; compared only with this worker's last one
         self._token_base = uuid.uuid4().hex[:16]
         self._tokens = itertools.count(1)
@@ -420,36 +387,22 @@ class LeasedFrontier(RedisBacked):
     def push_new(
         self, request: Request, fp: bytes | None = None, seen: RedisSeenSet | None = None
     ) -> bool:
-        """Queue ``request`` unless ``seen`` already holds ``fp`` (recorded in the same step);
-        True when it was queued. A request carrying a lease (a redirect or retry of a popped
-        request) acknowledges that lease in the same step: it is replaced by this one."""
-        lease = request.meta.get(meta.LEASE)
-        args: list[Any] = [host_key(request), int(request.priority), self._encode(request)]
-        keys = [self.key, self.key]
-        if fp is not None and seen is not None:
-            keys[1] = seen.base
-            args += seen.add_args(fp)
-        else:
-            args += ["", 0, 0]
-        args += [self.worker, lease or ""]
-        args.append(self._token())  # the same on a retry: run once (the _PUSH comment)
-        present, count = self._run(self._push, keys, args)
-        if seen is not None and fp is not None:
-            return not seen.added(present, count)
-        return not present
+        """:meth:`push_many` of one request: True when it was queued."""
+        return self.push_many([(request, fp)], seen)[0]
 
     def push_many(
         self, items: list[tuple[Request, bytes | None]], seen: RedisSeenSet | None = None
     ) -> list[bool]:
-        """:meth:`push_new` of each ``(request, fp)`` in turn (``fp`` None: no seen check, as
-        for ``dont_filter``), in one Redis call; whether each was queued, in order. The seen
-        set's bookkeeping (:meth:`RedisSeenSet.added`) is done per request, as by
-        :meth:`push_new`."""
+        """Queue each ``(request, fp)`` in turn unless ``seen`` already holds ``fp`` (recorded
+        in the same step; ``fp`` None: no seen check, as for ``dont_filter``), in one Redis
+        call; whether each was queued, in order. A request carrying a lease (a redirect or retry
+        of a popped request) acknowledges that lease in the same step: it is replaced by this
+        one. The seen set's bookkeeping (:meth:`RedisSeenSet.added`) is done per request."""
         if not items:
             return []
         checked = seen is not None and any(fp is not None for _, fp in items)
         keys = [self.key, seen.base if checked and seen is not None else self.key]
-        args: list[Any] = [0, 0, self.worker, self._token()]
+        args: list[Any] = [0, 0, self.worker, self._token()]  # the same on a retry: run once
         for request, fp in items:
             lease = request.meta.get(meta.LEASE) or ""  # read first: _encode drops it from meta
             fp_arg: Any = ""
