@@ -276,7 +276,8 @@ def test_demo_crawl_stores_the_same_canonical_urls_in_two_orders(demo_server: An
     stored = {}
     for concurrency in (32, 4):
         run = run_crawl(tmp_path / str(concurrency), urls=[demo_server.base_url + "/"],
-                        settings={"CONCURRENT_REQUESTS": concurrency})
+                        settings={"CONCURRENT_REQUESTS": concurrency,
+                                  "CONCURRENT_REQUESTS_PER_DOMAIN": concurrency})
         assert run.returncode == 0, run.stderr[-3000:]
         rows = run.rows("SELECT url, canonical_url FROM documents")
         assert len(rows) == 157  # the README's demo figures

@@ -31,6 +31,7 @@ ORDERS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         "CONCURRENT_REQUESTS": 1, "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue"},
         ""),
     "random-priorities-32": (("a", "b", "c"), {"CONCURRENT_REQUESTS": 32,
+                                          "CONCURRENT_REQUESTS_PER_DOMAIN": 32,
                                           "SPIDER_MIDDLEWARES": json.dumps(
                                               {"tests.orderhelpers.RandomPriority": 950})}, "7"),
     "random-priorities-2": (("b", "c", "a"), {"CONCURRENT_REQUESTS": 2,

@@ -32,6 +32,18 @@ unavailable, parsing, ``robotstxt/*`` stats) is the behaviour of
 :class:`crawler.middlewares.robots.StrictRobotsTxtMiddleware`, which this subclasses. Stat
 ``robotstxt/shared``: robots.txt files read from Redis instead of fetched. Enabled by
 ``settings.distributed`` in place of the strict middleware; needs ``DEDUP_BACKEND=redis``.
+
+``PoliteDownloader`` (``DOWNLOADER``, every profile): Scrapy 2.19's downloader, holding a host
+to ``CONCURRENT_REQUESTS_PER_DOMAIN`` (or ``_PER_IP``) requests in flight with
+``DOWNLOAD_DELAY=0`` too. Scrapy's ``Downloader._process_queue`` takes requests off a slot's
+queue while the slot has free transfer places, but a request counts as transferring only once
+its download task runs, and under the asyncio reactor that task starts on a later turn of the
+loop: the whole queue left at once. Measured on 127.0.0.1 with ``CONCURRENT_REQUESTS=16`` and a
+host answering in 20 ms: ``CONCURRENT_REQUESTS_PER_DOMAIN=1`` gave up to 11 requests in flight
+to the host and 184 TCP connections for 203 requests (the connection pool keeps as many idle
+connections as the per-host limit, so the extra ones were closed and opened again). With a
+delay Scrapy dispatches one request per call and the limit held. Here a request counts as
+transferring when it leaves the queue: 1 in flight, 1 connection.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from scrapy.core.downloader import Downloader
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
@@ -77,6 +90,18 @@ def restart_delay(crawler: Crawler, request: Request) -> None:
     slot = downloader.slots.get(downloader.get_slot_key(request))
     if slot is not None and slot.delay:
         slot.lastseen = max(slot.lastseen, time.monotonic())
+
+
+class PoliteDownloader(Downloader):
+    """Scrapy's downloader; a request counts against its slot's concurrency from the moment it
+    leaves the slot's queue (module docstring)."""
+
+    def _wait_for_download(self, slot: Any, request: Request, queue_dfd: Any) -> Any:
+        # Called by _process_queue's loop to build the download's coroutine, which only starts
+        # on a later turn of the asyncio loop; counted now, the loop's next free_transfer_slots()
+        # sees it. Scrapy's _download adds it again (a set) and removes it when it is done.
+        slot.transferring.add(request)
+        return super()._wait_for_download(slot, request, queue_dfd)
 
 
 class PoliteDownloadHandler(HTTP11DownloadHandler):

@@ -43,6 +43,7 @@ SCOPE = _d.SCOPE  # links and redirects stay on: "host" (exact, port too), "doma
 # --- Security -----------------------------------------------------------------------------------
 TELNETCONSOLE_ENABLED = False  # the telnet console runs code: off
 REMOTE_CONTROL_ENABLED = False  # Scrapy 2.19 RemoteControl runs code: off
+DOWNLOADER = "crawler.middlewares.politeness.PoliteDownloader"  # per-host limit kept at delay 0
 DOWNLOAD_HANDLERS = {  # http(s) only; delay counted on the wire, headers bounded
     "http": "crawler.middlewares.headerlimit.HeaderLimitDownloadHandler",
     "https": "crawler.middlewares.headerlimit.HeaderLimitDownloadHandler",

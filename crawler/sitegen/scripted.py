@@ -18,8 +18,10 @@ sent over and over until the client hangs up, the bytes sent recorded in ``site.
 Bodies are sent as given: any bytes, any encoding, with a ``Content-Length`` of the whole body.
 
 Every request is logged before it is answered (:class:`Request`: arrival time, port, ``Host``
-name, target, the n-th time this target was asked of this site). :meth:`ScriptedWeb.reset`
-clears routes, scripts and logs, so one web can serve a whole test session.
+name, target, the n-th time this target was asked of this site); a site also counts the TCP
+connections it accepted (``connections``) and the most requests it was answering at once
+(``peak_in_flight``). :meth:`ScriptedWeb.reset` clears routes, scripts, logs and counts, so one
+web can serve a whole test session.
 
 HTTP/1.1 with keep-alive; silent (no line per request); a client that hangs up mid-answer is
 ignored. Not a production server: it trusts the test that scripts it. Lives in
@@ -34,7 +36,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -101,6 +103,9 @@ class ScriptedSite:
         self.handler: Callable[[Request], Answer] | None = None
         self.requests: list[Request] = []
         self.flooded: list[int] = []  # bytes of header flood sent, per flooded request
+        self.connections = 0  # TCP connections accepted
+        self.peak_in_flight = 0  # most requests being answered at once
+        self._in_flight = 0
         self._lock = threading.Lock()
         self._server = _Server((host, 0), _Handler)
         self._server.site = self
@@ -132,6 +137,7 @@ class ScriptedSite:
         with self._lock:
             self.routes, self.handler = {}, None
             self.requests, self.flooded = [], []
+            self.connections = self.peak_in_flight = 0
 
     # --- the log -------------------------------------------------------------------------------
 
@@ -165,6 +171,23 @@ class ScriptedSite:
             self.requests.append(request)
         return request
 
+    def connected(self) -> None:
+        with self._lock:
+            self.connections += 1
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Counts a request as in flight (``peak_in_flight``) from arrival to the end of its
+        answer."""
+        with self._lock:
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
     def answer(self, request: Request) -> Answer:
         found = self.routes.get(request.target)
         if found is None:
@@ -185,16 +208,18 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.site.connected()
 
     def do_GET(self) -> None:
         site = self.server.site
         host = (self.headers.get("Host") or "").rsplit(":", 1)[0]
-        request = site.arrived(host, self.path, self.headers.get("User-Agent", ""))
-        answer = site.answer(request)
-        try:
-            self._send(answer)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        with site.answering():
+            request = site.arrived(host, self.path, self.headers.get("User-Agent", ""))
+            answer = site.answer(request)
+            try:
+                self._send(answer)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
 
     def _send(self, answer: Answer) -> None:
         if answer.delay:
