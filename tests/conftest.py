@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -126,6 +127,12 @@ def crawl_command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "scrapy", *args]
 
 
+def _limit_open_files(limit: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+
 def run_crawl(
     workdir: Path,
     urls: list[str] | None = None,
@@ -133,8 +140,10 @@ def run_crawl(
     settings: dict[str, Any] | None = None,
     timeout: float = 180,
     env: dict[str, str] | None = None,
+    open_files: int | None = None,
 ) -> CrawlRun:
-    """Run ``scrapy crawl web`` from the project root with test-friendly settings."""
+    """Run ``scrapy crawl web`` from the project root with test-friendly settings
+    (``open_files``: the crawl process's open-file limit, ``ulimit -n``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     db_path = workdir / "crawl.db"
     dropped = workdir / "dropped.jsonl"
@@ -165,6 +174,7 @@ def run_crawl(
         text=True,
         timeout=timeout,
         env={**os.environ, **(env or {})},
+        preexec_fn=None if open_files is None else partial(_limit_open_files, open_files),
     )
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     return CrawlRun(proc.returncode, proc.stdout, proc.stderr, workdir, db_path, dropped,
