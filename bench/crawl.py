@@ -1,7 +1,7 @@
 """Crawl benchmark: our ``web`` spider vs a stock Scrapy ``CrawlSpider`` on the same local site.
 
 ``.venv/bin/python -m bench.crawl [--site linkheavy|demo] [--pages N] [--links N] [--runs N]
-[--concurrency N] [--quick] [--profile] [-s NAME=VALUE ...] [--workers N [--hosts H]
+[--concurrency N] [--quick] [--profile] [--floor] [-s NAME=VALUE ...] [--workers N [--hosts H]
 [--variant LABEL:tree=PATH,env=NAME=VALUE ...]]`` from
 the project root (``-s`` settings apply to our crawl only, e.g. to compare a feature on and
 off). ``--workers`` switches to the scale-out mode described at the end.
@@ -21,9 +21,13 @@ the child by ``bench.probe``), CPU ms per page (the child's CPU in the same wind
 (``ru_maxrss`` of the child from ``wait4``; "RSS at open" is the part already resident when
 the spider opens: imports and components), pages fetched, duplicate fetches (the server's hits
 mapped to site pages: the same page fetched more than once). The table shows the median and range
-over ``--runs`` and the ratio ours/stock; ``--profile`` adds one cProfile run of each (Scrapy's
-``--profile``) and lists the top cumulative shares. Writes ``bench/results/crawl.json`` (and
-``crawl_profile_{ours,stock}.txt``). Numbers are machine-dependent: compare the ratios.
+over ``--runs`` and the ratio ours/stock; ``--floor`` adds a third crawler in the alternation,
+``bench/floor_spider.py`` (Scrapy fetching the same pages with stock settings and
+``CONCURRENT_ITEMS = 1``, and doing nothing else), and the CPU per page each crawler spends
+above it: what is ours to cut, and what Scrapy costs whatever a spider does. ``--profile``
+adds one cProfile run of each (Scrapy's ``--profile``) and lists the top cumulative shares.
+Writes ``bench/results/crawl.json`` (and ``crawl_profile_{ours,stock}.txt``). Numbers are
+machine-dependent: compare the ratios.
 
 **Scale-out mode** (``--workers N [--hosts H]``): the same link-heavy site spread over ``H``
 hosts (default 8: :func:`multi_host_sites`, ``--pages`` in all, one site per loopback address
@@ -85,6 +89,7 @@ from crawler.sitegen.server import SiteServer
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 STOCK_SPIDER = ROOT / "bench" / "stock_spider.py"
+FLOOR_SPIDER = ROOT / "bench" / "floor_spider.py"
 PROBE = "bench.probe.CrawlProbe"
 KINDS = ("ours", "stock")
 
@@ -108,6 +113,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_site_arguments(parser, pages=5000, runs_of="spider")
     parser.add_argument("--profile", action="store_true", help="one cProfile run of each too")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server/crawler CPUs")
+    parser.add_argument("--floor", action="store_true",
+                        help="a third crawl: Scrapy fetching the same pages, doing nothing "
+                             "else (bench/floor_spider.py): a page's cost to Scrapy")  # fmt: skip
     parser.add_argument(
         "--workers",
         type=int,
@@ -138,6 +146,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"-s {item!r}: expected NAME=VALUE")
     if args.quick:
         args.pages, args.links, args.runs = min(args.pages, 500), min(args.links, 50), 1
+    if args.floor and (args.workers or args.site != "linkheavy"):
+        parser.error("--floor: the link-heavy site, without --workers")
     if args.workers is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
     try:
@@ -226,6 +236,8 @@ def command(
             "DROPPED_LOG": str(work / "dropped.jsonl"),
         }
         common |= dict(item.split("=", 1) for item in args.set)
+    elif kind == "floor":
+        cmd = ["runspider", str(FLOOR_SPIDER), "-a", f"url={url}", "-a", f"pages={args.pages}"]
     else:
         cmd = ["runspider", str(STOCK_SPIDER), "-a", f"url={url}"]
     if profile is not None:
@@ -291,7 +303,7 @@ def crawl_once(kind: str, server: SiteServer, cpu: int | None, args: argparse.Na
     server.reset_hits()
     work = Path(tempfile.mkdtemp(prefix=f"bench-crawl-{kind}-"))
     try:
-        cwd = ROOT if kind == "ours" else work  # stock: outside the project, stock settings
+        cwd = ROOT if kind == "ours" else work  # stock, floor: outside the project, stock settings
         cmd = command(kind, server.base_url + "/", work, args, profile)
         result = run_child(cmd, cwd, work, cpu, args.timeout)
         if result["exit"] != 0 or not result["stats"]:
@@ -330,9 +342,14 @@ def measure(kind: str, result: dict[str, Any], server: SiteServer) -> dict[str, 
     }
 
 
+def kinds_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The crawlers a run compares: ours and stock, and the floor with ``--floor``."""
+    return (*KINDS, "floor") if getattr(args, "floor", False) else KINDS
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for kind in KINDS:
+    for kind in [k for k in (*KINDS, "floor") if any(r["kind"] == k for r in runs)]:
         mine = [r for r in runs if r["kind"] == kind]
         rates = [r["pages_per_s"] for r in mine]
         out[kind] = {
@@ -357,6 +374,11 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "rss_open_mib_median",
         )
     }
+    if "floor" in out:  # what a page costs beyond Scrapy's own work
+        out["cpu_ms_per_page_above_floor"] = {
+            kind: out[kind]["cpu_ms_per_page_median"] - out["floor"]["cpu_ms_per_page_median"]
+            for kind in KINDS
+        }
     return out
 
 
@@ -420,7 +442,7 @@ def profile_shares(path: Path, top: int = 25) -> dict[str, Any]:
 def run_profiles(server: SiteServer, cpu: int | None, args: argparse.Namespace) -> dict[str, Any]:
     result = {}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    for kind in KINDS:
+    for kind in kinds_of(args):
         prof = RESULTS / f"crawl_{kind}.prof"
         crawl_once(kind, server, cpu, args, profile=prof)
         shares = profile_shares(prof)
@@ -466,6 +488,14 @@ def table(title: str, summary: dict[str, Any]) -> str:
     ]  # fmt: skip
     lines = [title, f"{'':<20}{'ours':>12}{'stock':>12}{'ours/stock':>12}"]
     lines += [f"{name:<20}{a:>12}{b:>12}{c:>12}" for name, a, b, c in rows]
+    floor = summary.get("floor")
+    if floor is not None:
+        above = summary["cpu_ms_per_page_above_floor"]
+        lines += ["", "floor: Scrapy fetching the same pages and doing nothing else",
+                  f"{'pages/s (median)':<20}{fmt(floor['pages_per_s_median'], '.1f'):>12}",
+                  f"{'CPU ms per page':<20}{fmt(floor['cpu_ms_per_page_median']):>12}",
+                  f"{'  ours above it':<20}{fmt(above['ours']):>12}",
+                  f"{'  stock above it':<20}{fmt(above['stock']):>12}"]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -1010,8 +1040,9 @@ def main(argv: list[str] | None = None) -> int:
     print(title, flush=True)
     runs: list[dict[str, Any]] = []
     with SiteServer(site) as server:
+        kinds = kinds_of(args)
         for i in range(args.runs):
-            for kind in KINDS if i % 2 else KINDS[::-1]:
+            for kind in kinds if i % 2 else kinds[::-1]:
                 record = crawl_once(kind, server, cpu, args)
                 record["run"] = i
                 runs.append(record)
@@ -1024,7 +1055,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nprofile shares by component (details: bench/results/crawl_profile_*.txt)")
         names = [n for n in COMPONENTS if any(n in profiles[k]["components"] for k in KINDS)]
         for name in names:
-            ours, stock = (profiles[k]["components"].get(name) for k in KINDS)
+            ours, stock = (profiles[k]["components"].get(name) for k in KINDS)  # (not floor)
             print(f"  {name:<26}{fmt_share(ours):>8}{fmt_share(stock):>8}")
     write_report("crawl.json", title, args, runs, summary, profiles)
     return 0

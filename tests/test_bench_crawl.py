@@ -73,3 +73,37 @@ def test_the_delay_proxy_holds_each_request_and_forwards_it_unchanged(redis_url)
             client.close()
         proxied = round_trip_ms(url, tries=20)
     assert proxied >= 5.0 > direct
+
+
+@pytest.mark.parametrize("argv", [["--floor", "--workers", "1"], ["--floor", "--site", "demo"]])
+def test_the_floor_is_for_the_link_heavy_site_in_one_process(capsys, argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "error: --floor:" in err
+
+
+def test_the_floor_fetches_what_the_crawlers_fetch_and_costs_less() -> None:
+    """``--floor``: the bare spider fetches every page of the site once (the home page and
+    ``/p/0`` ... as ours does, less our soft-404 probe), builds no item, and costs less CPU per
+    page than our crawl of the same site; the summary gives each crawler's CPU per page above
+    it."""
+    from bench.crawl import build_site, crawl_once, kinds_of, summarize, table
+    from crawler.sitegen.server import SiteServer
+
+    args = parse_args(["--pages", "80", "--links", "10", "--floor", "--runs", "1"])
+    assert kinds_of(args) == ("ours", "stock", "floor")
+    site, _ = build_site(args)
+    with SiteServer(site) as server:
+        runs = [crawl_once(kind, server, None, args) for kind in ("floor", "ours")]
+    floor, ours = runs
+    assert floor["pages_fetched"] == 82  # + robots.txt
+    assert ours["pages_fetched"] == 83  # + its soft-404 probe of the host
+    assert floor["unique_pages"] == ours["unique_pages"] == 81
+    assert floor["duplicate_fetches"] == 0 and floor["items"] == 0 and ours["items"] == 81
+    assert 0 < floor["cpu_ms_per_page"] < ours["cpu_ms_per_page"]
+    summary = summarize([*runs, {**ours, "kind": "stock"}])
+    above = summary["cpu_ms_per_page_above_floor"]
+    assert above["ours"] == pytest.approx(ours["cpu_ms_per_page"] - floor["cpu_ms_per_page"])
+    assert "ours above it" in table("t", summary)
