@@ -82,6 +82,7 @@ DEDUP_PROGRESS_INTERVAL = 30.0  # s between progress lines (crawler.extensions.p
 ROBOTSTXT_RETRY_BACKOFF = 5.0  # seconds before an unavailable robots.txt is fetched again; doubles
 ROBOTSTXT_RETRY_BACKOFF_MAX = 60.0  # ceiling of that doubling delay, seconds
 ROBOTSTXT_UNAVAILABLE_MAX_SECONDS = 600.0  # robots.txt unavailable this long: the host is given up
+ROBOTSTXT_CACHE_HOSTS = 10_000  # robots.txt parsers kept, least recently used go (0 = every host)
 RETRY_AFTER_MAX_SECONDS = 120.0  # a Retry-After (429, 503) pauses its host at most this long
 
 # --- Backends ---------------------------------------------------------------------------------

@@ -58,6 +58,8 @@ MESSAGES = {
                                   "in [0.1, 3600]",
     ("DISTRIBUTED_SEED_WAIT_SECONDS", -1): "setting DISTRIBUTED_SEED_WAIT_SECONDS=-1 is invalid: "
                                            "allowed a number in [0, 3.1536e+08]",
+    ("ROBOTSTXT_CACHE_HOSTS", -1): "setting ROBOTSTXT_CACHE_HOSTS=-1 is invalid: allowed an "
+                                   "integer >= 0",
 }  # fmt: skip
 
 

@@ -36,6 +36,7 @@ RETRY_AFTER_MAX_SECONDS = _d.RETRY_AFTER_MAX_SECONDS  # cap of a 429/503 Retry-A
 ROBOTSTXT_RETRY_BACKOFF = _d.ROBOTSTXT_RETRY_BACKOFF  # robots.txt 5xx/unreachable: retry (doubles)
 ROBOTSTXT_RETRY_BACKOFF_MAX = _d.ROBOTSTXT_RETRY_BACKOFF_MAX  # ceiling of that delay, seconds
 ROBOTSTXT_UNAVAILABLE_MAX_SECONDS = _d.ROBOTSTXT_UNAVAILABLE_MAX_SECONDS  # then host given up
+ROBOTSTXT_CACHE_HOSTS = _d.ROBOTSTXT_CACHE_HOSTS  # robots.txt parsers kept (LRU; 0 = all hosts)
 DEPTH_LIMIT = 0  # link depth limit (0 = none)
 REDIRECT_MAX_TIMES = 10  # redirect chain limit
 SCOPE = _d.SCOPE  # links and redirects stay on: "host" (exact, port too), "domain", "subdomains"
