@@ -62,12 +62,14 @@ def test_a_forgotten_host_fetches_its_robots_txt_again_and_obeys_it(
     assert run.stats["robotstxt/request_count"] == fetches
 
 
+@pytest.mark.parametrize("cache", [{}, {"ROBOTSTXT_CACHE_HOSTS": 0}, {"ROBOTSTXT_CACHE_HOSTS": 3}])
 def test_with_room_for_every_host_each_robots_txt_is_fetched_once(
-    scripted: ScriptedWeb, tmp_path: Path
+    scripted: ScriptedWeb, tmp_path: Path, cache: dict[str, int]
 ) -> None:
+    """The default (10,000), 0 (every host) and exactly the three hosts."""
     sites = list(scripted.sites)
     _script(sites)
-    run = _crawl(tmp_path, sites, CONCURRENT_REQUESTS=1)
+    run = _crawl(tmp_path, sites, CONCURRENT_REQUESTS=1, **cache)
     assert [site.hits["/robots.txt"] for site in sites] == [1, 1, 1]
     assert "robotstxt/forgotten" not in run.stats
     for site in sites:

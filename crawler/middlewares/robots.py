@@ -220,11 +220,13 @@ class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
         """``key``'s parser was just used: the most recent; forget the least recent past
         ``ROBOTSTXT_CACHE_HOSTS`` (only parsed ones: a host fetched, held or given up keeps its
         state, and requests waiting for a parser have it already)."""
+        most = self.options.cache_hosts
+        if not most:  # every host's parser kept: nothing to track
+            return
         recent = self._recent
         recent.pop(key, None)
         recent[key] = None
-        most = self.options.cache_hosts
-        while most and len(recent) > most:
+        while len(recent) > most:
             old = next(iter(recent))
             del recent[old]
             parser = self._parsers.get(old)
