@@ -92,6 +92,7 @@ STOCK_SPIDER = ROOT / "bench" / "stock_spider.py"
 FLOOR_SPIDER = ROOT / "bench" / "floor_spider.py"
 PROBE = "bench.probe.CrawlProbe"
 KINDS = ("ours", "stock")
+ALL_KINDS = (*KINDS, "floor")  # with --floor
 
 
 def add_site_arguments(parser: argparse.ArgumentParser, pages: int, runs_of: str) -> None:
@@ -344,12 +345,12 @@ def measure(kind: str, result: dict[str, Any], server: SiteServer) -> dict[str, 
 
 def kinds_of(args: argparse.Namespace) -> tuple[str, ...]:
     """The crawlers a run compares: ours and stock, and the floor with ``--floor``."""
-    return (*KINDS, "floor") if getattr(args, "floor", False) else KINDS
+    return ALL_KINDS if getattr(args, "floor", False) else KINDS
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for kind in [k for k in (*KINDS, "floor") if any(r["kind"] == k for r in runs)]:
+    for kind in [k for k in ALL_KINDS if any(r["kind"] == k for r in runs)]:
         mine = [r for r in runs if r["kind"] == kind]
         rates = [r["pages_per_s"] for r in mine]
         out[kind] = {

@@ -19,6 +19,7 @@ USER_AGENT = f"{_d.BOT_NAME}/0.1 (+https://example.invalid/bot)"  # set your con
 ROBOTSTXT_OBEY = True  # honour robots.txt
 CONCURRENT_REQUESTS = 16  # requests in flight overall
 CONCURRENT_REQUESTS_PER_DOMAIN = 4  # requests in flight per host
+DOWNLOADER = "crawler.middlewares.politeness.PoliteDownloader"  # that limit held at delay 0 too
 DOWNLOAD_DELAY = 0.5  # seconds between requests to one host (randomized 0.5x-1.5x)
 AUTOTHROTTLE_ENABLED = False  # adapt the delay to server latency (turn on for real sites)
 AUTOTHROTTLE_START_DELAY = 1.0  # initial AutoThrottle delay, seconds
@@ -44,7 +45,6 @@ SCOPE = _d.SCOPE  # links and redirects stay on: "host" (exact, port too), "doma
 # --- Security -----------------------------------------------------------------------------------
 TELNETCONSOLE_ENABLED = False  # the telnet console runs code: off
 REMOTE_CONTROL_ENABLED = False  # Scrapy 2.19 RemoteControl runs code: off
-DOWNLOADER = "crawler.middlewares.politeness.PoliteDownloader"  # per-host limit kept at delay 0
 DOWNLOAD_HANDLERS = {  # http(s) only; delay counted on the wire, headers bounded
     "http": "crawler.middlewares.headerlimit.HeaderLimitDownloadHandler",
     "https": "crawler.middlewares.headerlimit.HeaderLimitDownloadHandler",
