@@ -16,7 +16,12 @@ from twisted.internet.task import Clock
 from crawler import signals as dedup_signals
 from crawler.backends.redis import RedisSeenSet, clear_namespace, connect
 from crawler.cluster.frontier import LeasedFrontier
-from crawler.cluster.scheduler import PUSH_BATCH_MAX, PUSH_HOLD_SECONDS, SharedScheduler
+from crawler.cluster.scheduler import (
+    EMPTY_POP_PAUSE_SECONDS,
+    PUSH_BATCH_MAX,
+    PUSH_HOLD_SECONDS,
+    SharedScheduler,
+)
 from crawler.cluster.worker import Member
 from crawler.meta import LEASE as LEASE_META
 
@@ -133,7 +138,7 @@ def _scheduler(redis_url: str, **settings: Any) -> SharedScheduler:
     made = SharedScheduler.from_crawler(crawler)
     made.open(spider)
     made.namespace = f"dedup:{name}"
-    calls = {"push_many": 0, "push_new": 0}
+    calls = {"push_many": 0, "push_new": 0, "pop_many": 0}
     frontier = made.queue
     for method in calls:
         real = getattr(frontier, method)
@@ -166,7 +171,7 @@ def test_held_pushes_are_written_in_one_call_before_the_next_pop(scheduler):
     assert scheduler.has_pending_requests()  # so the engine asks for the next request
     first = scheduler.next_request()
     assert first is not None
-    assert scheduler.calls == {"push_many": 1, "push_new": 0}
+    assert scheduler.calls == {"push_many": 1, "push_new": 0, "pop_many": 1}
     rest = [scheduler.next_request() for _ in range(4)]
     assert sorted(r.url for r in [first, *rest] if r is not None) == sorted(urls)
     assert scheduler.stats.get_value("scheduler/enqueued/redis") == 5
@@ -245,6 +250,34 @@ def test_held_pushes_are_written_soon_even_when_nothing_asks_for_the_next_reques
     scheduler.flush_pushes()  # written early: its timer goes
     assert not clock.getDelayedCalls()
     assert scheduler.calls["push_many"] == 2
+
+
+def test_after_an_empty_pop_the_next_waits_unless_this_worker_queued_work(scheduler):
+    """An engine asks for a request on every reactor turn; once a pop brought nothing, Redis
+    is asked again only after EMPTY_POP_PAUSE_SECONDS (work another worker queued is then
+    found), or at once when this worker queued requests of its own."""
+    clock = Clock()
+    scheduler.clock = clock
+    other = LeasedFrontier(scheduler.queue.server, scheduler.spider, scheduler.queue.key,
+                           workers_key=scheduler.queue.workers_key)  # fmt: skip
+    other.worker = "another"
+    assert scheduler.next_request() is None
+    assert scheduler.next_request() is None and scheduler.next_request() is None
+    assert scheduler.calls["pop_many"] == 1  # one pop: the others within the pause
+    theirs = Request("http://h.test/theirs")
+    assert other.push_new(theirs, scheduler.df.fingerprinter.fingerprint(theirs),
+                          scheduler.df.seen) is True  # fmt: skip
+    clock.advance(EMPTY_POP_PAUSE_SECONDS * 0.9)
+    assert scheduler.next_request() is None and scheduler.calls["pop_many"] == 1
+    clock.advance(EMPTY_POP_PAUSE_SECONDS * 0.2)
+    found = scheduler.next_request()
+    assert found is not None and found.url == theirs.url
+    assert scheduler.calls["pop_many"] == 2
+    assert scheduler.next_request() is None and scheduler.calls["pop_many"] == 3  # empty again
+    assert scheduler.enqueue_request(Request("http://h.test/mine"))
+    mine = scheduler.next_request()  # queued by this worker: popped without waiting
+    assert mine is not None and mine.url == "http://h.test/mine"
+    assert scheduler.calls["pop_many"] == 4
 
 
 def test_a_full_batch_is_written_at_once_and_close_writes_the_rest(scheduler):

@@ -1,7 +1,8 @@
-"""The shared content index asked off the reactor thread (``ContentDecider.thread``): many
-pages decided at once, by one worker or two, in two orders, keep exactly the pages the same
-pages decided one at a time keep; a Redis failure met on the thread is the crawl's outage.
-Real Redis, real deciders."""
+"""The shared content index awaited, the reactor not held (``ContentDecider.awaited``: the
+question on the event loop's own connection, ``crawler.backends.redis.aio``): many pages
+decided at once, by one worker or two, in two orders, keep exactly the pages the same pages
+decided one at a time keep; a Redis failure met there is the crawl's outage; pages waiting
+for their turn hold new downloads back. Real Redis, real deciders."""
 
 from __future__ import annotations
 
@@ -66,14 +67,14 @@ def namespaces(redis_url: str) -> Iterator[Any]:
         clear_namespace(connect(redis_url), f"dedup:{name}")
 
 
-def decider(settings: Settings, off_thread: bool) -> ContentDecider:
+def decider(settings: Settings, off_reactor: bool) -> ContentDecider:
     index = RedisContentIndex.from_settings(settings)  # no owner: every entry counts at once
-    return ContentDecider(index, stats=Stats(), off_thread=off_thread)
+    return ContentDecider(index, stats=Stats(), off_reactor=off_reactor)
 
 
 def kept_one_at_a_time(settings: Settings, pages: list[tuple[str, str]]) -> set[str]:
-    dec = decider(settings, off_thread=False)
-    assert dec.thread is None
+    dec = decider(settings, off_reactor=False)
+    assert not dec.awaited
     kept = set()
     for path, text in pages:
         if asyncio.run(dec.decide(item(path, text))).drop is None:
@@ -102,8 +103,8 @@ def test_one_worker_deciding_many_pages_at_once_keeps_what_one_at_a_time_keeps(
         pages.reverse()
     expected = kept_one_at_a_time(namespaces(), pages)
     assert len(expected) >= 30
-    dec = decider(namespaces(), off_thread=True)
-    assert dec.thread is not None
+    dec = decider(namespaces(), off_reactor=True)
+    assert dec.awaited
     try:
         assert set(asyncio.run(decide_all([dec], pages))) == expected
     finally:
@@ -115,7 +116,7 @@ def test_one_worker_deciding_many_pages_at_once_keeps_what_one_at_a_time_keeps(
 def test_two_workers_deciding_at_once_keep_one_copy_of_each_page(
     namespaces: Any, seed: int
 ) -> None:
-    """Two deciders on one index, each with its own thread, asked together in a shuffled
+    """Two deciders on one index, each awaiting its own connection, asked together in a shuffled
     order about 30 articles with three copies each: the check-and-add stays atomic across
     them, so each article ends with one page kept (kept, less those a preferred copy
     replaced since), whichever worker met it first."""
@@ -126,7 +127,7 @@ def test_two_workers_deciding_at_once_keep_one_copy_of_each_page(
         pages += [(f"/a{n}", text), (f"/a{n}-b", text), (f"/a{n}-cc", text)]
     rng.shuffle(pages)
     settings = namespaces()
-    workers = [decider(settings, off_thread=True) for _ in range(2)]
+    workers = [decider(settings, off_reactor=True) for _ in range(2)]
     try:
         kept = asyncio.run(decide_all(workers, pages))
     finally:
@@ -160,21 +161,22 @@ def test_the_reactor_serves_other_work_while_the_index_is_asked(namespaces: Any)
         done.set()
         return ticks
 
-    threaded, inline = decider(namespaces(), True), decider(namespaces(), False)
+    awaited, inline = decider(namespaces(), True), decider(namespaces(), False)
     try:
         assert asyncio.run(run(inline)) <= 1  # one loop turn: the decisions never yield
-        assert asyncio.run(run(threaded)) >= len(pages)  # at least once per page's question
+        assert asyncio.run(run(awaited)) >= len(pages)  # at least once per page's question
     finally:
-        threaded.spider_closed()
+        awaited.spider_closed()
         inline.spider_closed()
 
 
-def test_a_redis_failure_on_the_thread_is_the_crawls_outage(namespaces: Any) -> None:
-    """The index's call fails on the thread: the page is dropped unchecked, the guard is down
-    (handled on the loop's thread), and the next page is not asked."""
+def test_a_redis_failure_while_awaited_is_the_crawls_outage(namespaces: Any) -> None:
+    """The server goes away: the loop's connection fails, redis-py's call (no retries here)
+    fails too, the page is dropped unchecked, the guard is down, and the next page is not
+    asked."""
     settings = namespaces()
     settings.set("REDIS_RETRY_SECONDS", 0)
-    dec = decider(settings, off_thread=True)
+    dec = decider(settings, off_reactor=True)
     pool = dec.index.client.connection_pool  # type: ignore[attr-defined]
     pool.connection_kwargs["port"] = 1  # the server goes away: nothing listens on port 1
     pool.disconnect()
@@ -184,8 +186,8 @@ def test_a_redis_failure_on_the_thread_is_the_crawls_outage(namespaces: Any) -> 
         second = asyncio.run(dec.decide(item("/y", " ".join(WORDS[100:220]))))
     finally:
         dec.spider_closed()
-    # a decider built by hand has no crawl to close: the error reaches its caller, raised
-    # on the loop's thread from the thread's call (a crawl's guard closes it: redis_error)
+    # a decider built by hand has no crawl to close: the error reaches its caller (a crawl's
+    # guard closes it: redis_error)
     assert isinstance(first.error, RedisBackendError)
     assert isinstance(second.error, RedisBackendError)
 
@@ -218,9 +220,9 @@ def site(seed: int = 3) -> tuple[list[str], Pages, Pages]:
     return template, earlier, [("/a", own), ("/b", [own[0], " ".join(words)])]
 
 
-def templated_decider(settings: Settings, off_thread: bool, owner: str = "") -> ContentDecider:
+def templated_decider(settings: Settings, off_reactor: bool, owner: str = "") -> ContentDecider:
     index = RedisContentIndex.from_settings(settings, owner=owner)
-    return ContentDecider(index, stats=Stats(), templates=TemplateFilter(), off_thread=off_thread)
+    return ContentDecider(index, stats=Stats(), templates=TemplateFilter(), off_reactor=off_reactor)
 
 
 async def decide_pair(dec: ContentDecider, pair_first: str) -> dict[str, Any]:
@@ -248,14 +250,14 @@ def test_the_gate_decides_two_near_copies_arriving_together_in_arrival_order(
     URL; :mod:`crawler.dedup.preference`), kept instead of it. (Without the gate the second is
     fingerprinted while the first is on the wire, template and all: another distance, another
     fingerprint, a page marked young.)"""
-    inline = templated_decider(namespaces(), off_thread=False)
-    threaded = templated_decider(namespaces(), off_thread=True)
+    inline = templated_decider(namespaces(), off_reactor=False)
+    awaited = templated_decider(namespaces(), off_reactor=True)
     try:
         expected = asyncio.run(decide_pair(inline, first))
-        got = asyncio.run(decide_pair(threaded, first))
+        got = asyncio.run(decide_pair(awaited, first))
     finally:
         inline.spider_closed()
-        threaded.spider_closed()
+        awaited.spider_closed()
     assert isinstance(expected["/a"], tuple)  # kept, in both orders
     if first == "/a":
         assert expected["/b"].reason == "near_duplicate"
@@ -263,7 +265,7 @@ def test_the_gate_decides_two_near_copies_arriving_together_in_arrival_order(
     else:  # /b was kept, then replaced by its preferred copy
         assert inline.stats["dedup/preferred/swapped"] == 1
     assert got == expected
-    assert threaded.stats == inline.stats
+    assert awaited.stats == inline.stats
 
 
 def test_a_page_waiting_on_a_pending_match_lets_the_pages_behind_it_decide(
@@ -273,8 +275,8 @@ def test_a_page_waiting_on_a_pending_match_lets_the_pages_behind_it_decide(
     outside the gate, so a distinct page asked after it is decided meanwhile; once worker 1's
     storage commits, the waiting page is dropped against it."""
     settings = namespaces()
-    one = templated_decider(settings, off_thread=True, owner="w1")
-    two = templated_decider(settings, off_thread=True, owner="w2")
+    one = templated_decider(settings, off_reactor=True, owner="w1")
+    two = templated_decider(settings, off_reactor=True, owner="w2")
     text = " ".join(WORDS[:120])
     order: list[str] = []
 
@@ -299,3 +301,42 @@ def test_a_page_waiting_on_a_pending_match_lets_the_pages_behind_it_decide(
         two.spider_closed()
     assert order == ["/other", "/kept-copy dropped"]
     assert two.stats["dedup/shared/pending_waits"] == 1
+
+
+def test_the_downloader_backs_out_while_pages_wait_at_the_gate() -> None:
+    """Pages queued for their decision's turn hold new downloads back: past
+    DECISIONS_WAITING_MAX waiting, the downloader reports it needs to back out (the engine
+    then starts none), and no longer once they have had their turn. (Without it the
+    downloads ran ahead of the awaited decisions: up to Scrapy's 5 MB of responses queued,
+    drained only after the last response.)"""
+    from scrapy.utils.test import get_crawler
+
+    from crawler.dedup.gate import DecisionGate
+    from crawler.middlewares.politeness import DECISIONS_WAITING_MAX, PoliteDownloader
+
+    downloader = PoliteDownloader(get_crawler(settings_dict={"CONCURRENT_REQUESTS": 16}))
+    gate = DecisionGate()
+    downloader._gate = gate
+    order: list[int] = []
+
+    async def page(n: int) -> None:
+        async with gate.turn():
+            order.append(n)
+            await asyncio.sleep(0)
+
+    async def run() -> None:
+        first = gate.turn()
+        await first.__aenter__()  # a page in its decision
+        queued = [asyncio.ensure_future(page(n)) for n in range(DECISIONS_WAITING_MAX)]
+        await asyncio.sleep(0)
+        assert gate.waiting == DECISIONS_WAITING_MAX
+        assert downloader.needs_backout()
+        await first.__aexit__(None, None, None)
+        await queued[1]  # two have had their turn, the third has it
+        assert gate.waiting == DECISIONS_WAITING_MAX - 3
+        assert not downloader.needs_backout()
+        await asyncio.gather(*queued)
+        assert gate.waiting == 0
+
+    asyncio.run(run())
+    assert order == list(range(DECISIONS_WAITING_MAX))

@@ -16,8 +16,9 @@
   of one crawl), :func:`queue_key` (the frontier's key in it) and :class:`RedisBacked`
   (client plumbing).
 
-Retries run where the call runs, on the reactor thread for nearly every call (the content
-index's check-and-add runs on a :class:`SerialThread`, awaited): the worker pauses while Redis
+Retries run where the call runs, on the reactor thread (the content index's check-and-add is
+awaited on the event loop's own connection, :mod:`crawler.backends.redis.aio`, and goes on
+with redis-py, retries and all, when that connection fails): the worker pauses while Redis
 is away (it can neither queue, pop nor decide a page without it). Every call
 retried is safe to run twice, in case the first ran and only its reply was lost: Bloom adds,
 index decisions (a page decided again is a new version of itself), commits, acks, requeues,
@@ -31,15 +32,12 @@ can be imported by a default install; the Redis client itself is imported on fir
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
-import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from itertools import islice
@@ -340,38 +338,6 @@ class RedisBacked:
 
     def close(self) -> None:
         self.client.close()
-
-
-class SerialThread:
-    """One thread that runs blocking calls (a Redis round trip) one at a time, in the order
-    they were asked, off the reactor thread: :meth:`call` awaits the result while the reactor
-    serves other pages. One call at a time in order: the calls see the server in the same
-    order as if each ran where it was asked. Without a running asyncio loop (a reactor that is
-    not asyncio's) the call runs where it is asked."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._pool: Any = None
-        self._lock = threading.Lock()
-
-    async def call(self, func: Callable[..., T], *args: Any) -> T:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return func(*args)
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
-            future = self._pool.submit(func, *args)
-        return await asyncio.wrap_future(future, loop=loop)
-
-    def close(self) -> None:
-        """Let the thread end once the calls asked finished (a later :meth:`call` starts
-        another)."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
 
 
 # --- small helpers of the Redis modules (no Redis client needed) -----------------------------

@@ -89,6 +89,11 @@ logger = logging.getLogger(__name__)
 #: Pushes held at most before they are written, and for at most this long (module docstring).
 PUSH_BATCH_MAX = 256
 PUSH_HOLD_SECONDS = 0.1
+#: After a pop that brought nothing, pops wait this long unless this worker queued requests
+#: meanwhile: an engine asking for work on every reactor turn would otherwise ask Redis each
+#: time (measured: 1,380 pops for 2,000 pages once the reactor no longer waited for Redis
+#: on the content index's question, 283 before).
+EMPTY_POP_PAUSE_SECONDS = 0.02
 
 
 class SharedScheduler(Scheduler):
@@ -124,6 +129,7 @@ class SharedScheduler(Scheduler):
 
             self.clock: Any = reactor  # IReactorTime (a test's Clock)
         self._fetched: list[str] = []  # leases whose download ended, for the next pop
+        self._pop_after = 0.0  # clock time before which no pop is tried (an empty one was)
         self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
         url = redis_url(spider.settings)
         policy = retry_policy(spider.settings, self.stats)
@@ -233,6 +239,8 @@ class SharedScheduler(Scheduler):
                 self.crawler.signals.send_catch_log(signals.request_dropped, request=request,
                                                     spider=self.spider)  # fmt: skip
         self._inc("scheduler/enqueued/redis", queued)
+        if queued:
+            self._pop_after = 0.0  # work of this worker's own: worth a pop at once
 
     def next_request(self) -> Request | None:
         self.flush_pushes()
@@ -245,6 +253,9 @@ class SharedScheduler(Scheduler):
 
     def _refill(self) -> bool:
         if self.guard.down or self.queue.worker == "":
+            return False
+        now = self.clock.seconds()
+        if now < self._pop_after:
             return False
         try:
             popped = self.guard.attempt(
@@ -261,6 +272,8 @@ class SharedScheduler(Scheduler):
             logger.info("Took host %s from a worker owning several with queued requests (this "
                         "one had none)", stolen)
         self._buffer.extend(requests)
+        if not requests:
+            self._pop_after = now + EMPTY_POP_PAUSE_SECONDS
         return bool(requests)
 
     def has_pending_requests(self) -> bool:

@@ -15,11 +15,11 @@ itself for an item that carries none (another spider's). The flow, for each page
 3. The content index (``DEDUP_BACKEND``: :mod:`crawler.backends.local` or Redis, the
    :class:`~crawler.backends.ContentIndex` protocol) decides and records atomically: exact
    copy (``exact_duplicate``, distance 0), else nearest page within ``SIMHASH_MAX_DISTANCE``
-   bits (``near_duplicate``), else kept. A shared index with ``off_thread`` is asked off
-   the reactor thread, on one thread in the order pages ask
-   (:class:`~crawler.backends.common.SerialThread`), and the decisions then pass a gate one
-   at a time in arrival order (:mod:`crawler.dedup.gate`), so each reads the templates and
-   the index as it would asked inline. A shared index answers
+   bits (``near_duplicate``), else kept. A shared index with ``off_reactor`` is awaited
+   (its script call on the event loop's own connection, :mod:`crawler.backends.redis.aio`:
+   the reactor serves other pages during the round trip), and the decisions then pass a gate
+   one at a time in arrival order (:mod:`crawler.dedup.gate`), so each reads the templates
+   and the index as it would asked inline. A shared index answers
    ``pending`` for a match that another worker kept but has not stored yet: the page waits
    (:data:`PENDING_POLL_SECONDS`, off the reactor and outside the gate; stat
    ``dedup/shared/pending_waits``) and asks again, so it is dropped only against a stored
@@ -64,7 +64,6 @@ from scrapy.utils.asyncio import run_in_thread, sleep
 from crawler import defaults
 from crawler import signals as dedup_signals
 from crawler.backends import backend_name, make_content_index
-from crawler.backends.common import SerialThread
 from crawler.cluster.joincheck import off_when_refused
 from crawler.content.template import KeptPage, TemplateFilter
 from crawler.dedup.counts import Counts
@@ -135,15 +134,15 @@ class ContentDecider:
         stored: StoredPages | None = None,
         crawler: Crawler | None = None,
         droplog_options: DropLogOptions | None = None,
-        off_thread: bool | None = None,
+        off_reactor: bool | None = None,
     ) -> None:
         self.index = index
-        # a remote index's check-and-add runs on one thread, awaited (None: the index says)
-        if off_thread is None:
-            off_thread = bool(getattr(index, "off_thread", False))
-        self.thread = SerialThread("content-index") if off_thread else None
-        # asked on the thread, decisions still run one at a time in arrival order
-        self.gate = DecisionGate(enabled=off_thread)
+        # a remote index's check-and-add awaited, the reactor not held (None: the index says)
+        if off_reactor is None:
+            off_reactor = bool(getattr(index, "off_reactor", False))
+        self.awaited = off_reactor and hasattr(index, "check_and_add_async")
+        # awaited, decisions still run one at a time in arrival order
+        self.gate = DecisionGate(enabled=self.awaited)
         self.stats = stats
         self.counts = Counts(stats)
         self.stored = stored or StoredPages(store_factory)
@@ -225,8 +224,6 @@ class ContentDecider:
         and the drop log."""
         self.guard.close()
         self.drops.close()
-        if self.thread is not None:
-            self.thread.close()
 
     def batch_committed(self, documents: list[str] | None = None, **_: Any) -> None:
         """Storage committed a batch: its kept pages count for other workers."""
@@ -321,17 +318,17 @@ class ContentDecider:
 
     def _ask(self, page: Candidate) -> bool | Awaitable[bool]:
         """Ask the index; False when its match is pending (kept by another worker, not yet
-        stored: nothing was recorded, ask again later). A remote index is asked on
-        :attr:`thread` (awaited: the reactor serves other pages meanwhile, and the pages'
-        questions reach the index in the order they were asked here)."""
-        if self.thread is not None:
-            return self._ask_on_thread(page)
+        stored: nothing was recorded, ask again later). A remote index is awaited when
+        :attr:`awaited` (the reactor serves other pages meanwhile; one decision at a time
+        through :attr:`gate`, so the questions reach the index in the order they were asked
+        here)."""
+        if self.awaited:
+            return self._ask_awaited(page)
         page.match = self.guard.check_and_add(page.signature)
         return self._answered(page)
 
-    async def _ask_on_thread(self, page: Candidate) -> bool:
-        assert self.thread is not None
-        page.match = await self.guard.check_and_add_on(self.thread, page.signature)
+    async def _ask_awaited(self, page: Candidate) -> bool:
+        page.match = await self.guard.check_and_add_awaited(page.signature)
         return self._answered(page)
 
     def _answered(self, page: Candidate) -> bool:

@@ -41,12 +41,13 @@ class DecisionGate:
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
+        self.waiting = 0  # pages queued for their turn (the downloader backs out past a few)
         self._lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def turn(self) -> Turn:
         """``async with gate.turn() as turn``: one page's decision."""
-        return Turn(self._current_lock() if self.enabled else None)
+        return Turn(self._current_lock() if self.enabled else None, self)
 
     def _current_lock(self) -> asyncio.Lock | None:
         """The lock of the running loop (a decider built by hand may be used by one
@@ -64,15 +65,26 @@ class Turn:
     """One page's passage through the gate; ``held`` is this page's own (a page cancelled
     while it queues again never releases another page's turn)."""
 
-    def __init__(self, lock: asyncio.Lock | None) -> None:
+    def __init__(self, lock: asyncio.Lock | None, gate: DecisionGate | None = None) -> None:
         self._lock = lock
+        self._gate = gate
         self.held = False
 
     async def __aenter__(self) -> Turn:
-        if self._lock is not None:
-            await self._lock.acquire()
-            self.held = True
+        await self._acquire()
         return self
+
+    async def _acquire(self) -> None:
+        if self._lock is None:
+            return
+        if self._gate is not None:
+            self._gate.waiting += 1
+        try:
+            await self._lock.acquire()
+        finally:
+            if self._gate is not None:
+                self._gate.waiting -= 1
+        self.held = True
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
@@ -83,9 +95,7 @@ class Turn:
         again behind the pages that came."""
         self._release()
         await sleep(seconds)
-        if self._lock is not None:
-            await self._lock.acquire()
-            self.held = True
+        await self._acquire()
 
     def _release(self) -> None:
         if self.held and self._lock is not None:

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from crawler.backends import ContentIndex
-    from crawler.backends.common import SerialThread
     from crawler.storage import StorageError
 
 logger = logging.getLogger(__name__)
@@ -78,13 +77,12 @@ class GuardedIndex:
         raise DropItem(f"not checked for duplicates (Redis unavailable): {signature.url}",
                        log_level="DEBUG")
 
-    async def check_and_add_on(self, thread: SerialThread,
-                               signature: PageSignature) -> Match | None:
-        """:meth:`check_and_add` with the index's call run on ``thread`` (off the reactor);
-        a Redis failure is handled here, on the caller's thread."""
+    async def check_and_add_awaited(self, signature: PageSignature) -> Match | None:
+        """:meth:`check_and_add` through the index's ``check_and_add_async`` (its round trip
+        awaited, the reactor not held); a Redis failure is handled as there."""
         if not self.down:
             try:
-                return await thread.call(self.index.check_and_add, signature)
+                return await self.index.check_and_add_async(signature)  # type: ignore[attr-defined]
             except redis_errors() as exc:
                 self.failed(exc)
         return self.check_and_add(signature)  # down: dropped unchecked

@@ -52,6 +52,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.core.downloader import Downloader
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import NotConfigured
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
     from scrapy.robotstxt import RobotParser
 
     from crawler.cluster.worker import DownloadFence
+    from crawler.dedup.gate import DecisionGate
 
 logger = logging.getLogger(__name__)
 
@@ -94,9 +96,34 @@ def restart_delay(crawler: Crawler, request: Request) -> None:
         slot.lastseen = max(slot.lastseen, time.monotonic())
 
 
+#: Pages waiting for their turn at the content decider's gate past which no download starts.
+DECISIONS_WAITING_MAX = 4
+
+
 class PoliteDownloader(Downloader):
     """Scrapy's downloader; a request counts against its slot's concurrency from the moment it
-    leaves the slot's queue (module docstring)."""
+    leaves the slot's queue (module docstring). It also backs out (no new download starts)
+    while :data:`DECISIONS_WAITING_MAX` pages wait for the content decider's gate."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self._gate: DecisionGate | None = None
+        crawler.signals.connect(self._find_gate, signal=signals.spider_opened)
+
+    def _find_gate(self, spider: Any = None) -> None:
+        from crawler.dedup.verdict import content_decider
+
+        decider = content_decider(self.crawler)
+        if decider is not None and decider.gate.enabled:
+            self._gate = decider.gate
+
+    def needs_backout(self) -> bool:
+        # The decisions of a distributed worker are awaited one at a time (crawler.dedup.gate):
+        # without this the downloads run ahead, and the pages queued at the gate (up to
+        # Scrapy's 5 MB of responses) cost CPU and drain only after the last response.
+        gate = self._gate
+        return super().needs_backout() or (gate is not None
+                                           and gate.waiting >= DECISIONS_WAITING_MAX)
 
     def _wait_for_download(self, slot: Any, request: Request, queue_dfd: Any) -> Any:
         # Called by _process_queue's loop to build the download's coroutine, which only starts

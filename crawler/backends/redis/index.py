@@ -12,8 +12,9 @@ and records: :mod:`crawler.backends.redis.keys`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from crawler.backends.common import namespace, redis_url, retry_policy
 from crawler.backends.redis.connection import connect, text
@@ -28,6 +29,9 @@ from crawler.backends.redis.loading import IndexLoading
 from crawler.backends.redis.pending import PendingEntries
 from crawler.content.simindex import settings_params, url_key
 from crawler.vocab import Match, PageSignature
+
+if TYPE_CHECKING:
+    from crawler.backends.redis.aio import LoopRedis
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +69,14 @@ class RedisContentIndex(IndexLoading, PendingEntries):
     without an owner, count at once.
     """
 
-    #: :meth:`check_and_add` is a round trip: True, the decider runs it off the reactor thread
-    #: (:class:`~crawler.backends.common.SerialThread`) and takes its decisions one at a time
-    #: in arrival order (:mod:`crawler.dedup.gate`), so every page reads the template state
-    #: and the index as it would asked inline (``tests/test_distributed_decisions.py``). Off:
-    #: measured no faster (``bench.crawl --workers 2 --pages 2000``: one worker 206 pages/s
-    #: with it, 203 without; 0.4 ms more CPU per page), since the worker is CPU-bound: the
-    #: downloads run ahead and the pages queue at the gate. ``ContentDecider(off_thread=True)``
-    #: turns it on.
-    off_thread = False
+    #: :meth:`check_and_add` is a round trip: True, the decider awaits
+    #: :meth:`check_and_add_async` (the reactor serves other pages meanwhile) and takes its
+    #: decisions one at a time in arrival order (:mod:`crawler.dedup.gate`), so every page
+    #: reads the template state and the index as it would asked inline
+    #: (``tests/test_distributed_decisions.py``).
+    off_reactor = True
+    #: The event loop's connection (:meth:`check_and_add_async`); False: not made yet.
+    _loop_client: LoopRedis | Literal[False] | None = False
 
     def _register_scripts(self) -> None:
         self._check = self.client.register_script(CHECK_AND_ADD_LUA)
@@ -119,14 +122,67 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         stored = self._stored_version(ck8)  # b"n" without a resolver (standalone)
         return bool(self._run(self._remove, [self.base], [*self._head, ck8, stored]))
 
-    def _decide(self, page: PageSignature, query_only: bool) -> Match | None:
+    async def check_and_add_async(self, page: PageSignature) -> Match | None:
+        """:meth:`check_and_add`, its script call sent on the event loop's connection
+        (:class:`~crawler.backends.redis.aio.LoopRedis`) and awaited, so the reactor serves
+        other pages during the round trip. What needs more (the version storage holds, a
+        kept page storage no longer has) and every failure of the loop's connection go on
+        with redis-py, on the caller's thread, as :meth:`check_and_add` (a decision is safe to
+        run twice). Without a running asyncio loop, or a server redis-py reaches otherwise than
+        by plain TCP: :meth:`check_and_add`."""
+        loop_redis = self._loop_redis()
+        if loop_redis is None:
+            return self.check_and_add(page)
+        args = self._page_args(page)
+        from crawler.backends.redis.aio import LoopRedisError
+
+        try:
+            found = await loop_redis.execute("EVALSHA", self._check.sha, 1, self.base,
+                                             *self._check_args(args, b"", False))
+        except LoopRedisError:  # the same question through redis-py: retried, its errors
+            return self._decide(page, query_only=False)
+        if not found:
+            return None
+        reason = text(found[0])
+        if reason != "need_old":
+            match = self._match(reason, found)
+            if match is not None:
+                return match
+            return self._decide(page, query_only=False)  # its kept page is gone: again
+        return self._decide(page, query_only=False, old=self._stored_version(args[0]))
+
+    def close(self) -> None:
+        loop_client, self._loop_client = self._loop_client, False
+        if loop_client:
+            loop_client.close()
+        super().close()
+
+    def _loop_redis(self) -> LoopRedis | None:
+        """The event loop's connection to this index's server (made on first use); None
+        without a running asyncio loop or for a server reached otherwise than by TCP."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        if self._loop_client is False:
+            from crawler.backends.redis.aio import LoopRedis
+
+            self._loop_client = LoopRedis.of(self.client)
+        return self._loop_client
+
+    def _page_args(self, page: PageSignature) -> list[Any]:
         canonical = page.canonical_url or page.url
-        args = page_args(page.url, canonical, page.content_hash, page.simhash, page.names)
-        old: bytes = b""
+        return page_args(page.url, canonical, page.content_hash, page.simhash, page.names)
+
+    def _check_args(self, args: list[Any], old: bytes, query_only: bool) -> list[Any]:
+        """ARGV of :data:`CHECK_AND_ADD_LUA` for a page's :func:`page_args`."""
+        return [*self._head, self.k, self.owner, *args, "1" if self.standalone else "", old,
+                self._ck_filter.shard_bits, "1" if query_only else ""]  # fmt: skip
+
+    def _decide(self, page: PageSignature, query_only: bool, old: bytes = b"") -> Match | None:
+        args = self._page_args(page)
         for _ in range(MAX_GONE + 2):
-            found = self._run(self._check, [self.base], [
-                *self._head, self.k, self.owner, *args, "1" if self.standalone else "", old,
-                self._ck_filter.shard_bits, "1" if query_only else ""])  # fmt: skip
+            found = self._run(self._check, [self.base], self._check_args(args, old, query_only))
             if not found:
                 return None
             reason = text(found[0])

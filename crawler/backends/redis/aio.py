@@ -1,0 +1,224 @@
+"""A Redis connection on the crawl's event loop: one script call awaited, the reactor not held.
+
+redis-py's client blocks the thread that calls it until the reply comes. On the reactor thread
+that stalls every download and parse of the worker for a round trip (0.1 ms on loopback, a
+millisecond or more to Redis on another machine) per call. :class:`LoopRedis` sends a command on
+an asyncio connection of the running loop (Scrapy's reactor is asyncio's) and awaits its reply,
+parsed by hiredis (the parser redis-py itself uses): while the reply travels the reactor
+serves other pages, and no thread is involved (a hand-off to a thread measured 45 µs a call and
+GIL contention besides, ``docs/scale-out.md``).
+
+It is a fast path, never the only one. It speaks plain TCP, RESP2, ``AUTH`` and ``SELECT``: a
+client redis-py reaches by TLS or a Unix socket gets none (:meth:`LoopRedis.of`), and the
+caller asks with redis-py as before. Every failure (refused, reset, no reply within the
+client's timeout, an error reply) raises :class:`LoopRedisError`; one of the connection drops it
+(the next call opens another). The caller then runs the same call through redis-py, whose retry
+policy and exceptions the crawl's outage handling knows
+(:class:`~crawler.backends.common.RedisRetry`).
+Only calls that are safe to run twice may go this way: the first may have run and only its
+reply been lost (the content index's decisions are, :mod:`crawler.backends.common`).
+
+Calls on one connection are answered in the order they were sent (Redis serves a connection's
+commands in order), so calls awaited one at a time reach Redis in the order they were made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import hiredis
+
+if TYPE_CHECKING:
+    import redis
+
+__all__ = ["LoopRedis", "LoopRedisError", "encode_command"]
+
+
+class LoopRedisError(Exception):
+    """A call on the loop's connection failed: the caller asks with redis-py instead."""
+
+
+def encode_command(args: tuple[Any, ...] | list[Any]) -> bytes:
+    """``args`` as a RESP array of bulk strings, encoded as redis-py encodes them: bytes as
+    they are, ``str`` in UTF-8, ``int`` and ``float`` by ``repr`` (no ``bool``, no None)."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, str):
+            data = arg.encode("utf-8")
+        elif isinstance(arg, int | float) and not isinstance(arg, bool):
+            data = repr(arg).encode("ascii")
+        elif isinstance(arg, memoryview | bytearray):
+            data = bytes(arg)
+        else:
+            raise TypeError(f"cannot send {type(arg).__name__} to Redis: {arg!r}")
+        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+_running_loop = asyncio.get_running_loop
+
+
+class _Protocol(asyncio.Protocol):
+    """One connection: replies matched to the calls in the order they were sent."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()  # a connection serves the loop that made it
+        self.transport: asyncio.Transport | None = None
+        self.reader = hiredis.Reader()
+        self.waiting: deque[asyncio.Future[Any]] = deque()
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        try:
+            while (reply := self.reader.gets()) is not False:
+                future = self.waiting.popleft()
+                if not future.done():
+                    future.set_result(reply)
+        except (hiredis.ProtocolError, IndexError) as exc:  # garbage, or a reply nobody asked
+            self.fail(LoopRedisError(f"bad reply from Redis: {exc!r}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail_waiting(LoopRedisError(f"connection to Redis lost: {exc or 'closed'}"))
+
+    def send(self, payload: bytes, future: asyncio.Future[Any]) -> None:
+        assert self.transport is not None
+        self.waiting.append(future)
+        self.transport.write(payload)
+
+    def close(self) -> None:
+        """Close the connection (nothing to do once its loop is closed: gone with it)."""
+        self.closed = True
+        if self.transport is not None and not self.loop.is_closed():
+            self.transport.close()
+
+    def fail(self, error: Exception) -> None:
+        """Drop the connection; every call still waiting fails with ``error``."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+        self._fail_waiting(error)
+
+    def _fail_waiting(self, error: Exception) -> None:
+        while self.waiting:
+            future = self.waiting.popleft()
+            if not future.done():
+                future.set_exception(error)
+
+
+class LoopRedis:
+    """Commands to one Redis server on the running asyncio loop (module docstring).
+
+    ``timeout``: seconds a reply (and the connection) may take before the call fails and the
+    connection is dropped. Made with :meth:`of` from the redis-py client it stands beside.
+    """
+
+    def __init__(self, host: str, port: int, *, db: int = 0, username: str | None = None,
+                 password: str | None = None, timeout: float = 30.0,
+                 connect_timeout: float = 5.0) -> None:  # fmt: skip
+        self.host, self.port, self.db = host, port, db
+        self.username, self.password = username, password
+        self.timeout, self.connect_timeout = timeout, connect_timeout
+        self._protocol: _Protocol | None = None
+        self._connecting: asyncio.Future[_Protocol] | None = None
+        self.calls = self.failures = 0
+
+    @classmethod
+    def of(cls, client: redis.Redis) -> LoopRedis | None:
+        """The loop connection to the server ``client`` talks to; None when that client
+        reaches it otherwise than by plain TCP (TLS, a Unix socket, a sentinel)."""
+        import redis as redis_module
+
+        pool = client.connection_pool
+        if pool.connection_class is not redis_module.Connection:
+            return None
+        kwargs = pool.connection_kwargs
+        if int(kwargs.get("protocol") or 2) != 2:
+            return None
+        timeout = kwargs.get("socket_timeout") or 30.0
+        return cls(kwargs.get("host") or "localhost", int(kwargs.get("port") or 6379),
+                   db=int(kwargs.get("db") or 0), username=kwargs.get("username"),
+                   password=kwargs.get("password"), timeout=float(timeout),
+                   connect_timeout=float(kwargs.get("socket_connect_timeout") or 5.0))
+
+    async def execute(self, *args: Any) -> Any:
+        """The reply to one command (an error reply raises :class:`LoopRedisError`)."""
+        self.calls += 1
+        try:
+            protocol = self._protocol
+            if protocol is None or protocol.closed or protocol.loop is not _running_loop():
+                protocol = await self._connect()
+            reply = await self._call(protocol, encode_command(args))
+        except LoopRedisError:
+            self.failures += 1
+            raise
+        if isinstance(reply, hiredis.ReplyError):
+            self.failures += 1
+            raise LoopRedisError(f"Redis answered an error: {reply}")
+        return reply
+
+    async def _call(self, protocol: _Protocol, payload: bytes) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        protocol.send(payload, future)
+        timer = loop.call_later(self.timeout, self._timed_out, protocol, future)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+
+    def _timed_out(self, protocol: _Protocol, future: asyncio.Future[Any]) -> None:
+        if not future.done():  # the connection is dropped: a late reply matches nothing
+            protocol.fail(LoopRedisError(f"no reply from Redis within {self.timeout:g}s"))
+
+    async def _connect(self) -> _Protocol:
+        """Open the connection (one at a time: callers meanwhile wait for the same one) and
+        send ``AUTH`` and ``SELECT`` first when the client has them."""
+        if self._connecting is not None:
+            return await asyncio.shield(self._connecting)
+        self.close()  # the one before: lost, or another loop's
+        loop = asyncio.get_running_loop()
+        self._connecting = loop.create_future()
+        try:
+            try:
+                _, protocol = await asyncio.wait_for(
+                    loop.create_connection(_Protocol, self.host, self.port),
+                    self.connect_timeout)
+            except (TimeoutError, OSError) as exc:
+                raise LoopRedisError(f"cannot connect to Redis at {self.host}:{self.port}: "
+                                     f"{exc!r}") from None
+            hello: list[tuple[Any, ...]] = []
+            if self.password is not None:
+                hello.append(("AUTH", self.username, self.password) if self.username
+                             else ("AUTH", self.password))  # fmt: skip
+            if self.db:
+                hello.append(("SELECT", self.db))
+            for command in hello:
+                reply = await self._call(protocol, encode_command(command))
+                if isinstance(reply, hiredis.ReplyError):
+                    protocol.fail(LoopRedisError("closed"))
+                    raise LoopRedisError(f"Redis refused {command[0]}: {reply}")
+            self._protocol = protocol
+            self._connecting.set_result(protocol)
+            return protocol
+        except BaseException as exc:
+            self._connecting.set_exception(exc if isinstance(exc, LoopRedisError)
+                                           else LoopRedisError(repr(exc)))  # fmt: skip
+            self._connecting.exception()  # retrieved: no "never retrieved" warning
+            raise
+        finally:
+            self._connecting = None
+
+    def close(self) -> None:
+        """Drop the connection (a later call opens another)."""
+        protocol, self._protocol = self._protocol, None
+        if protocol is not None:
+            protocol.close()

@@ -1,0 +1,215 @@
+"""The content index's question on the event loop's own Redis connection
+(``crawler.backends.redis.aio.LoopRedis``), against real Redis servers: the replies redis-py
+gives, AUTH and SELECT first, every failure raised as ``LoopRedisError`` (a refused
+connection, a server that does not answer in time, an error reply), a new connection after a
+lost one, and the index going on with redis-py when the loop's connection fails."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+import redis
+from scrapy.settings import Settings
+
+from crawler.backends.redis import RedisContentIndex, clear_namespace, connect
+from crawler.backends.redis.aio import LoopRedis, LoopRedisError, encode_command
+from crawler.vocab import PageSignature
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.redis
+
+SCRIPT = "return {ARGV[1], tonumber(ARGV[2]) + 1, {ARGV[3], false}, redis.call('GET', KEYS[1])}"
+
+
+def test_a_script_call_on_the_loop_answers_what_redis_py_answers(redis_url):
+    client = connect(redis_url)
+    key = f"test-loop-{uuid.uuid4().hex}"
+    client.set(key, b"\x00value\xff")
+    script = client.register_script(SCRIPT)
+    args = ["d\u00e9j\u00e0 vu", 41, b"\x00\xffbytes"]
+    try:
+        expected = script(keys=[key], args=args)
+        loop_redis = LoopRedis.of(client)
+        assert loop_redis is not None
+
+        async def ask() -> object:
+            return await loop_redis.execute("EVALSHA", script.sha, 1, key, *args)
+
+        got = asyncio.run(ask())
+    finally:
+        client.delete(key)
+    assert got == expected == ["d\u00e9j\u00e0 vu".encode(), 42, [b"\x00\xffbytes", None],
+                               b"\x00value\xff"]  # fmt: skip
+    assert loop_redis.calls == 1 and loop_redis.failures == 0
+
+
+def test_commands_are_encoded_as_redis_py_encodes_them():
+    assert encode_command(["SET", "k\u00e9", 3, 1.5, b"\x00"]) == (
+        b"*5\r\n$3\r\nSET\r\n$3\r\nk\xc3\xa9\r\n$1\r\n3\r\n$3\r\n1.5\r\n$1\r\n\x00\r\n")
+    with pytest.raises(TypeError, match="NoneType"):
+        encode_command(["SET", None])
+    with pytest.raises(TypeError, match="bool"):
+        encode_command(["SET", True])
+
+
+def test_an_error_reply_fails_the_call_and_the_connection_serves_the_next(redis_url):
+    loop_redis = LoopRedis.of(connect(redis_url))
+    assert loop_redis is not None
+
+    async def run() -> object:
+        with pytest.raises(LoopRedisError, match="NOSCRIPT"):
+            await loop_redis.execute("EVALSHA", "0" * 40, 0)
+        first = loop_redis._protocol
+        pong = await loop_redis.execute("PING")
+        assert loop_redis._protocol is first  # an error reply leaves the connection up
+        return pong
+
+    assert asyncio.run(run()) == b"PONG"
+    assert loop_redis.failures == 1 and loop_redis.calls == 2
+
+
+def test_auth_and_select_go_first_and_a_wrong_password_fails(private_redis):
+    url, _ = private_redis
+    admin = redis.Redis.from_url(url)
+    admin.config_set("requirepass", "s3cret")
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    authed = redis.Redis.from_url(f"redis://:s3cret@127.0.0.1:{port}/3")
+    authed.set("only-in-db-3", b"here")
+    loop_redis = LoopRedis.of(authed)
+    assert loop_redis is not None and loop_redis.db == 3
+
+    async def get(client: LoopRedis) -> object:
+        return await client.execute("GET", "only-in-db-3")
+
+    assert asyncio.run(get(loop_redis)) == b"here"
+    wrong = LoopRedis("127.0.0.1", int(port), password="wrong", db=3)
+    with pytest.raises(LoopRedisError, match="AUTH"):
+        asyncio.run(get(wrong))
+    nothing = LoopRedis("127.0.0.1", int(port), db=3)
+    with pytest.raises(LoopRedisError, match="NOAUTH"):
+        asyncio.run(get(nothing))
+
+
+def test_a_refused_connection_fails_at_once():
+    loop_redis = LoopRedis("127.0.0.1", free_port(), timeout=5, connect_timeout=5)
+    started = time.monotonic()
+    with pytest.raises(LoopRedisError, match="cannot connect"):
+        asyncio.run(loop_redis.execute("PING"))
+    assert time.monotonic() - started < 2
+    assert loop_redis.failures == 1
+
+
+def test_a_server_silent_past_the_timeout_fails_the_call_and_the_next_reconnects(private_redis):
+    """CLIENT PAUSE holds every client's commands on the real server for a second: the call
+    fails after its timeout, its connection is dropped, and once the server answers again the
+    next call opens a new connection."""
+    url, _ = private_redis
+    admin = redis.Redis.from_url(url)
+    loop_redis = LoopRedis.of(redis.Redis.from_url(url, socket_timeout=0.3))
+    assert loop_redis is not None and loop_redis.timeout == 0.3
+
+    async def run() -> object:
+        assert await loop_redis.execute("PING") == b"PONG"
+        first = loop_redis._protocol
+        admin.client_pause(1000, all=True)
+        started = time.monotonic()
+        with pytest.raises(LoopRedisError, match="no reply"):
+            await loop_redis.execute("PING")
+        assert 0.25 < time.monotonic() - started < 0.9
+        assert first is not None and first.closed
+        await asyncio.sleep(1.0)  # the pause is over
+        pong = await loop_redis.execute("PING")
+        assert loop_redis._protocol is not first
+        return pong
+
+    assert asyncio.run(run()) == b"PONG"
+
+
+def test_a_lost_connection_fails_the_waiting_call_and_the_next_reconnects(private_redis):
+    url, _ = private_redis
+    admin = redis.Redis.from_url(url)
+    loop_redis = LoopRedis.of(redis.Redis.from_url(url))
+    assert loop_redis is not None
+
+    async def run() -> None:
+        await loop_redis.execute("PING")
+        admin.client_kill_filter(_type="normal", skipme=True)  # every client but admin
+        with pytest.raises(LoopRedisError, match="lost"):
+            await loop_redis.execute("PING")
+        assert await loop_redis.execute("PING") == b"PONG"
+
+    asyncio.run(run())
+    assert loop_redis.failures == 1
+
+
+def test_only_a_plain_tcp_client_gets_a_loop_connection(tmp_path):
+    assert LoopRedis.of(redis.Redis(unix_socket_path=str(tmp_path / "redis.sock"))) is None
+    assert LoopRedis.of(redis.Redis(ssl=True)) is None
+    assert LoopRedis.of(redis.Redis(protocol=3)) is None
+    plain = LoopRedis.of(redis.Redis(host="127.0.0.1", port=6390, db=2, socket_timeout=7))
+    assert plain is not None and (plain.port, plain.db, plain.timeout) == (6390, 2, 7.0)
+
+
+def test_the_index_goes_on_with_redis_py_when_the_loop_connection_fails(redis_url):
+    """The loop's connection refused: the index decides through redis-py instead, the same
+    decisions (exact copy, near copy, distinct) as asked inline."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    settings = Settings({"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name})
+    index = RedisContentIndex.from_settings(settings)
+    broken = LoopRedis("127.0.0.1", free_port())
+    index._loop_client = broken
+    pages = [PageSignature("http://a.test/1", "http://a.test/1", "c1", 0b1011 << 40),
+             PageSignature("http://a.test/2", "http://a.test/2", "c1", 0b1011 << 40),
+             PageSignature("http://a.test/3", "http://a.test/3", "c3", (0b1011 << 40) | 0b111),
+             PageSignature("http://a.test/4", "http://a.test/4", "c4", (1 << 64) - 1)]
+
+    async def decide() -> list[object]:
+        return [await index.check_and_add_async(page) for page in pages]
+
+    try:
+        matches = asyncio.run(decide())
+    finally:
+        index.close()
+        clear_namespace(connect(redis_url), f"dedup:{name}")
+    assert matches[0] is None and matches[3] is None
+    assert (matches[1].reason, matches[1].url, matches[1].distance) == (
+        "exact_duplicate", "http://a.test/1", 0)
+    assert (matches[2].reason, matches[2].url, matches[2].distance) == (
+        "near_duplicate", "http://a.test/1", 3)
+    assert broken.failures == len(pages)
+
+
+def test_the_index_asks_on_the_loop_and_answers_as_inline(redis_url):
+    """The same pages through check_and_add_async (on the loop's connection) and
+    check_and_add (redis-py), each on a namespace of its own: the same answers."""
+    made = []
+
+    def index() -> RedisContentIndex:
+        name = f"test-{uuid.uuid4().hex[:12]}"
+        made.append(name)
+        return RedisContentIndex.from_settings(
+            Settings({"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name}))
+
+    pages = [PageSignature(f"http://a.test/{i}", f"http://a.test/{i}", f"c{i % 5}",
+                           (i * 0x9E3779B97F4A7C15) % (1 << 64) >> (i % 3)) for i in range(40)]
+    inline, on_loop = index(), index()
+
+    async def decide() -> list[object]:
+        return [await on_loop.check_and_add_async(page) for page in pages]
+
+    try:
+        expected = [inline.check_and_add(page) for page in pages]
+        got = asyncio.run(decide())
+        loop_client = on_loop._loop_client
+    finally:
+        for made_index in (inline, on_loop):
+            made_index.close()
+        for name in made:
+            clear_namespace(connect(redis_url), f"dedup:{name}")
+    assert got == expected
+    assert any(m is not None for m in expected) and any(m is None for m in expected)
+    assert isinstance(loop_client, LoopRedis)
+    assert loop_client.calls == len(pages) and loop_client.failures == 0
