@@ -7,6 +7,7 @@ lost one, and the index going on with redis-py when the loop's connection fails.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 
@@ -153,9 +154,10 @@ def test_only_a_plain_tcp_client_gets_a_loop_connection(tmp_path):
     assert plain is not None and (plain.port, plain.db, plain.timeout) == (6390, 2, 7.0)
 
 
-def test_the_index_goes_on_with_redis_py_when_the_loop_connection_fails(redis_url):
+def test_the_index_goes_on_with_redis_py_when_the_loop_connection_fails(redis_url, caplog):
     """The loop's connection refused: the index decides through redis-py instead, the same
-    decisions (exact copy, near copy, distinct) as asked inline."""
+    decisions (exact copy, near copy, distinct) as asked inline; said once in the log."""
+    caplog.set_level(logging.INFO, logger="crawler.backends.redis.index")
     name = f"test-{uuid.uuid4().hex[:12]}"
     settings = Settings({"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name})
     index = RedisContentIndex.from_settings(settings)
@@ -180,6 +182,8 @@ def test_the_index_goes_on_with_redis_py_when_the_loop_connection_fails(redis_ur
     assert (matches[2].reason, matches[2].url, matches[2].distance) == (
         "near_duplicate", "http://a.test/1", 3)
     assert broken.failures == len(pages)
+    said = [r.getMessage() for r in caplog.records if "loop's Redis connection" in r.getMessage()]
+    assert len(said) == 1 and "cannot connect" in said[0]
 
 
 def test_the_index_asks_on_the_loop_and_answers_as_inline(redis_url):

@@ -130,6 +130,7 @@ class LoopRedis:
         self._protocol: _Protocol | None = None
         self._connecting: asyncio.Future[_Protocol] | None = None
         self.calls = self.failures = 0
+        self.failures_logged = False  # the caller logs the first failure once
 
     @classmethod
     def of(cls, client: redis.Redis) -> LoopRedis | None:

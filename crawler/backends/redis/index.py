@@ -139,7 +139,12 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         try:
             found = await loop_redis.execute("EVALSHA", self._check.sha, 1, self.base,
                                              *self._check_args(args, b"", False))
-        except LoopRedisError:  # the same question through redis-py: retried, its errors
+        except LoopRedisError as exc:  # the same question through redis-py: retried, its errors
+            if not loop_redis.failures_logged:
+                loop_redis.failures_logged = True
+                logger.info("content index: the event loop's Redis connection failed (%s); "
+                            "the question goes through redis-py (and so will any other that "
+                            "fails)", exc)  # fmt: skip
             return self._decide(page, query_only=False)
         if not found:
             return None
