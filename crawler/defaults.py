@@ -77,6 +77,8 @@ DROPPED_LOG_RETRY_BACKOFF = 1.0  # seconds before the first retry; doubles each 
 DROPPED_TEXT_MAX_CHARS = 20_000  # text kept per dropped page (for `scrapy dropped --explain`)
 DEDUP_OVERRIDES_FILE = ""  # keep/drop/distinct rules (crawler.dedup.overrides); "" none
 DEDUP_PROGRESS_INTERVAL = 30.0  # s between progress lines (crawler.extensions.progress); 0 = off
+GC_FREEZE = True  # start-up's objects left out of the garbage collector (crawler.extensions.gctune)
+GC_GEN0_THRESHOLD = 10_000  # allocations between young collections (Python's 700; 0 = Python's)
 
 # --- Politeness (crawler.middlewares.robots, crawler.middlewares.retryafter) -------------------
 ROBOTSTXT_RETRY_BACKOFF = 5.0  # seconds before an unavailable robots.txt is fetched again; doubles

@@ -37,6 +37,7 @@ BAD = {
     "RedisSettings": ("REDIS_RETRY_SECONDS", -1),
     "NamespaceSettings": ("DEDUP_NAMESPACE", "crawl42:web"),
     "ProgressSettings": ("DEDUP_PROGRESS_INTERVAL", -3),
+    "GCSettings": ("GC_GEN0_THRESHOLD", -1),
     "DeciderSettings": ("SIMHASH_MAX_DISTANCE", 99),
     "WarcOptions": ("WARC_MAX_SIZE", -1),
     "RobotsSettings": ("ROBOTSTXT_RETRY_BACKOFF", 0),
@@ -60,6 +61,9 @@ MESSAGES = {
                                            "allowed a number in [0, 3.1536e+08]",
     ("ROBOTSTXT_CACHE_HOSTS", -1): "setting ROBOTSTXT_CACHE_HOSTS=-1 is invalid: allowed an "
                                    "integer >= 0",
+    ("GC_GEN0_THRESHOLD", "lots"): "setting GC_GEN0_THRESHOLD='lots' is invalid: allowed an "
+                                   "integer >= 0",
+    ("GC_FREEZE", "maybe"): "setting GC_FREEZE='maybe' is invalid: allowed True or False",
 }  # fmt: skip
 
 

@@ -102,6 +102,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
     from crawler.cluster.worker import WorkerSettings
     from crawler.config import ScrapySettings
     from crawler.dedup.options import DeciderSettings
+    from crawler.extensions.gctune import GCSettings
     from crawler.extensions.progress import ProgressSettings
     from crawler.middlewares.headerlimit import HeaderLimitSettings
     from crawler.middlewares.retryafter import RetryAfterSettings
@@ -136,6 +137,7 @@ def settings_checks() -> list[Callable[[SettingsLike], object]]:
         RedisSettings.from_settings,  # REDIS_URL, REDIS_RETRY_SECONDS, REDIS_TIMEOUT_SECONDS
         NamespaceSettings.from_settings,  # DEDUP_NAMESPACE (a key segment: no ':')
         ProgressSettings.from_settings,  # DEDUP_PROGRESS_INTERVAL
+        GCSettings.from_settings,  # GC_FREEZE, GC_GEN0_THRESHOLD
         DeciderSettings.from_settings,  # SIMHASH_* (k and blocks too), DEDUP_* of the decider
         WarcOptions.from_settings,  # WARC_*
         RobotsSettings.from_settings,  # ROBOTSTXT_RETRY_BACKOFF*, _UNAVAILABLE_MAX_SECONDS

@@ -117,6 +117,8 @@ DROPPED_LOG_RETRY_BACKOFF = _d.DROPPED_LOG_RETRY_BACKOFF  # first retry delay, s
 DROPPED_TEXT_MAX_CHARS = _d.DROPPED_TEXT_MAX_CHARS  # characters of text stored per dropped page
 DEDUP_OVERRIDES_FILE = _d.DEDUP_OVERRIDES_FILE  # keep/drop/distinct rules beside the database's
 DEDUP_PROGRESS_INTERVAL = _d.DEDUP_PROGRESS_INTERVAL  # seconds between progress lines (0 = off)
+GC_FREEZE = _d.GC_FREEZE  # objects alive after start-up left out of the garbage collector
+GC_GEN0_THRESHOLD = _d.GC_GEN0_THRESHOLD  # allocations between young collections (0 = Python's)
 
 # --- Backends -----------------------------------------------------------------------------------
 DEDUP_BACKEND = _d.DEDUP_BACKEND  # "local" (in process) or "redis" (shared)
@@ -167,4 +169,5 @@ EXTENSIONS = {
     "crawler.extensions.progress.DedupProgress": 500,  # progress line + summary (before StatsFile)
     "crawler.outputs.warc.WarcWriter": 800,  # WARC records once storage commits a page's fate
     "crawler.extensions.statsfile.StatsFile": 900,  # STATS_FILE writer
+    "crawler.extensions.gctune.GCTuning": 950,  # GC_FREEZE, GC_GEN0_THRESHOLD
 }
