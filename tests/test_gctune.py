@@ -46,8 +46,10 @@ def test_open_sets_the_threshold_freeze_leaves_live_objects_out_close_restores(p
         assert tuning._call is not None  # the freeze, scheduled
         kept = [[n] for n in range(1000)]  # alive when frozen
         tuning.freeze()  # as the loop would FREEZE_DELAY_SECONDS later
-        assert gc.get_freeze_count() >= 1000 + len(kept)
-        assert tuning.crawler.stats.get_value(FROZEN_STAT) == gc.get_freeze_count()
+        frozen = tuning.crawler.stats.get_value(FROZEN_STAT)
+        assert frozen == tuning.frozen >= 1000 + len(kept)
+        # a frozen object that dies leaves the frozen set: the count may fall, never rise
+        assert len(kept) <= gc.get_freeze_count() <= frozen
         tracked = len(gc.get_objects())  # what a full collection walks now
         assert tracked < gc.get_freeze_count()
         tuning.spider_closed()
