@@ -71,7 +71,7 @@ class Turn:
     """One page's passage through the gate; ``held`` is this page's own (a page cancelled
     while it queues again never releases another page's turn)."""
 
-    def __init__(self, lock: asyncio.Lock | None, gate: DecisionGate | None = None) -> None:
+    def __init__(self, lock: asyncio.Lock | None, gate: DecisionGate) -> None:
         self._lock = lock
         self._gate = gate
         self.held = False
@@ -83,13 +83,11 @@ class Turn:
     async def _acquire(self) -> None:
         if self._lock is None:
             return
-        if self._gate is not None:
-            self._gate.waiting += 1
+        self._gate.waiting += 1
         try:
             await self._lock.acquire()
         finally:
-            if self._gate is not None:
-                self._gate.waiting -= 1
+            self._gate.waiting -= 1
         self.held = True
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -59,9 +59,6 @@ def encode_command(args: tuple[Any, ...] | list[Any]) -> bytes:
     return b"".join(parts)
 
 
-_running_loop = asyncio.get_running_loop
-
-
 class _Protocol(asyncio.Protocol):
     """One connection: replies matched to the calls in the order they were sent."""
 
@@ -155,7 +152,8 @@ class LoopRedis:
         self.calls += 1
         try:
             protocol = self._protocol
-            if protocol is None or protocol.closed or protocol.loop is not _running_loop():
+            loop = asyncio.get_running_loop()
+            if protocol is None or protocol.closed or protocol.loop is not loop:
                 protocol = await self._connect()
             reply = await self._call(protocol, encode_command(args))
         except LoopRedisError:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_GONE = 64  # kept pages storage no longer knows, forgotten in one check before keeping
+_UNASKED = object()  # RedisContentIndex._decide: no reply to the question yet
 
 
 class RedisContentIndex(IndexLoading, PendingEntries):
@@ -145,16 +146,8 @@ class RedisContentIndex(IndexLoading, PendingEntries):
                 logger.info("content index: the event loop's Redis connection failed (%s); "
                             "the question goes through redis-py (and so will any other that "
                             "fails)", exc)  # fmt: skip
-            return self._decide(page, query_only=False)
-        if not found:
-            return None
-        reason = text(found[0])
-        if reason != "need_old":
-            match = self._match(reason, found)
-            if match is not None:
-                return match
-            return self._decide(page, query_only=False)  # its kept page is gone: again
-        return self._decide(page, query_only=False, old=self._stored_version(args[0]))
+            return self._decide(page, query_only=False, args=args)
+        return self._decide(page, query_only=False, args=args, found=found)
 
     def close(self) -> None:
         loop_client, self._loop_client = self._loop_client, False
@@ -184,17 +177,25 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         return [*self._head, self.k, self.owner, *args, "1" if self.standalone else "", old,
                 self._ck_filter.shard_bits, "1" if query_only else ""]  # fmt: skip
 
-    def _decide(self, page: PageSignature, query_only: bool, old: bytes = b"") -> Match | None:
-        args = self._page_args(page)
+    def _decide(self, page: PageSignature, query_only: bool, args: list[Any] | None = None,
+                found: Any = _UNASKED) -> Match | None:
+        """Ask the script until it decides; ``found``: its reply to the first question when
+        that was asked elsewhere (:meth:`check_and_add_async`), ``args`` the page's
+        :func:`page_args` when already made."""
+        args = self._page_args(page) if args is None else args
+        old = b""
         for _ in range(MAX_GONE + 2):
-            found = self._run(self._check, [self.base], self._check_args(args, old, query_only))
-            if not found:
+            if found is _UNASKED:
+                found = self._run(self._check, [self.base],
+                                  self._check_args(args, old, query_only))  # fmt: skip
+            reply, found = found, _UNASKED
+            if not reply:
                 return None
-            reason = text(found[0])
+            reason = text(reply[0])
             if reason == "need_old":
                 old = self._stored_version(args[0])
                 continue
-            match = self._match(reason, found)
+            match = self._match(reason, reply)
             if match is not None:
                 return match
             # the kept page is gone from storage: forgotten, decide again
