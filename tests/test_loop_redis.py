@@ -217,3 +217,52 @@ def test_the_index_asks_on_the_loop_and_answers_as_inline(redis_url):
     assert any(m is not None for m in expected) and any(m is None for m in expected)
     assert isinstance(loop_client, LoopRedis)
     assert loop_client.calls == len(pages) and loop_client.failures == 0
+
+
+def test_a_script_the_server_does_not_hold_is_loaded_on_the_loop_not_failed_over(redis_url):
+    """A new or restarted Redis answers EVALSHA with NOSCRIPT: the loop's connection loads the
+    script and runs it, as redis-py's Script does (before, the call failed over to redis-py
+    and the loop's connection was logged as failed on every crawl's first question)."""
+    client = connect(redis_url)
+    source = f"return {{ARGV[1], #KEYS}} -- {uuid.uuid4().hex}"  # held by no server yet
+    script = client.register_script(source)
+    assert client.script_exists(script.sha) == [False]
+    loop_redis = LoopRedis.of(client)
+    assert loop_redis is not None
+
+    async def run() -> list[object]:
+        return [await loop_redis.run_script(script, ["k1", "k2"], ["x"]) for _ in range(2)]
+
+    try:
+        got = asyncio.run(run())
+        assert got == [[b"x", 2], [b"x", 2]]
+        # EVALSHA (NOSCRIPT), SCRIPT LOAD, EVALSHA; then EVALSHA alone: the server holds it
+        assert (loop_redis.calls, loop_redis.failures) == (4, 0)
+        assert client.script_exists(script.sha) == [True]
+    finally:
+        loop_redis.close()
+
+
+def test_the_index_asks_on_the_loop_of_a_server_that_lost_its_scripts(private_redis):
+    """SCRIPT FLUSH (as a restarted Redis): the index's next question still goes on the
+    loop's connection, answered right, no failure."""
+    url, _ = private_redis
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    index = RedisContentIndex.from_settings(Settings({"REDIS_URL": url, "DEDUP_NAMESPACE": name}))
+    pages = [PageSignature("http://a.test/1", "http://a.test/1", "c1", 0b1011 << 40),
+             PageSignature("http://a.test/2", "http://a.test/2", "c2", (0b1011 << 40) | 0b1)]
+
+    async def decide() -> list[object]:
+        first = await index.check_and_add_async(pages[0])
+        connect(url).script_flush()
+        return [first, await index.check_and_add_async(pages[1])]
+
+    try:
+        matches = asyncio.run(decide())
+        loop_client = index._loop_client
+    finally:
+        index.close()
+    assert matches[0] is None
+    assert (matches[1].reason, matches[1].url, matches[1].distance) == (
+        "near_duplicate", "http://a.test/1", 1)
+    assert isinstance(loop_client, LoopRedis) and loop_client.failures == 0

@@ -149,16 +149,35 @@ class LoopRedis:
 
     async def execute(self, *args: Any) -> Any:
         """The reply to one command (an error reply raises :class:`LoopRedisError`)."""
+        return self._checked(await self._reply(args))
+
+    async def run_script(self, script: Any, keys: list[Any], args: list[Any]) -> Any:
+        """The reply of redis-py ``script`` (``register_script``) run with ``keys`` and
+        ``args``: ``EVALSHA``, and on a server that does not hold the script (a new or
+        restarted Redis answers ``NOSCRIPT``) ``SCRIPT LOAD`` and ``EVALSHA`` again, as
+        redis-py's own ``Script`` call does. Without this the first call of each script on a
+        fresh server failed over to redis-py (and logged the loop connection as failed)."""
+        call = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        reply = await self._reply(call)
+        if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("NOSCRIPT"):
+            self._checked(await self._reply(("SCRIPT", "LOAD", script.script)))
+            reply = await self._reply(call)
+        return self._checked(reply)
+
+    async def _reply(self, args: tuple[Any, ...]) -> Any:
+        """The reply to one command as read, an error reply included."""
         self.calls += 1
         try:
             protocol = self._protocol
             loop = asyncio.get_running_loop()
             if protocol is None or protocol.closed or protocol.loop is not loop:
                 protocol = await self._connect()
-            reply = await self._call(protocol, encode_command(args))
+            return await self._call(protocol, encode_command(args))
         except LoopRedisError:
             self.failures += 1
             raise
+
+    def _checked(self, reply: Any) -> Any:
         if isinstance(reply, hiredis.ReplyError):
             self.failures += 1
             raise LoopRedisError(f"Redis answered an error: {reply}")

@@ -138,8 +138,8 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         from crawler.backends.redis.aio import LoopRedisError
 
         try:
-            found = await loop_redis.execute("EVALSHA", self._check.sha, 1, self.base,
-                                             *self._check_args(args, b"", False))
+            found = await loop_redis.run_script(self._check, [self.base],
+                                                self._check_args(args, b"", False))
         except LoopRedisError as exc:  # the same question through redis-py: retried, its errors
             if not loop_redis.failures_logged:
                 loop_redis.failures_logged = True
