@@ -432,11 +432,30 @@ class LeasedFrontier(RedisBacked):
         one from a worker owning several when it has none), and the host taken, if any. ``fetched``:
         leases whose download ended since the last pop (no longer in flight for a steal).
         Raises :class:`LeaseLost` when this worker's membership expired."""
-        out = self._run(
-            self._pop, [self.key, self.workers_key],
-            [self.worker, n, int(steal), self.handover_ms, MAX_CLAIMS, self._token(),
-             *(fetched or ())],
-        )  # fmt: skip
+        return self.popped(self.run_pop(*self.pop_call(n, steal, fetched)))
+
+    def pop_call(self, n: int, steal: bool = True,
+                 fetched: list[str] | None = None) -> tuple[list[str], list[Any]]:  # fmt: skip
+        """``(keys, args)`` of one :meth:`pop_many`, with a fresh token: for :meth:`run_pop`,
+        or for the pop script (:attr:`pop_script`) sent on the event loop's connection. Sent
+        again, the same keys and args get the first run's reply back (``F:popmemo:{w}``), not
+        more leases, as long as this worker made no other pop meanwhile."""
+        return [self.key, self.workers_key], [
+            self.worker, n, int(steal), self.handover_ms, MAX_CLAIMS, self._token(),
+            *(fetched or ())]  # fmt: skip
+
+    @property
+    def pop_script(self) -> Any:
+        """The pop's script (redis-py's ``Script``: its ``sha`` and source)."""
+        return self._pop
+
+    def run_pop(self, keys: list[str], args: list[Any]) -> Any:
+        """The reply of one pop made by :meth:`pop_call`, through redis-py (retried)."""
+        return self._run(self._pop, keys, args)
+
+    def popped(self, out: Any) -> tuple[list[Request], str | None]:
+        """``(requests, host taken or None)`` of a pop's reply; :class:`LeaseLost` when the
+        reply says this worker's membership expired."""
         if int(out[0]) < 0:
             raise LeaseLost(self.worker)
         stolen = out[1].decode() if isinstance(out[1], bytes) else out[1]

@@ -26,10 +26,19 @@ subclass keeps that and replaces the rest:
   for a refused request. A worker killed while holding pushes loses none: the page that made
   them is not acknowledged, so it is fetched again, by whichever worker takes its lease;
 * ``next_request`` takes ``DISTRIBUTED_PREFETCH`` leased requests per Redis call and hands them
-  out one by one; ``has_pending_requests`` is about those and the held pushes (whether the
-  *shared* crawl is done is :class:`crawler.cluster.worker.ClusterWorker`'s question); the
-  same call reports the leases whose download ended since (``request_left_downloader``), so
-  a host another worker takes over waits only for the requests still on the wire;
+  out one by one; ``has_pending_requests`` is about those, the held pushes and a pop on its
+  way (whether the *shared* crawl is done is :class:`crawler.cluster.worker.ClusterWorker`'s
+  question); the same call reports the leases whose download ended since
+  (``request_left_downloader``), so a host another worker takes over waits only for the
+  requests still on the wire;
+* a pop goes on the event loop's own Redis connection
+  (:class:`~crawler.backends.redis.aio.LoopRedis`) and is awaited, not waited for: the next
+  one leaves once half the prefetched requests are handed out, so its reply is usually back
+  before they run out, and the reactor never holds for it (redis-py's pop held it for a round
+  trip plus the script's run, ~0.4 ms a pop on loopback). One pop is on its way at a time. A
+  failure of that connection sends the same pop (same token) through redis-py, which gets
+  the first run's leases back if it ran. Without a running asyncio loop, or a server reached
+  by TLS or a Unix socket, pops go through redis-py as they did, when the buffer is empty;
 * leases are acknowledged when their outcome is durable: ``crawler.signals.batch_committed``
   (the page stored or its drop committed), ``crawler.signals.request_finished`` (no page: an
   error status, a failure, a non-HTML body), ``spider_error`` and ``item_error`` (the page is
@@ -59,9 +68,10 @@ Stats: ``scheduler/enqueued/redis``, ``scheduler/dequeued/redis``, ``dedup/share
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from scrapy import signals
 from scrapy.utils.misc import load_object
@@ -71,6 +81,7 @@ from crawler import defaults, meta
 from crawler import signals as dedup_signals
 from crawler.backends.common import queue_key, redis_url, retry_policy
 from crawler.backends.redis import RedisSeenSet, connect
+from crawler.backends.redis.aio import LoopRedis, LoopRedisError
 from crawler.cluster import joincheck
 from crawler.cluster import worker as cluster
 from crawler.cluster.frontier import LeasedFrontier, LeaseLost, handover_ms
@@ -130,7 +141,13 @@ class SharedScheduler(Scheduler):
             self.clock: Any = reactor  # IReactorTime (a test's Clock)
         self._fetched: list[str] = []  # leases whose download ended, for the next pop
         self._pop_after = 0.0  # clock time before which no pop is tried (an empty one was)
+        # pops on the event loop's connection (_refill): one at a time, the next sent once the
+        # buffer is down to _pop_ahead_at requests, so the reply is back before it runs dry
+        self._popping = self._closed = False
+        self._pop_task: asyncio.Task[None] | None = None
+        self._loop_client: LoopRedis | Literal[False] | None = False
         self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
+        self._pop_ahead_at = self.prefetch // 2
         url = redis_url(spider.settings)
         policy = retry_policy(spider.settings, self.stats)
         self.server = connect(url, policy.timeout)  # not scrapy-redis's: no hidden retries
@@ -249,13 +266,29 @@ class SharedScheduler(Scheduler):
         request = self._buffer.popleft()
         if self.stats:
             self.stats.inc_value("scheduler/dequeued/redis")
+        if len(self._buffer) <= self._pop_ahead_at:
+            self._refill(ahead=True)
         return request
 
-    def _refill(self) -> bool:
-        if self.guard.down or self.queue.worker == "":
+    def _refill(self, ahead: bool = False) -> bool:
+        """Whether a pop brought requests into the buffer now. On the event loop's
+        connection the pop is sent and False returned: its requests come with the reply
+        (:meth:`_pop_on_loop`). ``ahead``: the buffer still holds requests, so only a pop on
+        the loop is made (redis-py's would hold the reactor for nothing yet needed)."""
+        if self._popping or self.guard.down or self.queue.worker == "" or self._closed:
             return False
         now = self.clock.seconds()
         if now < self._pop_after:
+            return False
+        loop_redis = self._loop_redis()
+        if loop_redis is not None:
+            keys, args = self.queue.pop_call(self.prefetch, fetched=self._fetched)
+            self._fetched = []
+            self._popping = True
+            self._pop_task = asyncio.get_running_loop().create_task(
+                self._pop_on_loop(loop_redis, keys, args))
+            return False
+        if ahead:
             return False
         try:
             popped = self.guard.attempt(
@@ -266,7 +299,10 @@ class SharedScheduler(Scheduler):
         if popped is None:
             return False
         self._fetched = []
-        requests, stolen = popped
+        return self._took(*popped, now)
+
+    def _took(self, requests: list[Request], stolen: str | None, now: float) -> bool:
+        """A pop's requests into the buffer; whether there were any."""
         if stolen:
             self._inc("dedup/shared/hosts_stolen")
             logger.info("Took host %s from a worker owning several with queued requests (this "
@@ -276,8 +312,74 @@ class SharedScheduler(Scheduler):
             self._pop_after = now + EMPTY_POP_PAUSE_SECONDS
         return bool(requests)
 
+    async def _pop_on_loop(self, loop_redis: LoopRedis, keys: list[str],
+                           args: list[Any]) -> None:  # fmt: skip
+        """One pop sent on the event loop's connection and awaited: the reactor downloads and
+        parses meanwhile. A failure of that connection sends the same pop (same token: the
+        first run's leases, if it ran, come back, never more) through redis-py, under the
+        crawl's Redis outage policy. The requests go into the buffer and the engine is woken
+        to take them; a reply that comes after :meth:`close` is left (its leases, if it took
+        any, go back to the queue with this worker's release, or the pop found the worker
+        gone and took none)."""
+        try:
+            try:
+                out = await loop_redis.run_script(self.queue.pop_script, keys, args)
+            except LoopRedisError as exc:
+                if self._closed:
+                    return
+                if not loop_redis.failures_logged:
+                    loop_redis.failures_logged = True
+                    logger.info("frontier: the event loop's Redis connection failed (%s); the "
+                                "pop goes through redis-py (and so will any other that fails)",
+                                exc)  # fmt: skip
+                out = self.guard.attempt(lambda: self.queue.run_pop(keys, args), None)
+                if out is None:
+                    return
+            if self._closed:
+                return
+            try:
+                popped = self.queue.popped(out)
+            except LeaseLost:
+                return  # ClusterWorker closes the spider (lease_lost)
+            except Exception:  # a reply not read: its leases come back as orphans at idle
+                logger.exception("frontier: a pop's reply could not be read")
+                return
+            self._took(*popped, self.clock.seconds())
+        finally:
+            self._popping = False
+            self._pop_task = None
+            if not self._closed:
+                self._wake_engine()
+
+    def _wake_engine(self) -> None:
+        """Run the engine's next-request loop now: it asked while the pop was on its way and
+        would otherwise ask again only when a download ends (or at its 5 s heartbeat). After
+        a pop that brought nothing too: the engine found the scheduler busy (a pop on its
+        way) and only now, the pop done and the next one paused, can it find the worker idle
+        (:class:`~crawler.cluster.worker.ClusterWorker` then asks whether the shared crawl is
+        done). Without this wake the heartbeat's own ask sent a pop each time and the worker
+        never read as idle: it never closed."""
+        engine = getattr(self.crawler, "engine", None)
+        nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    def _loop_redis(self) -> LoopRedis | None:
+        """The event loop's connection to the frontier's server (made on first use); None
+        without a running asyncio loop (a test calling the scheduler directly), for a server
+        redis-py reaches otherwise than by plain TCP."""
+        if self._loop_client is None:
+            return None
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        if self._loop_client is False:
+            self._loop_client = LoopRedis.of(self.server)
+        return self._loop_client
+
     def has_pending_requests(self) -> bool:
-        return bool(self._buffer) or bool(self._pushes)
+        return bool(self._buffer) or bool(self._pushes) or self._popping
 
     def __len__(self) -> int:
         return len(self._buffer)
@@ -296,6 +398,10 @@ class SharedScheduler(Scheduler):
         ``SCHEDULER_PERSIST`` says (:meth:`flush`). Held pushes are written first."""
         self.flush_pushes()
         self._buffer.clear()
+        self._closed = True
+        loop_client, self._loop_client = self._loop_client, None
+        if loop_client:
+            loop_client.close()
 
     def flush(self) -> None:
         """Nothing: in scrapy-redis ``SCHEDULER_PERSIST=False`` (at close) and

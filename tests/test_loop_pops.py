@@ -1,0 +1,172 @@
+"""A distributed worker's pops on the event loop's own Redis connection
+(``SharedScheduler._refill``, ``LoopRedis``), against the real Redis: sent ahead of need so the
+reactor never waits for one, the same leases redis-py's pop would give, and none lost or taken
+twice when the loop's connection fails after the pop ran or the crawl closes meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from scrapy import Request
+
+from crawler.backends.redis import clear_namespace, connect
+from crawler.backends.redis.aio import LoopRedis
+from crawler.cluster.frontier import LeasedFrontier
+from tests.test_batched_pushes import _scheduler
+
+pytestmark = pytest.mark.redis
+
+QUEUED = 20
+
+
+@pytest.fixture
+def scheduler(redis_url) -> Iterator[Any]:
+    """A shared scheduler (prefetch 8) whose frontier holds QUEUED requests another worker
+    queued; ``urls``: theirs."""
+    made = _scheduler(redis_url, DISTRIBUTED_PREFETCH=8)
+    other = LeasedFrontier(made.queue.server, made.spider, made.queue.key,
+                           workers_key=made.queue.workers_key)  # fmt: skip
+    other.worker = "another"
+    made.urls = [f"http://h.test/{i}" for i in range(QUEUED)]
+    for url in made.urls:
+        request = Request(url)
+        assert other.push_new(request, made.df.fingerprinter.fingerprint(request), made.df.seen)
+    yield made
+    clear_namespace(connect(redis_url), made.namespace)
+
+
+async def _until(condition: Any, seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.005)):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"not within {seconds:.0f} s")
+
+
+def test_pops_go_on_the_loop_ahead_of_need_and_no_redis_py_pop_is_made(scheduler):
+    """The first ask sends a pop and gets nothing yet (the engine is woken when the reply
+    comes); once the buffer is down to half the prefetch the next pop is already on its way,
+    so the buffer is refilled before it runs dry. Every request comes once, leased."""
+    got: list[Request] = []
+
+    async def crawl() -> list[int]:
+        assert scheduler.next_request() is None  # sent, not awaited: the reactor goes on
+        assert scheduler._popping and scheduler.has_pending_requests()
+        await _until(lambda: not scheduler._popping)
+        held = [len(scheduler._buffer)]
+        for _ in range(4):  # down to 4 left: the next pop leaves now
+            got.append(scheduler.next_request())
+        assert scheduler._popping and len(scheduler._buffer) == 4
+        await _until(lambda: not scheduler._popping)
+        held.append(len(scheduler._buffer))
+        while (request := scheduler.next_request()) is not None or scheduler._popping:
+            if request is not None:
+                got.append(request)
+            await asyncio.sleep(0)
+        return held
+
+    held = asyncio.run(crawl())
+    assert held == [8, 12]
+    assert sorted(r.url for r in got) == sorted(scheduler.urls)
+    assert scheduler.calls["pop_many"] == 0  # never through redis-py
+    assert isinstance(scheduler._loop_client, LoopRedis)
+    assert scheduler._loop_client.failures == 0 and scheduler._loop_client.calls >= 3
+    assert scheduler.queue.counts() == (0, QUEUED)  # all leased to this worker, once
+    assert scheduler.stats.get_value("scheduler/dequeued/redis") == QUEUED
+
+
+async def _reply_dropping_proxy(port: int) -> tuple[asyncio.Server, int, list[int]]:
+    """A TCP proxy to Redis that forwards each command and, once Redis has answered, closes
+    the client's connection instead of passing the answer on: the call ran, its reply lost.
+    Returns the server, its port and a list counting the replies dropped."""
+    dropped: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+        data = await reader.read(1 << 16)
+        up_writer.write(data)
+        await up_writer.drain()
+        if await up_reader.read(1 << 16):
+            dropped.append(1)
+        up_writer.close()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], dropped
+
+
+def test_a_pop_whose_reply_was_lost_is_sent_again_by_redis_py_and_leases_nothing_twice(
+        scheduler, redis_url, caplog):  # fmt: skip
+    """The pop ran in Redis (8 leased) but the loop's connection died before its reply: the
+    same pop (same token) through redis-py gets the first run's requests back, so 8 are
+    leased, not 16, and each comes once; said once in the log."""
+    caplog.set_level(logging.INFO, logger="crawler.cluster.scheduler")
+    script = scheduler.queue.pop_script
+    connect(redis_url).script_load(script.script)  # the proxy's one reply is the pop's
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+
+    async def crawl() -> tuple[list[Request], int]:
+        server, proxy_port, dropped = await _reply_dropping_proxy(port)
+        scheduler._loop_client = LoopRedis("127.0.0.1", proxy_port)
+        try:
+            assert scheduler.next_request() is None
+            await _until(lambda: not scheduler._popping)
+            first = list(scheduler._buffer)
+            return first, len(dropped)
+        finally:
+            server.close()
+
+    first, dropped = asyncio.run(crawl())
+    assert dropped == 1
+    assert len(first) == 8 and len({r.url for r in first}) == 8
+    assert scheduler.calls["pop_many"] == 0  # the retry is run_pop with the first pop's args
+    assert scheduler.queue.counts() == (QUEUED - 8, 8)
+    said = [r.getMessage() for r in caplog.records if "loop's Redis connection" in r.getMessage()]
+    assert len(said) == 1 and "lost" in said[0]
+
+
+def test_a_pop_on_its_way_at_close_puts_nothing_in_the_buffer_and_loses_nothing(scheduler):
+    """The crawl closes while a pop is on its way: its reply is left, and whatever it leased
+    goes back to the queue with the worker's release (the pop found the worker gone and took
+    nothing, or ran first and its leases are released)."""
+
+    async def close_meanwhile() -> None:
+        assert scheduler.next_request() is None and scheduler._popping
+        scheduler.close("shutdown")
+        await _until(lambda: not scheduler._popping)
+
+    asyncio.run(close_meanwhile())
+    assert not scheduler._buffer and not scheduler.has_pending_requests()
+    queued, leased = scheduler.queue.counts()
+    assert queued + leased == QUEUED and leased in (0, 8)
+    scheduler.queue.release()
+    assert scheduler.queue.counts() == (QUEUED, 0)
+
+
+def test_an_empty_pop_leaves_the_worker_idle_until_its_pause_ends(redis_url):
+    """Nothing queued: while the pop is on its way the scheduler has pending work (the engine
+    must not read the worker idle yet); once it came back empty it has none, and an ask
+    within EMPTY_POP_PAUSE_SECONDS sends no other pop (the engine, woken by the reply, then
+    finds the worker idle; a pop sent by that very ask kept it busy forever)."""
+    made = _scheduler(redis_url, DISTRIBUTED_PREFETCH=8)
+
+    async def ask() -> tuple[bool, bool, bool]:
+        assert made.next_request() is None
+        busy = made.has_pending_requests()
+        await _until(lambda: not made._popping)
+        after = made.has_pending_requests()
+        assert made.next_request() is None  # within the pause
+        return busy, after, made._popping
+
+    try:
+        busy, after, popping_again = asyncio.run(ask())
+        calls = made._loop_client.calls
+    finally:
+        clear_namespace(connect(redis_url), made.namespace)
+    assert (busy, after, popping_again) == (True, False, False)
+    assert calls in (1, 3)  # the pop (3: EVALSHA, SCRIPT LOAD, EVALSHA on a fresh server)
+    assert made.calls["pop_many"] == 0
