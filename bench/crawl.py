@@ -945,8 +945,9 @@ def scaleout_table(title: str, summary: dict[str, Any], configs: list[str]) -> s
         ("runs (not finished)", lambda s: f"{s['runs']} ({s['runs_not_finished']})"),
     ]
     w = [max(12, len(c) + 2) for c in configs]  # a --variant's name may be long
-    lines = [title, f"{'':<23}" + "".join(f"{c:>{n}}" for c, n in zip(configs, w, strict=True))]
-    lines += [f"{label:<23}" + "".join(f"{fn(summary[c]):>{n}}"
+    lw = max(len(label) for label, _ in rows) + 1
+    lines = [title, f"{'':<{lw}}" + "".join(f"{c:>{n}}" for c, n in zip(configs, w, strict=True))]
+    lines += [f"{label:<{lw}}" + "".join(f"{fn(summary[c]):>{n}}"
                                        for c, n in zip(configs, w, strict=True))
               for label, fn in rows]  # fmt: skip
     t = summary["targets"]
