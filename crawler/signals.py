@@ -10,8 +10,9 @@ count from now on) and ``dropped`` (``list[dict]``, the ``dropped`` rows: the dr
 written from them, so it names only drops that storage holds).
 
 ``batch_writing``: sent by the storage pipeline on the reactor thread just before it writes a
-batch (no arguments): whatever a page of it promised must be durable before the page is
-committed (the shared scheduler writes the pushes it holds: :mod:`crawler.cluster.scheduler`).
+batch (no arguments), and awaited: whatever a page of it promised must be durable before the
+page is committed (the shared scheduler's handler returns once the pushes it holds, or has on
+their way on the event loop's connection, are written: :mod:`crawler.cluster.scheduler`).
 
 ``page_demoted``: sent by the dedup pipeline (:class:`crawler.dedup.drops.DropWriter`,
 only when a storage pipeline runs) when a kept page turns out a duplicate after all: the page

@@ -400,6 +400,15 @@ class LeasedFrontier(RedisBacked):
         one. The seen set's bookkeeping (:meth:`RedisSeenSet.added`) is done per request."""
         if not items:
             return []
+        keys, args = self.push_call(items, seen)
+        return self.pushed(items, seen, self.run_push(keys, args))
+
+    def push_call(self, items: list[tuple[Request, bytes | None]],
+                  seen: RedisSeenSet | None = None) -> tuple[list[str], list[Any]]:  # fmt: skip
+        """``(keys, args)`` of one :meth:`push_many` of ``items`` (not empty), with a fresh
+        token: for :meth:`run_push`, or for :attr:`push_script` on the event loop's connection.
+        Sent again, the same keys and args get the first run's reply back (``F:memo:{w}``),
+        not the requests queued twice, as long as this worker made no other push meanwhile."""
         checked = seen is not None and any(fp is not None for _, fp in items)
         keys = [self.key, seen.base if checked and seen is not None else self.key]
         args: list[Any] = [0, 0, self.worker, self._token()]  # the same on a retry: run once
@@ -411,7 +420,20 @@ class LeasedFrontier(RedisBacked):
                 args[0], args[1] = grow, bits
             args += [host_key(request), int(request.priority), self._encode(request), fp_arg,
                      lease]
-        out = self._run(self._push_many, keys, args)
+        return keys, args
+
+    @property
+    def push_script(self) -> Any:
+        """The push's script (redis-py's ``Script``: its ``sha`` and source)."""
+        return self._push_many
+
+    def run_push(self, keys: list[str], args: list[Any]) -> Any:
+        """The reply of one push made by :meth:`push_call`, through redis-py (retried)."""
+        return self._run(self._push_many, keys, args)
+
+    def pushed(self, items: list[tuple[Request, bytes | None]], seen: RedisSeenSet | None,
+               out: Any) -> list[bool]:  # fmt: skip
+        """Whether each of ``items`` was queued, from the reply of their push."""
         queued = []
         for (_, fp), present, count in zip(items, out[::2], out[1::2], strict=True):
             if seen is not None and fp is not None:

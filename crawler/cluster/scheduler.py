@@ -25,6 +25,13 @@ subclass keeps that and replaces the rest:
   counts and logs it and Scrapy's ``request_dropped`` signal is sent, as the engine sends it
   for a refused request. A worker killed while holding pushes loses none: the page that made
   them is not acknowledged, so it is fetched again, by whichever worker takes its lease;
+* the push goes on the event loop's own Redis connection and is awaited (one on its way at a
+  time; what is held meanwhile goes when it is back): an acknowledgement or requeue asked
+  meanwhile is sent once the push carrying what was held when it was asked is back, and the
+  storage writer's ``batch_writing`` returns only then, so both orders above still hold. A
+  failure of that connection sends the same push (same token) through redis-py: if it ran,
+  its first answers come back and nothing is queued twice or dropped as seen. ``close``
+  returns a Deferred the engine awaits while a push is on its way;
 * ``next_request`` takes ``DISTRIBUTED_PREFETCH`` leased requests per Redis call and hands them
   out one by one; ``has_pending_requests`` is about those, the held pushes and a pop on its
   way (whether the *shared* crawl is done is :class:`crawler.cluster.worker.ClusterWorker`'s
@@ -74,6 +81,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Literal
 
 from scrapy import signals
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import load_object
 from scrapy_redis.scheduler import Scheduler
 
@@ -91,6 +99,7 @@ from crawler.storage.engine import StorageError
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from twisted.internet.defer import Deferred
     from twisted.internet.interfaces import IDelayedCall
 
     from crawler.dupefilter import BloomDupeFilter, GuardedSeenSet
@@ -122,7 +131,7 @@ class SharedScheduler(Scheduler):
         scheduler.prefetch = cluster.prefetch(crawler.settings)
         for signal in (dedup_signals.batch_committed, dedup_signals.request_finished):
             crawler.signals.connect(scheduler.finished, signal=signal)
-        crawler.signals.connect(scheduler.flush_pushes, signal=dedup_signals.batch_writing)
+        crawler.signals.connect(scheduler.pushes_written, signal=dedup_signals.batch_writing)
         crawler.signals.connect(scheduler.spider_error, signal=signals.spider_error)
         crawler.signals.connect(scheduler.left_downloader, signal=signals.request_left_downloader)
         crawler.signals.connect(scheduler.item_error, signal=signals.item_error)
@@ -145,6 +154,13 @@ class SharedScheduler(Scheduler):
         # buffer is down to _pop_ahead_at requests, so the reply is back before it runs dry
         self._popping = self._closed = False
         self._pop_task: asyncio.Task[None] | None = None
+        # pushes on the loop's connection (flush_pushes): one on its way at a time; numbered,
+        # so an acknowledgement or a storage commit waits for the push carrying what was held
+        # when it was asked (_after_pushes_written), not for every later one
+        self._pushing = False
+        self._push_task: asyncio.Task[None] | None = None
+        self._push_seq = self._pushed_seq = 0
+        self._waiting_pushes: list[tuple[int, Any]] = []
         self._loop_client: LoopRedis | Literal[False] | None = False
         self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
         self._pop_ahead_at = self.prefetch // 2
@@ -229,20 +245,100 @@ class SharedScheduler(Scheduler):
         self.flush_pushes()
 
     def flush_pushes(self, **_: Any) -> None:
-        """Write the held pushes in one call; a request found seen after all is dropped now
-        (counted, logged, ``request_dropped``), as the engine drops one refused at once."""
+        """Write the held pushes in one call; a request found seen after all is dropped when
+        the answer comes (counted, logged, ``request_dropped``), as the engine drops one
+        refused at once. On the event loop's connection the call is sent and awaited
+        (:meth:`_push_on_loop`): one at a time, so pushes held while one is on its way go
+        when it is back. Otherwise (no running loop, a TLS or Unix-socket server, after
+        :meth:`close`) through redis-py, answered now."""
         pushes, self._pushes = getattr(self, "_pushes", []), []
         call, self._flush_call = getattr(self, "_flush_call", None), None
         if call is not None and call.active():
             call.cancel()
         if not pushes:
             return
-        seen = self.df.seen
-        answers = self.guard.attempt(
-            lambda: self.queue.push_many(pushes, seen if isinstance(seen, RedisSeenSet)
-                                         else None), None)  # fmt: skip
-        if answers is None:  # Redis failed: the crawl closes (redis_error); each one counted
-            answers = [not self.guard.recorded(lambda: True) for _ in pushes]  # as dropped
+        seen = self.df.seen if isinstance(self.df.seen, RedisSeenSet) else None
+        loop_redis = None if self._closed else self._loop_redis()
+        if loop_redis is None:
+            answers = self.guard.attempt(lambda: self.queue.push_many(pushes, seen), None)
+            self._pushes_answered(pushes, answers)
+            return
+        if self._pushing:
+            self._pushes[:0] = pushes  # still held: written once the push on its way is back
+            return
+        keys, args = self.queue.push_call(pushes, seen)
+        self._pushing = True
+        self._push_seq += 1
+        self._push_task = asyncio.get_running_loop().create_task(
+            self._push_on_loop(loop_redis, pushes, seen, keys, args, self._push_seq))
+
+    async def _push_on_loop(self, loop_redis: LoopRedis, pushes: list[tuple[Request, bytes | None]],
+                            seen: RedisSeenSet | None, keys: list[str], args: list[Any],
+                            seq: int) -> None:  # fmt: skip
+        """One push sent on the event loop's connection and awaited. A failure of that
+        connection sends the same push (same token: if it ran, its first answers come back
+        and nothing is queued twice) through redis-py, under the crawl's outage policy. Then
+        what waited for it runs: the acknowledgements and requeues asked meanwhile, the
+        storage batch waiting to commit, and the pushes held meanwhile are sent."""
+        try:
+            answers = None
+            try:
+                out: Any = await loop_redis.run_script(self.queue.push_script, keys, args)
+            except LoopRedisError as exc:
+                self._loop_failed(loop_redis, "push", exc)
+                out = self.guard.attempt(lambda: self.queue.run_push(keys, args), None)
+            if out is not None:
+                answers = self.queue.pushed(pushes, seen, out)
+            self._pushes_answered(pushes, answers)
+        finally:
+            self._pushing = False
+            self._push_task = None
+            self._pushed_seq = seq
+            self._after_push()
+
+    def _after_push(self) -> None:
+        """What waited for pushes up to :attr:`_pushed_seq` runs, in the order it was asked;
+        the pushes held meanwhile are sent."""
+        done = [(need, step) for need, step in self._waiting_pushes if need <= self._pushed_seq]
+        self._waiting_pushes = [(need, step) for need, step in self._waiting_pushes
+                                if need > self._pushed_seq]  # fmt: skip
+        for _, step in done:
+            step()
+        if self._pushes and not self._pushing:
+            self.flush_pushes()
+
+    def _after_pushes_written(self, step: Any) -> None:
+        """Run ``step`` once every push held or on its way now is written: at once when there
+        are none (or no push is ever on the loop), else when the push that carries the last
+        of them is back (:meth:`_after_push`)."""
+        self.flush_pushes()
+        if not self._pushing:
+            step()
+            return
+        need = self._push_seq + (1 if self._pushes else 0)
+        self._waiting_pushes.append((need, step))
+
+    async def pushes_written(self, **_: Any) -> None:
+        """``crawl.signals.batch_writing`` (awaited by the storage writer): return once every
+        push held or on its way is written, so a page is never committed before the links it
+        promised are in Redis."""
+        if not self._pushing and not self._pushes:
+            return
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not written.done():
+                written.set_result(None)
+
+        self._after_pushes_written(done)
+        await written
+
+    def _pushes_answered(self, pushes: list[tuple[Request, bytes | None]],
+                         answers: list[bool] | None) -> None:  # fmt: skip
+        """The held ``pushes`` written (``answers``: whether each was queued; None: Redis
+        failed, the crawl closes with ``redis_error``, each one counted as dropped)."""
+        if answers is None:
+            answers = [not self.guard.recorded(lambda: True) for _ in pushes]
         queued = 0
         for (request, fp), new in zip(pushes, answers, strict=True):
             if fp is not None:
@@ -258,6 +354,12 @@ class SharedScheduler(Scheduler):
         self._inc("scheduler/enqueued/redis", queued)
         if queued:
             self._pop_after = 0.0  # work of this worker's own: worth a pop at once
+
+    def _loop_failed(self, loop_redis: LoopRedis, what: str, exc: Exception) -> None:
+        if not loop_redis.failures_logged:
+            loop_redis.failures_logged = True
+            logger.info("frontier: the event loop's Redis connection failed (%s); the %s goes "
+                        "through redis-py (and so will any other that fails)", exc, what)
 
     def next_request(self) -> Request | None:
         self.flush_pushes()
@@ -327,11 +429,7 @@ class SharedScheduler(Scheduler):
             except LoopRedisError as exc:
                 if self._closed:
                     return
-                if not loop_redis.failures_logged:
-                    loop_redis.failures_logged = True
-                    logger.info("frontier: the event loop's Redis connection failed (%s); the "
-                                "pop goes through redis-py (and so will any other that fails)",
-                                exc)  # fmt: skip
+                self._loop_failed(loop_redis, "pop", exc)
                 out = self.guard.attempt(lambda: self.queue.run_pop(keys, args), None)
                 if out is None:
                     return
@@ -379,7 +477,7 @@ class SharedScheduler(Scheduler):
         return self._loop_client
 
     def has_pending_requests(self) -> bool:
-        return bool(self._buffer) or bool(self._pushes) or self._popping
+        return bool(self._buffer) or bool(self._pushes) or self._popping or self._pushing
 
     def __len__(self) -> int:
         return len(self._buffer)
@@ -392,13 +490,25 @@ class SharedScheduler(Scheduler):
         if self._refused is not None:
             raise self._refused
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str) -> Deferred[None] | None:
         """``ClusterWorker`` hands the leases back once the pipelines have committed what they
         hold (``spider_closed``). The queue and the seen set are never emptied, whatever
-        ``SCHEDULER_PERSIST`` says (:meth:`flush`). Held pushes are written first."""
+        ``SCHEDULER_PERSIST`` says (:meth:`flush`). Held pushes are written first; with a
+        push on its way on the loop's connection, once it is back (the engine awaits the
+        Deferred returned then)."""
+        if self._pushing:
+            return deferred_from_coro(self._close_after_pushes())
+        self._close_now()
+        return None
+
+    async def _close_after_pushes(self) -> None:
+        await self.pushes_written()
+        self._close_now()
+
+    def _close_now(self) -> None:
+        self._closed = True  # from now on pushes go through redis-py, answered at once
         self.flush_pushes()
         self._buffer.clear()
-        self._closed = True
         loop_client, self._loop_client = self._loop_client, None
         if loop_client:
             loop_client.close()
@@ -440,10 +550,12 @@ class SharedScheduler(Scheduler):
             self._requeue(getattr(response, "meta", {}).get(meta.LEASE) if response else None)
 
     def _requeue(self, lease: str | None) -> None:
-        self.flush_pushes()
         if lease:
-            requeued = self.guard.attempt(lambda: self.queue.requeue([lease]), 0)
-            self._inc("dedup/shared/leases_requeued", requeued)
+            self._after_pushes_written(lambda: self._inc(
+                "dedup/shared/leases_requeued",
+                self.guard.attempt(lambda: self.queue.requeue([lease]), 0)))
+        else:
+            self.flush_pushes()
 
     def _failed(self, lease: str | None) -> None:
         if lease:
@@ -451,10 +563,14 @@ class SharedScheduler(Scheduler):
             self._ack([lease])
 
     def _ack(self, leases: list[str]) -> None:
-        self.flush_pushes()  # what the acknowledged pages promised is queued first
+        """Acknowledge ``leases`` once what their pages promised is queued (the pushes held
+        or on their way now are written first)."""
         if leases:
-            acked = self.guard.attempt(lambda: self.queue.ack(leases), 0)
-            self._inc("dedup/shared/leases_acked", acked)
+            self._after_pushes_written(lambda: self._inc(
+                "dedup/shared/leases_acked",
+                self.guard.attempt(lambda: self.queue.ack(leases), 0)))
+        else:
+            self.flush_pushes()
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats and count:

@@ -489,8 +489,9 @@ class StoragePipeline:
         try:
             while self._queue and not self._failed:
                 batch = self._queue[0]
-                if self.crawler is not None:
-                    self.crawler.signals.send_catch_log(signal=dedup_signals.batch_writing)
+                if self.crawler is not None:  # awaited: the shared frontier's pushes first
+                    await self.crawler.signals.send_catch_log_async(
+                        signal=dedup_signals.batch_writing)
                 if not await self._write(batch):
                     self._fail()
                     break

@@ -1,7 +1,10 @@
-"""A distributed worker's pops on the event loop's own Redis connection
-(``SharedScheduler._refill``, ``LoopRedis``), against the real Redis: sent ahead of need so the
-reactor never waits for one, the same leases redis-py's pop would give, and none lost or taken
-twice when the loop's connection fails after the pop ran or the crawl closes meanwhile."""
+"""A distributed worker's pops and pushes on the event loop's own Redis connection
+(``SharedScheduler._refill`` and ``flush_pushes``, ``LoopRedis``), against the real Redis. Pops:
+sent ahead of need so the reactor never waits for one, the same leases redis-py's pop would
+give, none lost or taken twice when the loop's connection fails after the pop ran or the crawl
+closes meanwhile. Pushes: one on its way at a time, an acknowledgement sent only once the push
+carrying its page's links is back, nothing queued twice or dropped when the reply is lost, and
+close waiting for the push on its way."""
 
 from __future__ import annotations
 
@@ -12,10 +15,12 @@ from typing import Any
 
 import pytest
 from scrapy import Request
+from scrapy.utils.defer import maybe_deferred_to_future
 
 from crawler.backends.redis import clear_namespace, connect
 from crawler.backends.redis.aio import LoopRedis
 from crawler.cluster.frontier import LeasedFrontier
+from crawler.meta import LEASE
 from tests.test_batched_pushes import _scheduler
 
 pytestmark = pytest.mark.redis
@@ -170,3 +175,118 @@ def test_an_empty_pop_leaves_the_worker_idle_until_its_pause_ends(redis_url):
     assert (busy, after, popping_again) == (True, False, False)
     assert calls in (1, 3)  # the pop (3: EVALSHA, SCRIPT LOAD, EVALSHA on a fresh server)
     assert made.calls["pop_many"] == 0
+
+
+# --- pushes -------------------------------------------------------------------------------------
+
+async def _a_page(made: Any) -> Request:
+    """The one request queued (by another worker), popped on the loop."""
+    assert made.next_request() is None
+    await _until(lambda: not made._popping)
+    page = made.next_request()
+    assert page is not None
+    return page
+
+
+def _one_queued(made: Any) -> None:
+    other = LeasedFrontier(made.queue.server, made.spider, made.queue.key,
+                           workers_key=made.queue.workers_key)  # fmt: skip
+    other.worker = "another"
+    seed = Request("http://h.test/seed")
+    assert other.push_new(seed, made.df.fingerprinter.fingerprint(seed), made.df.seen)
+
+
+def test_pushes_go_on_the_loop_one_at_a_time_and_an_ack_waits_for_its_links(redis_url):
+    """A page's links are pushed on the loop; its acknowledgement, asked while that push is
+    on its way, is sent once it is back (a kill in between would otherwise lose the links:
+    the page acknowledged, its links never queued). Links held while a push is on its way
+    go when it is back, in one more push; redis-py pushes nothing."""
+    made = _scheduler(redis_url, DISTRIBUTED_PREFETCH=8)
+    _one_queued(made)
+    seen: list[tuple[int, int]] = []
+
+    async def crawl() -> None:
+        page = await _a_page(made)
+        for i in range(3):
+            assert made.enqueue_request(Request(f"http://h.test/link{i}"))
+        made.flush_pushes()
+        assert made._pushing and made.has_pending_requests()
+        for i in range(3, 5):  # while the first push is on its way: held
+            assert made.enqueue_request(Request(f"http://h.test/link{i}"))
+        made.flush_pushes()
+        assert len(made._pushes) == 2
+        made.finished(leases=[page.meta[LEASE]])
+        seen.append(made.queue.counts())  # the ack waits: the page still leased
+        await _until(lambda: not made._pushing and not made._pushes)
+        seen.append(made.queue.counts())
+
+    try:
+        asyncio.run(crawl())
+        loop_calls = made._loop_client.calls
+    finally:
+        clear_namespace(connect(redis_url), made.namespace)
+    assert seen[0][1] == 1  # leased until the push carrying the page's links is back
+    assert seen[1] == (5, 0)  # every link queued, then the page acknowledged
+    assert made.calls["push_many"] == 0 and made.calls["push_new"] == 0
+    assert loop_calls >= 3  # the pop, two pushes
+    assert made.stats.get_value("scheduler/enqueued/redis") == 5
+    assert made.stats.get_value("dedup/shared/leases_acked") == 1
+    assert made.dropped == []
+
+
+def test_a_push_whose_reply_was_lost_is_sent_again_by_redis_py_and_queues_nothing_twice(
+        redis_url, caplog):  # fmt: skip
+    """The push ran in Redis (the links recorded seen and queued), its reply lost: the same
+    push (same token) through redis-py gets the first run's answers, so every link reads as
+    queued by this worker, none dropped as a duplicate, none queued twice."""
+    caplog.set_level(logging.INFO, logger="crawler.cluster.scheduler")
+    made = _scheduler(redis_url, DISTRIBUTED_PREFETCH=8)
+    connect(redis_url).script_load(made.queue.push_script.script)
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+
+    async def push() -> int:
+        server, proxy_port, dropped = await _reply_dropping_proxy(port)
+        made._loop_client = LoopRedis("127.0.0.1", proxy_port)
+        try:
+            for i in range(4):
+                assert made.enqueue_request(Request(f"http://h.test/link{i}"))
+            made.flush_pushes()
+            await _until(lambda: not made._pushing)
+            return len(dropped)
+        finally:
+            server.close()
+
+    try:
+        dropped = asyncio.run(push())
+        counts = made.queue.counts()
+    finally:
+        clear_namespace(connect(redis_url), made.namespace)
+    assert dropped == 1
+    assert counts == (4, 0)
+    assert made.dropped == [] and not made.stats.get_value("dupefilter/filtered")
+    assert made.stats.get_value("scheduler/enqueued/redis") == 4
+    assert made.calls["push_many"] == 0  # run_push with the first push's args
+    said = [r.getMessage() for r in caplog.records if "loop's Redis connection" in r.getMessage()]
+    assert len(said) == 1 and "the push goes through redis-py" in said[0]
+
+
+def test_close_waits_for_the_push_on_its_way_then_writes_what_is_held(redis_url):
+    made = _scheduler(redis_url, DISTRIBUTED_PREFETCH=8)
+
+    async def close() -> object:
+        for i in range(3):
+            assert made.enqueue_request(Request(f"http://h.test/link{i}"))
+        made.flush_pushes()
+        assert made.enqueue_request(Request("http://h.test/late"))  # held: one on its way
+        closing = made.close("finished")
+        assert closing is not None and made._pushing  # the engine awaits it
+        await maybe_deferred_to_future(closing)
+        return made.queue.counts()
+
+    try:
+        counts = asyncio.run(close())
+    finally:
+        clear_namespace(connect(redis_url), made.namespace)
+    assert counts == (4, 0)
+    assert made._closed and not made.has_pending_requests()
+    assert made.calls["push_many"] == 0  # the late one went on the loop too, then close ended
