@@ -1,10 +1,11 @@
 """A distributed worker's pops and pushes on the event loop's own Redis connection
-(``SharedScheduler._refill`` and ``flush_pushes``, ``LoopRedis``), against the real Redis. Pops:
-sent ahead of need so the reactor never waits for one, the same leases redis-py's pop would
-give, none lost or taken twice when the loop's connection fails after the pop ran or the crawl
-closes meanwhile. Pushes: one on its way at a time, an acknowledgement sent only once the push
-carrying its page's links is back, nothing queued twice or dropped when the reply is lost, and
-close waiting for the push on its way."""
+(``SharedScheduler._refill`` and ``flush_pushes``, ``LoopRedis``), against the real Redis.
+
+Pops: sent when the buffer runs dry, awaited so the reactor never waits for one, the same
+leases redis-py's pop would give, none lost or taken twice when the loop's connection fails
+after the pop ran or the crawl closes meanwhile. Pushes: one on its way at a time, an
+acknowledgement sent only once the push carrying its page's links is back, nothing queued
+twice or dropped when the reply is lost, and close waiting for the push on its way."""
 
 from __future__ import annotations
 
@@ -52,34 +53,34 @@ async def _until(condition: Any, seconds: float = 10.0) -> None:
     raise AssertionError(f"not within {seconds:.0f} s")
 
 
-def test_pops_go_on_the_loop_ahead_of_need_and_no_redis_py_pop_is_made(scheduler):
-    """The first ask sends a pop and gets nothing yet (the engine is woken when the reply
-    comes); once the buffer is down to half the prefetch the next pop is already on its way,
-    so the buffer is refilled before it runs dry. Every request comes once, leased."""
+def test_pops_go_on_the_loop_when_the_buffer_runs_dry_and_no_redis_py_pop_is_made(scheduler):
+    """The ask that finds the buffer empty sends a pop and gets nothing yet (the engine is
+    woken when the reply comes); no pop is sent while the buffer holds requests (a worker
+    holding more leases than it needs keeps its hosts from an idle worker). Every request
+    comes once, leased."""
     got: list[Request] = []
 
     async def crawl() -> list[int]:
         assert scheduler.next_request() is None  # sent, not awaited: the reactor goes on
         assert scheduler._popping and scheduler.has_pending_requests()
-        await _until(lambda: not scheduler._popping)
-        held = [len(scheduler._buffer)]
-        for _ in range(4):  # down to 4 left: the next pop leaves now
-            got.append(scheduler.next_request())
-        assert scheduler._popping and len(scheduler._buffer) == 4
-        await _until(lambda: not scheduler._popping)
-        held.append(len(scheduler._buffer))
-        while (request := scheduler.next_request()) is not None or scheduler._popping:
-            if request is not None:
-                got.append(request)
-            await asyncio.sleep(0)
-        return held
+        held = []
+        while True:
+            await _until(lambda: not scheduler._popping)
+            held.append(len(scheduler._buffer))
+            while scheduler._buffer:
+                got.append(scheduler.next_request())
+                assert not scheduler._popping or not scheduler._buffer
+            if scheduler.next_request() is not None:  # pragma: no cover - the buffer is empty
+                raise AssertionError("a request without a pop")
+            if not scheduler._popping:  # paused: the last pop brought nothing
+                return held
 
     held = asyncio.run(crawl())
-    assert held == [8, 12]
+    assert held == [8, 8, 4, 0]
     assert sorted(r.url for r in got) == sorted(scheduler.urls)
     assert scheduler.calls["pop_many"] == 0  # never through redis-py
     assert isinstance(scheduler._loop_client, LoopRedis)
-    assert scheduler._loop_client.failures == 0 and scheduler._loop_client.calls >= 3
+    assert scheduler._loop_client.failures == 0 and scheduler._loop_client.calls >= 4
     assert scheduler.queue.counts() == (0, QUEUED)  # all leased to this worker, once
     assert scheduler.stats.get_value("scheduler/dequeued/redis") == QUEUED
 
