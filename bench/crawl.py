@@ -53,7 +53,8 @@ configuration:
 * Redis round trips per page, counted in the workers by redis-py (:func:`count_redis_round_trips`:
   a command, a pipeline or a script call is one) between open and close, by script in the JSON;
   the server's ``total_commands_processed`` delta is shown too (every client of the server:
-  other jobs count there, and each command a script runs);
+  other jobs count there, and each command a script runs); the calls sent on the event loop's
+  own connections (``LoopRedis``: awaited, the reactor not held) are counted apart, per page;
 * close lag: seconds from the crawl's last response to each worker's process exit; start-up:
   spawn to ``spider_opened``; idle waits: times a worker stayed open idle (``DontCloseSpider``);
 * where the CPU went (workers, site servers, Redis, PostgreSQL, the rest of the machine).
