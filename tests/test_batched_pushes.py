@@ -238,7 +238,7 @@ def test_held_pushes_are_written_before_an_ack_and_before_storage_writes(schedul
     scheduler.finished(leases=[lease])
     assert scheduler.queue.counts() == (4, 0)  # written, then the page acknowledged
     assert scheduler.calls["push_many"] == 2  # the seed's, the late one's; the links: on the loop
-    assert scheduler._loop_client.calls >= 1
+    assert scheduler._loop.made.calls >= 1
 
 
 def test_held_pushes_are_written_soon_even_when_nothing_asks_for_the_next_request(scheduler):

@@ -79,8 +79,8 @@ def test_pops_go_on_the_loop_when_the_buffer_runs_dry_and_no_redis_py_pop_is_mad
     assert held == [8, 8, 4, 0]
     assert sorted(r.url for r in got) == sorted(scheduler.urls)
     assert scheduler.calls["pop_many"] == 0  # never through redis-py
-    assert isinstance(scheduler._loop_client, LoopRedis)
-    assert scheduler._loop_client.failures == 0 and scheduler._loop_client.calls >= 4
+    assert isinstance(scheduler._loop.made, LoopRedis)
+    assert scheduler._loop.made.failures == 0 and scheduler._loop.made.calls >= 4
     assert scheduler.queue.counts() == (0, QUEUED)  # all leased to this worker, once
     assert scheduler.stats.get_value("scheduler/dequeued/redis") == QUEUED
 
@@ -117,7 +117,7 @@ def test_a_pop_whose_reply_was_lost_is_sent_again_by_redis_py_and_leases_nothing
 
     async def crawl() -> tuple[list[Request], int]:
         server, proxy_port, dropped = await _reply_dropping_proxy(port)
-        scheduler._loop_client = LoopRedis("127.0.0.1", proxy_port)
+        scheduler._loop.made = LoopRedis("127.0.0.1", proxy_port)
         try:
             assert scheduler.next_request() is None
             await _until(lambda: not scheduler._popping)
@@ -170,7 +170,7 @@ def test_an_empty_pop_leaves_the_worker_idle_until_its_pause_ends(redis_url):
 
     try:
         busy, after, popping_again = asyncio.run(ask())
-        calls = made._loop_client.calls
+        calls = made._loop.made.calls
     finally:
         clear_namespace(connect(redis_url), made.namespace)
     assert (busy, after, popping_again) == (True, False, False)
@@ -223,7 +223,7 @@ def test_pushes_go_on_the_loop_one_at_a_time_and_an_ack_waits_for_its_links(redi
 
     try:
         asyncio.run(crawl())
-        loop_calls = made._loop_client.calls
+        loop_calls = made._loop.made.calls
     finally:
         clear_namespace(connect(redis_url), made.namespace)
     assert seen[0][1] == 1  # leased until the push carrying the page's links is back
@@ -247,7 +247,7 @@ def test_a_push_whose_reply_was_lost_is_sent_again_by_redis_py_and_queues_nothin
 
     async def push() -> int:
         server, proxy_port, dropped = await _reply_dropping_proxy(port)
-        made._loop_client = LoopRedis("127.0.0.1", proxy_port)
+        made._loop.made = LoopRedis("127.0.0.1", proxy_port)
         try:
             for i in range(4):
                 assert made.enqueue_request(Request(f"http://h.test/link{i}"))

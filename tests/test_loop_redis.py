@@ -162,7 +162,7 @@ def test_the_index_goes_on_with_redis_py_when_the_loop_connection_fails(redis_ur
     settings = Settings({"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name})
     index = RedisContentIndex.from_settings(settings)
     broken = LoopRedis("127.0.0.1", free_port())
-    index._loop_client = broken
+    index._loop.made = broken
     pages = [PageSignature("http://a.test/1", "http://a.test/1", "c1", 0b1011 << 40),
              PageSignature("http://a.test/2", "http://a.test/2", "c1", 0b1011 << 40),
              PageSignature("http://a.test/3", "http://a.test/3", "c3", (0b1011 << 40) | 0b111),
@@ -207,7 +207,7 @@ def test_the_index_asks_on_the_loop_and_answers_as_inline(redis_url):
     try:
         expected = [inline.check_and_add(page) for page in pages]
         got = asyncio.run(decide())
-        loop_client = on_loop._loop_client
+        loop_client = on_loop._loop.made
     finally:
         for made_index in (inline, on_loop):
             made_index.close()
@@ -259,7 +259,7 @@ def test_the_index_asks_on_the_loop_of_a_server_that_lost_its_scripts(private_re
 
     try:
         matches = asyncio.run(decide())
-        loop_client = index._loop_client
+        loop_client = index._loop.made
     finally:
         index.close()
     assert matches[0] is None

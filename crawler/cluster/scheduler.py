@@ -79,7 +79,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro
@@ -90,7 +90,7 @@ from crawler import defaults, meta
 from crawler import signals as dedup_signals
 from crawler.backends.common import queue_key, redis_url, retry_policy
 from crawler.backends.redis import RedisSeenSet, connect
-from crawler.backends.redis.aio import LoopRedis, LoopRedisError
+from crawler.backends.redis.aio import LoopConnection, LoopRedis, LoopRedisError
 from crawler.cluster import joincheck
 from crawler.cluster import worker as cluster
 from crawler.cluster.frontier import LeasedFrontier, LeaseLost, handover_ms
@@ -161,11 +161,11 @@ class SharedScheduler(Scheduler):
         self._push_task: asyncio.Task[None] | None = None
         self._push_seq = self._pushed_seq = 0
         self._waiting_pushes: list[tuple[int, Any]] = []
-        self._loop_client: LoopRedis | Literal[False] | None = False
         self.prefetch = getattr(self, "prefetch", defaults.DISTRIBUTED_PREFETCH)
         url = redis_url(spider.settings)
         policy = retry_policy(spider.settings, self.stats)
         self.server = connect(url, policy.timeout)  # not scrapy-redis's: no hidden retries
+        self._loop = LoopConnection(self.server)  # pops and pushes on the event loop
         try:
             me = cluster.member(self.crawler) if self.crawler is not None else None
         except joincheck.CrawlRefused as exc:  # nothing written; the crawl ends once open
@@ -257,7 +257,7 @@ class SharedScheduler(Scheduler):
         if not pushes:
             return
         seen = self.df.seen if isinstance(self.df.seen, RedisSeenSet) else None
-        loop_redis = None if self._closed or self.guard.down else self._loop_redis()
+        loop_redis = None if self._closed or self.guard.down else self._loop.get()
         if loop_redis is None:
             answers = self.guard.attempt(lambda: self.queue.push_many(pushes, seen), None)
             self._pushes_answered(pushes, answers)
@@ -284,7 +284,7 @@ class SharedScheduler(Scheduler):
             try:
                 out: Any = await loop_redis.run_script(self.queue.push_script, keys, args)
             except LoopRedisError as exc:
-                self._loop_failed(loop_redis, "push", exc)
+                LoopConnection.failed(loop_redis, logger, "frontier", "the push", exc)
                 out = self.guard.attempt(lambda: self.queue.run_push(keys, args), None)
             if out is not None:
                 answers = self.queue.pushed(pushes, seen, out)
@@ -358,12 +358,6 @@ class SharedScheduler(Scheduler):
         if queued:
             self._pop_after = 0.0  # work of this worker's own: worth a pop at once
 
-    def _loop_failed(self, loop_redis: LoopRedis, what: str, exc: Exception) -> None:
-        if not loop_redis.failures_logged:
-            loop_redis.failures_logged = True
-            logger.info("frontier: the event loop's Redis connection failed (%s); the %s goes "
-                        "through redis-py (and so will any other that fails)", exc, what)
-
     def next_request(self) -> Request | None:
         self.flush_pushes()
         if not self._buffer and not self._refill():
@@ -388,7 +382,7 @@ class SharedScheduler(Scheduler):
         now = self.clock.seconds()
         if now < self._pop_after:
             return False
-        loop_redis = self._loop_redis()
+        loop_redis = self._loop.get()
         if loop_redis is not None:
             keys, args = self.queue.pop_call(self.prefetch, fetched=self._fetched)
             self._fetched = []
@@ -433,7 +427,7 @@ class SharedScheduler(Scheduler):
             except LoopRedisError as exc:
                 if self._closed:
                     return
-                self._loop_failed(loop_redis, "pop", exc)
+                LoopConnection.failed(loop_redis, logger, "frontier", "the pop", exc)
                 out = self.guard.attempt(lambda: self.queue.run_pop(keys, args), None)
                 if out is None:
                     return
@@ -465,20 +459,6 @@ class SharedScheduler(Scheduler):
         nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
         if nextcall is not None:
             nextcall.schedule()
-
-    def _loop_redis(self) -> LoopRedis | None:
-        """The event loop's connection to the frontier's server (made on first use); None
-        without a running asyncio loop (a test calling the scheduler directly), for a server
-        redis-py reaches otherwise than by plain TCP."""
-        if self._loop_client is None:
-            return None
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return None
-        if self._loop_client is False:
-            self._loop_client = LoopRedis.of(self.server)
-        return self._loop_client
 
     def has_pending_requests(self) -> bool:
         return bool(self._buffer) or bool(self._pushes) or self._popping or self._pushing
@@ -513,9 +493,7 @@ class SharedScheduler(Scheduler):
         self._closed = True  # from now on pushes go through redis-py, answered at once
         self.flush_pushes()
         self._buffer.clear()
-        loop_client, self._loop_client = self._loop_client, None
-        if loop_client:
-            loop_client.close()
+        self._loop.close()
 
     def flush(self) -> None:
         """Nothing: in scrapy-redis ``SCHEDULER_PERSIST=False`` (at close) and

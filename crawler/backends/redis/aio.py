@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import hiredis
 
 if TYPE_CHECKING:
+    import logging
+
     import redis
 
-__all__ = ["LoopRedis", "LoopRedisError", "encode_command"]
+__all__ = ["LoopConnection", "LoopRedis", "LoopRedisError", "encode_command"]
 
 
 class LoopRedisError(Exception):
@@ -240,3 +242,41 @@ class LoopRedis:
         protocol, self._protocol = self._protocol, None
         if protocol is not None:
             protocol.close()
+
+
+class LoopConnection:
+    """The loop connection a component keeps beside its redis-py ``client``: made on first
+    use, for the running loop (:meth:`get`), dropped by :meth:`close` (a later use makes
+    another). The content index and the shared scheduler each keep one."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        #: The connection; False: not made yet; None: ``client`` reaches its server otherwise
+        #: than by plain TCP (:meth:`LoopRedis.of`).
+        self.made: LoopRedis | Literal[False] | None = False
+
+    def get(self) -> LoopRedis | None:
+        """The connection; None without a running asyncio loop (the caller asks with
+        redis-py) or for a server redis-py reaches by TLS or a Unix socket."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        if self.made is False:
+            self.made = LoopRedis.of(self.client)
+        return self.made
+
+    def close(self) -> None:
+        made, self.made = self.made, False
+        if made:
+            made.close()
+
+    @staticmethod
+    def failed(loop_redis: LoopRedis, log: logging.Logger, who: str, what: str,
+               exc: Exception) -> None:  # fmt: skip
+        """Say once per connection, at INFO, that a call on it failed and ``what`` goes
+        through redis-py instead."""
+        if not loop_redis.failures_logged:
+            loop_redis.failures_logged = True
+            log.info("%s: the event loop's Redis connection failed (%s); %s goes through "
+                     "redis-py (and so will any other that fails)", who, exc, what)

@@ -12,9 +12,9 @@ and records: :mod:`crawler.backends.redis.keys`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from crawler.backends.common import namespace, redis_url, retry_policy
 from crawler.backends.redis.connection import connect, text
@@ -31,7 +31,7 @@ from crawler.content.simindex import settings_params, url_key
 from crawler.vocab import Match, PageSignature
 
 if TYPE_CHECKING:
-    from crawler.backends.redis.aio import LoopRedis
+    from crawler.backends.redis.aio import LoopConnection
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,13 @@ class RedisContentIndex(IndexLoading, PendingEntries):
     #: reads the template state and the index as it would asked inline
     #: (``tests/test_distributed_decisions.py``).
     off_reactor = True
-    #: The event loop's connection (:meth:`check_and_add_async`); False: not made yet.
-    _loop_client: LoopRedis | Literal[False] | None = False
+
+    @cached_property
+    def _loop(self) -> LoopConnection:
+        """The event loop's connection (:meth:`check_and_add_async`)."""
+        from crawler.backends.redis.aio import LoopConnection
+
+        return LoopConnection(self.client)
 
     def _register_scripts(self) -> None:
         self._check = self.client.register_script(CHECK_AND_ADD_LUA)
@@ -131,42 +136,23 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         with redis-py, on the caller's thread, as :meth:`check_and_add` (a decision is safe to
         run twice). Without a running asyncio loop, or a server redis-py reaches otherwise than
         by plain TCP: :meth:`check_and_add`."""
-        loop_redis = self._loop_redis()
+        loop_redis = self._loop.get()
         if loop_redis is None:
             return self.check_and_add(page)
         args = self._page_args(page)
-        from crawler.backends.redis.aio import LoopRedisError
+        from crawler.backends.redis.aio import LoopConnection, LoopRedisError
 
         try:
             found = await loop_redis.run_script(self._check, [self.base],
                                                 self._check_args(args, b"", False))
         except LoopRedisError as exc:  # the same question through redis-py: retried, its errors
-            if not loop_redis.failures_logged:
-                loop_redis.failures_logged = True
-                logger.info("content index: the event loop's Redis connection failed (%s); "
-                            "the question goes through redis-py (and so will any other that "
-                            "fails)", exc)  # fmt: skip
+            LoopConnection.failed(loop_redis, logger, "content index", "the question", exc)
             return self._decide(page, query_only=False, args=args)
         return self._decide(page, query_only=False, args=args, found=found)
 
     def close(self) -> None:
-        loop_client, self._loop_client = self._loop_client, False
-        if loop_client:
-            loop_client.close()
+        self._loop.close()
         super().close()
-
-    def _loop_redis(self) -> LoopRedis | None:
-        """The event loop's connection to this index's server (made on first use); None
-        without a running asyncio loop or for a server reached otherwise than by TCP."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return None
-        if self._loop_client is False:
-            from crawler.backends.redis.aio import LoopRedis
-
-            self._loop_client = LoopRedis.of(self.client)
-        return self._loop_client
 
     def _page_args(self, page: PageSignature) -> list[Any]:
         canonical = page.canonical_url or page.url
