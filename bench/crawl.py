@@ -21,7 +21,11 @@ the child by ``bench.probe``), CPU ms per page (the child's CPU in the same wind
 (``ru_maxrss`` of the child from ``wait4``; "RSS at open" is the part already resident when
 the spider opens: imports and components), pages fetched, duplicate fetches (the server's hits
 mapped to site pages: the same page fetched more than once). The table shows the median and range
-over ``--runs`` and the ratio ours/stock; ``--floor`` adds a third crawler in the alternation,
+over ``--runs`` and the ratio ours/stock (``--no-stock``: no stock crawl); each ``--variant
+LABEL:tree=PATH`` adds a crawler ``ours LABEL``, our crawl run from another checkout (the code
+before a change, with that tree's settings and extensions) and/or environment, and the ratios
+ours/LABEL: a change measured side by side with the code before it, on the same machine in the
+same minutes; ``--floor`` adds a third crawler in the alternation,
 ``bench/floor_spider.py`` (Scrapy fetching the same pages with stock settings and
 ``CONCURRENT_ITEMS = 1``, and doing nothing else), and the CPU per page each crawler spends
 above it: what is ours to cut, and what Scrapy costs whatever a spider does. ``--profile``
@@ -129,10 +133,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--variant", action="append", default=[], metavar="LABEL:tree=PATH,env=NAME=VALUE",
-        help="scale-out mode: one more configuration, '1 worker LABEL', run from another "
-             "checkout (tree=) and/or with environment variables set (env=, repeatable), "
-             "alternating with the others (repeatable)",
+        help="one more configuration run from another checkout (tree=) and/or with "
+             "environment variables set (env=, repeatable), alternating with the others "
+             "(repeatable): 'ours LABEL' in one process, '1 worker LABEL' with --workers",
     )  # fmt: skip
+    parser.add_argument("--no-stock", action="store_true",
+                        help="one-process mode: no stock Scrapy crawl (ours, the variants "
+                             "and the floor only)")  # fmt: skip
     parser.add_argument(
         "--redis-delay", type=float, default=0.0, metavar="MS",
         help="scale-out mode: the workers reach Redis through a proxy holding each request this "
@@ -192,11 +199,18 @@ def build_site(args: argparse.Namespace) -> tuple[Site, str]:
     return link_heavy_site(args.pages, args.links), f"link-heavy {args.pages} pages x {args.links}"
 
 
-def extensions_for(kind: str, probe: str = PROBE, profile: str = "base") -> str:
+def extensions_for(kind: str, probe: str = PROBE, profile: str = "base",
+                   tree: Path | None = None) -> str:  # fmt: skip
     """EXTENSIONS for a crawl: the probe (ours keeps the extensions of the settings module
-    ``settings.{profile}`` too)."""
+    ``settings.{profile}`` too: this checkout's, or ``tree``'s, read by a child there)."""
     exts: dict[str, int] = {probe: 800}
-    if kind == "ours":
+    if kind == "ours" and tree is not None:
+        code = (f"import json, settings.{profile} as m; "
+                "print(json.dumps(getattr(m, 'EXTENSIONS', {})))")  # fmt: skip
+        out = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        exts = {**json.loads(out.stdout), **exts}
+    elif kind == "ours":
         import importlib
 
         module = importlib.import_module(f"settings.{profile}")
@@ -212,9 +226,11 @@ def command(
     profile: Path | None,
     probe: str = PROBE,
     python: list[str] | None = None,
+    tree: Path | None = None,
 ) -> list[str]:
     """The crawl child's command line: ``args.concurrency`` (None: Scrapy's defaults) and
-    ``args.set`` (ours only); ``python`` is the interpreter and its options (this one)."""
+    ``args.set`` (ours only); ``python`` is the interpreter and its options (this one);
+    ``tree``: ours runs from that checkout (its settings' extensions)."""
     concurrency = args.concurrency
     common = {
         "ROBOTSTXT_OBEY": "True",
@@ -229,7 +245,7 @@ def command(
         "LOG_LEVEL": "INFO",
         "LOG_FILE": str(work / "crawl.log"),
         "BENCH_STATS_FILE": str(work / "stats.json"),
-        "EXTENSIONS": extensions_for(kind, probe),
+        "EXTENSIONS": extensions_for(kind, probe, tree=tree),
     }
     if kind == "ours":
         cmd = ["crawl", "web", "-a", f"urls={url}"]
@@ -260,23 +276,26 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def spawn_child(cmd: list[str], cwd: Path, cpu: int | None, out: Any, err: Any) -> Any:
-    """Start one crawl child (pinned to ``cpu`` when given); the ``subprocess.Popen``."""
+def spawn_child(cmd: list[str], cwd: Path, cpu: int | None, out: Any, err: Any,
+                env: dict[str, str] | None = None) -> Any:  # fmt: skip
+    """Start one crawl child (pinned to ``cpu`` when given, ``env`` added to
+    :func:`child_env`); the ``subprocess.Popen``."""
 
     def pin() -> None:
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
 
-    return subprocess.Popen(cmd, cwd=cwd, env=child_env(), stdout=out, stderr=err,
+    return subprocess.Popen(cmd, cwd=cwd, env={**child_env(), **(env or {})}, stdout=out,
+                            stderr=err,
                             preexec_fn=pin)  # fmt: skip
 
 
 def run_child(cmd: list[str], cwd: Path, work: Path, cpu: int | None, timeout: float,
-              poll: float = 0.05) -> dict:  # fmt: skip
+              poll: float = 0.05, env: dict[str, str] | None = None) -> dict:  # fmt: skip
     """Run one crawl; returns exit status, rusage of the child, its stats file and when it
     exited (Unix time, within ``poll`` seconds)."""
     with open(work / "stdout.txt", "wb") as out, open(work / "stderr.txt", "wb") as err:
-        proc = spawn_child(cmd, cwd, cpu, out, err)
+        proc = spawn_child(cmd, cwd, cpu, out, err, env)
         deadline = time.monotonic() + timeout
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -303,11 +322,16 @@ def run_child(cmd: list[str], cwd: Path, work: Path, cpu: int | None, timeout: f
 def crawl_once(kind: str, server: SiteServer, cpu: int | None, args: argparse.Namespace,
                profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
     server.reset_hits()
-    work = Path(tempfile.mkdtemp(prefix=f"bench-crawl-{kind}-"))
+    work = Path(tempfile.mkdtemp(prefix=f"bench-crawl-{kind.replace(' ', '-')}-"))
+    variant = local_variants(args).get(kind)
     try:
         cwd = ROOT if kind == "ours" else work  # stock, floor: outside the project, stock settings
-        cmd = command(kind, server.base_url + "/", work, args, profile)
-        result = run_child(cmd, cwd, work, cpu, args.timeout)
+        env: dict[str, str] = {}
+        if variant is not None:  # ours, from its checkout (this one without tree=)
+            cwd, env = Path(variant["tree"] or ROOT), variant["env"]
+        cmd = command("ours" if variant else kind, server.base_url + "/", work, args, profile,
+                      tree=cwd if variant else None)  # fmt: skip
+        result = run_child(cmd, cwd, work, cpu, args.timeout, env=env)
         if result["exit"] != 0 or not result["stats"]:
             tail = (work / "stderr.txt").read_text(errors="replace")[-2000:]
             log = (
@@ -345,13 +369,23 @@ def measure(kind: str, result: dict[str, Any], server: SiteServer) -> dict[str, 
 
 
 def kinds_of(args: argparse.Namespace) -> tuple[str, ...]:
-    """The crawlers a run compares: ours and stock, and the floor with ``--floor``."""
-    return ALL_KINDS if getattr(args, "floor", False) else KINDS
+    """The crawlers a run compares: ours, each ``--variant`` (``ours LABEL``), stock (not with
+    ``--no-stock``) and the floor with ``--floor``."""
+    variants = tuple(local_variants(args))
+    stock = () if getattr(args, "no_stock", False) else ("stock",)
+    return ("ours", *variants, *stock, *(("floor",) if getattr(args, "floor", False) else ()))
+
+
+def local_variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``{"ours LABEL": spec}``: each ``--variant`` as a crawler of the one-process mode, our
+    crawl run from another checkout and/or environment (:func:`parse_variant`)."""
+    variants = getattr(args, "variants", None) or {}
+    return {"ours " + name.removeprefix("1 worker "): spec for name, spec in variants.items()}
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for kind in [k for k in ALL_KINDS if any(r["kind"] == k for r in runs)]:
+    for kind in dict.fromkeys(r["kind"] for r in runs):
         mine = [r for r in runs if r["kind"] == kind]
         rates = [r["pages_per_s"] for r in mine]
         out[kind] = {
@@ -366,21 +400,29 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "unique_pages_median": statistics.median(r["unique_pages"] for r in mine),
             "duplicate_fetches_median": statistics.median(r["duplicate_fetches"] for r in mine),
         }
-    ours, stock = out["ours"], out["stock"]
-    out["ratio_ours_over_stock"] = {
-        key: (ours[key] / stock[key] if stock[key] else None)
-        for key in (
-            "pages_per_s_median",
-            "cpu_ms_per_page_median",
-            "peak_rss_mib_max",
-            "rss_open_mib_median",
-        )
-    }
+    keys = ("pages_per_s_median", "cpu_ms_per_page_median", "peak_rss_mib_max",
+            "rss_open_mib_median")  # fmt: skip
+
+    def over(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float | None]:
+        return {key: (a[key] / b[key] if b[key] else None) for key in keys}
+
+    crawlers = list(out)
+    ours = out["ours"]
+    if "stock" in out:
+        out["ratio_ours_over_stock"] = over(ours, out["stock"])
+    variants = [k for k in crawlers if k.startswith("ours ")]
+    if variants:  # the code now over the code of each variant (say, before a change)
+        out["ratio_ours_over_variant"] = {k: over(ours, out[k]) for k in variants}
     if "floor" in out:  # what a page costs beyond Scrapy's own work
+        floor = out["floor"]["cpu_ms_per_page_median"]
         out["cpu_ms_per_page_above_floor"] = {
-            kind: out[kind]["cpu_ms_per_page_median"] - out["floor"]["cpu_ms_per_page_median"]
-            for kind in KINDS
+            kind: out[kind]["cpu_ms_per_page_median"] - floor for kind in crawlers
+            if kind != "floor"
         }
+        out["cpu_ms_per_page_over_floor"] = {
+            kind: out[kind]["cpu_ms_per_page_median"] / floor if floor else None
+            for kind in crawlers if kind != "floor"
+        }  # fmt: skip
     return out
 
 
@@ -465,7 +507,13 @@ def profile_text(kind: str, shares: dict[str, Any]) -> str:
 
 
 def table(title: str, summary: dict[str, Any]) -> str:
-    ours, stock, ratio = summary["ours"], summary["stock"], summary["ratio_ours_over_stock"]
+    """Each crawler (ours, the variants, stock) side by side, then ours over each of the
+    others, then the floor and each crawler's CPU above it and as a multiple of it."""
+    crawlers = [k for k in ("ours", *(k for k in summary if k.startswith("ours ")), "stock")
+                if k in summary]  # fmt: skip
+    ratios = {"stock": summary.get("ratio_ours_over_stock"),
+              **summary.get("ratio_ours_over_variant", {})}  # fmt: skip
+    others = [k for k in crawlers[1:] if ratios.get(k)]
 
     def rng(s: dict[str, Any]) -> str:
         return f"{s['pages_per_s_min']:.1f}-{s['pages_per_s_max']:.1f}"
@@ -473,37 +521,38 @@ def table(title: str, summary: dict[str, Any]) -> str:
     def fmt(value: float | None, spec: str = ".2f") -> str:
         return "" if value is None else format(value, spec)
 
-    rows = [
-        ("pages/s (median)", fmt(ours["pages_per_s_median"], ".1f"),
-         fmt(stock["pages_per_s_median"], ".1f"), fmt(ratio["pages_per_s_median"])),
-        ("pages/s (range)", rng(ours), rng(stock), ""),
-        ("CPU ms per page", fmt(ours["cpu_ms_per_page_median"]),
-         fmt(stock["cpu_ms_per_page_median"]), fmt(ratio["cpu_ms_per_page_median"])),
-        ("peak RSS MiB", fmt(ours["peak_rss_mib_max"], ".0f"),
-         fmt(stock["peak_rss_mib_max"], ".0f"), fmt(ratio["peak_rss_mib_max"])),
-        ("  RSS at open MiB", fmt(ours["rss_open_mib_median"], ".0f"),
-         fmt(stock["rss_open_mib_median"], ".0f"), fmt(ratio["rss_open_mib_median"])),
-        ("pages fetched", fmt(ours["pages_fetched_median"], ".0f"),
-         fmt(stock["pages_fetched_median"], ".0f"), ""),
-        ("duplicate fetches", fmt(ours["duplicate_fetches_median"], ".0f"),
-         fmt(stock["duplicate_fetches_median"], ".0f"), ""),
-    ]  # fmt: skip
-    lines = [title, f"{'':<20}{'ours':>12}{'stock':>12}{'ours/stock':>12}"]
-    lines += [f"{name:<20}{a:>12}{b:>12}{c:>12}" for name, a, b, c in rows]
+    def row(name: str, key: str | None, spec: str = ".2f",
+            cell: Any = None) -> list[str]:  # fmt: skip
+        cells = [cell(summary[k]) if cell else fmt(summary[k][key], spec) for k in crawlers]
+        cells += [fmt(ratios[k].get(key)) if key in ratios[k] else "" for k in others]
+        return [name, *cells]
+
+    rows = [row("pages/s (median)", "pages_per_s_median", ".1f"),
+            row("pages/s (range)", None, cell=rng),
+            row("CPU ms per page", "cpu_ms_per_page_median"),
+            row("peak RSS MiB", "peak_rss_mib_max", ".0f"),
+            row("  RSS at open MiB", "rss_open_mib_median", ".0f"),
+            row("pages fetched", "pages_fetched_median", ".0f"),
+            row("duplicate fetches", "duplicate_fetches_median", ".0f")]  # fmt: skip
+    heads = [*crawlers, *(f"ours/{k.removeprefix('ours ')}" for k in others)]
+    widths = [max(12, len(h) + 2) for h in heads]
+    lines = [title, f"{'':<20}" + "".join(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True))]
+    lines += [f"{r[0]:<20}" + "".join(f"{c:>{w}}" for c, w in zip(r[1:], widths, strict=True))
+              for r in rows]  # fmt: skip
     floor = summary.get("floor")
     if floor is not None:
-        above = summary["cpu_ms_per_page_above_floor"]
+        above, times = summary["cpu_ms_per_page_above_floor"], summary["cpu_ms_per_page_over_floor"]
         lines += ["", "floor: Scrapy fetching the same pages and doing nothing else",
                   f"{'pages/s (median)':<20}{fmt(floor['pages_per_s_median'], '.1f'):>12}",
-                  f"{'CPU ms per page':<20}{fmt(floor['cpu_ms_per_page_median']):>12}",
-                  f"{'  ours above it':<20}{fmt(above['ours']):>12}",
-                  f"{'  stock above it':<20}{fmt(above['stock']):>12}"]  # fmt: skip
+                  f"{'CPU ms per page':<20}{fmt(floor['cpu_ms_per_page_median']):>12}"]
+        lines += [f"{'  ' + k + ' above it':<20}{fmt(above[k]):>12}  ({fmt(times[k])}x the floor)"
+                  for k in crawlers]  # fmt: skip
     return "\n".join(lines)
 
 
 def progress_line(i: int, r: dict[str, Any]) -> str:
     return (
-        f"  run {i + 1} {r['kind']:<5} {r['pages_per_s']:7.1f} pages/s  "
+        f"  run {i + 1} {r['kind']:<6} {r['pages_per_s']:7.1f} pages/s  "
         f"{r['cpu_ms_per_page']:6.2f} CPU ms/page  {r['pages_fetched']} pages  "
         f"{r['duplicate_fetches']} duplicate fetches"
     )
@@ -1084,10 +1133,12 @@ def main(argv: list[str] | None = None) -> int:
     print(table(title, summary))
     if profiles:
         print("\nprofile shares by component (details: bench/results/crawl_profile_*.txt)")
-        names = [n for n in COMPONENTS if any(n in profiles[k]["components"] for k in KINDS)]
+        shown = [k for k in profiles if k != "floor"]
+        names = [n for n in COMPONENTS if any(n in profiles[k]["components"] for k in shown)]
+        print(f"  {'':<26}" + "".join(f"{k:>12}" for k in shown))
         for name in names:
-            ours, stock = (profiles[k]["components"].get(name) for k in KINDS)  # (not floor)
-            print(f"  {name:<26}{fmt_share(ours):>8}{fmt_share(stock):>8}")
+            print(f"  {name:<26}" + "".join(f"{fmt_share(profiles[k]['components'].get(name)):>12}"
+                                             for k in shown))  # fmt: skip
     write_report("crawl.json", title, args, runs, summary, profiles)
     return 0
 

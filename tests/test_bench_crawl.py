@@ -107,3 +107,39 @@ def test_the_floor_fetches_what_the_crawlers_fetch_and_costs_less() -> None:
     above = summary["cpu_ms_per_page_above_floor"]
     assert above["ours"] == pytest.approx(ours["cpu_ms_per_page"] - floor["cpu_ms_per_page"])
     assert "ours above it" in table("t", summary)
+
+
+def test_a_variant_crawls_from_its_own_tree_beside_ours(tmp_path) -> None:
+    """``--variant LABEL:tree=PATH,env=...`` in one-process mode: ``ours LABEL`` crawls the
+    same site from that checkout with its environment (here a tree whose extra settings module,
+    named by the environment, stops the crawl after 5 responses: it exists only there), and
+    the summary and table set ours beside it; ``--no-stock`` leaves stock out."""
+    from bench.crawl import build_site, crawl_once, kinds_of, summarize, table
+    from crawler.sitegen.server import SiteServer
+
+    tree = tmp_path / "before"
+    (tree / "settings").mkdir(parents=True)
+    for name in ("crawler", "bench"):
+        (tree / name).symlink_to(ROOT / name)
+    (tree / "scrapy.cfg").write_text((ROOT / "scrapy.cfg").read_text())
+    for name in ("__init__.py", "base.py"):
+        (tree / "settings" / name).write_text((ROOT / "settings" / name).read_text())
+    (tree / "settings" / "small.py").write_text(
+        "from crawler.settings import *  # noqa: F403\nCLOSESPIDER_PAGECOUNT = 5\n")
+    args = parse_args(["--pages", "80", "--links", "10", "--runs", "1", "--no-stock",
+                       "--variant", f"small:tree={tree},env=SCRAPY_SETTINGS_MODULE=settings.small"])
+    assert kinds_of(args) == ("ours", "ours small")
+    site, _ = build_site(args)
+    with SiteServer(site) as server:
+        runs = [crawl_once(kind, server, None, args) for kind in kinds_of(args)]
+    ours, small = runs
+    assert ours["kind"] == "ours" and small["kind"] == "ours small"
+    assert ours["unique_pages"] == 81
+    assert 5 <= small["pages_fetched"] < 40  # closed by the tree's own settings module
+    summary = summarize(runs)
+    assert "stock" not in summary and "ratio_ours_over_stock" not in summary
+    ratio = summary["ratio_ours_over_variant"]["ours small"]
+    assert ratio["cpu_ms_per_page_median"] == pytest.approx(
+        ours["cpu_ms_per_page"] / small["cpu_ms_per_page"])
+    text = table("t", summary)
+    assert "ours/small" in text and "stock" not in text
