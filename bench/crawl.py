@@ -412,7 +412,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         out["ratio_ours_over_stock"] = over(ours, out["stock"])
     variants = [k for k in crawlers if k.startswith("ours ")]
     if variants:  # the code now over the code of each variant (say, before a change)
-        out["ratio_ours_over_variant"] = {k: over(ours, out[k]) for k in variants}
+        out["ratio_ours_over_variant"] = {k: {**over(ours, out[k]), **paired(runs, k)}
+                                          for k in variants}  # fmt: skip
     if "floor" in out:  # what a page costs beyond Scrapy's own work
         floor = out["floor"]["cpu_ms_per_page_median"]
         out["cpu_ms_per_page_above_floor"] = {
@@ -424,6 +425,24 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             for kind in crawlers if kind != "floor"
         }  # fmt: skip
     return out
+
+
+def paired(runs: list[dict[str, Any]], other: str) -> dict[str, Any]:
+    """Ours over ``other`` in CPU per page run by run (the two crawls of one round of the
+    alternation, minutes apart): ``{"cpu_ms_per_page_paired": [ratio, ...],
+    "cpu_ms_per_page_paired_median": ...}``; empty without round numbers. The machine may drift
+    within a run (seen: ours 3.4 -> 6.0 ms a page over five rounds); a round's pair drifts
+    less than the medians of the whole run."""
+    rounds: dict[int, dict[str, float]] = {}
+    for r in runs:
+        if "run" in r and r["kind"] in ("ours", other):
+            rounds.setdefault(r["run"], {})[r["kind"]] = r["cpu_ms_per_page"]
+    ratios = [pair["ours"] / pair[other] for _, pair in sorted(rounds.items())
+              if len(pair) == 2 and pair[other]]  # fmt: skip
+    if not ratios:
+        return {}
+    return {"cpu_ms_per_page_paired": [round(x, 3) for x in ratios],
+            "cpu_ms_per_page_paired_median": statistics.median(ratios)}
 
 
 #: Where the time goes, by source file (the largest cumulative share of a function in it).
@@ -534,6 +553,8 @@ def table(title: str, summary: dict[str, Any]) -> str:
             row("  RSS at open MiB", "rss_open_mib_median", ".0f"),
             row("pages fetched", "pages_fetched_median", ".0f"),
             row("duplicate fetches", "duplicate_fetches_median", ".0f")]  # fmt: skip
+    if any("cpu_ms_per_page_paired_median" in ratios[k] for k in others):  # the same, pairwise
+        rows.insert(3, row("  run by run", "cpu_ms_per_page_paired_median", cell=lambda _: ""))
     heads = [*crawlers, *(f"ours/{k.removeprefix('ours ')}" for k in others)]
     widths = [max(12, len(h) + 2) for h in heads]
     lines = [title, f"{'':<20}" + "".join(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True))]

@@ -4,6 +4,8 @@ among the configurations the run alternates."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bench.crawl import parse_args, parse_variant, scaleout_configs
@@ -143,3 +145,26 @@ def test_a_variant_crawls_from_its_own_tree_beside_ours(tmp_path) -> None:
         ours["cpu_ms_per_page"] / small["cpu_ms_per_page"])
     text = table("t", summary)
     assert "ours/small" in text and "stock" not in text
+
+
+def test_ours_over_a_variant_is_taken_round_by_round_too() -> None:
+    """The paired ratio: ours over the variant within each round of the alternation (the two
+    crawls minutes apart), its median beside the ratio of the medians, which a machine that
+    drifts within the run moves (here the rounds disagree, and the two figures do)."""
+    from bench.crawl import summarize, table
+
+    def run(kind: str, i: int, cpu: float) -> dict[str, Any]:
+        return {"kind": kind, "run": i, "cpu_ms_per_page": cpu, "pages_per_s": 100.0,
+                "peak_rss_mib": 100.0, "rss_open_mib": 50.0, "pages_fetched": 10,
+                "unique_pages": 10, "duplicate_fetches": 0}
+
+    pairs = [(3.0, 4.0), (3.0, 8.0), (9.0, 9.0)]
+    runs = [r for i, (a, b) in enumerate(pairs) for r in (run("ours", i, a),
+                                                          run("ours before", i, b))]
+    ratio = summarize(runs)["ratio_ours_over_variant"]["ours before"]
+    assert ratio["cpu_ms_per_page_paired"] == [0.75, 0.375, 1.0]
+    assert ratio["cpu_ms_per_page_paired_median"] == pytest.approx(0.75)
+    assert ratio["cpu_ms_per_page_median"] == pytest.approx(3.0 / 8.0)
+    assert "  run by run" in table("t", summarize(runs))
+    as_stock = [{**r, "kind": "stock"} if r["kind"] != "ours" else r for r in runs]
+    assert "run by run" not in table("t", summarize(as_stock))
