@@ -1,4 +1,4 @@
-"""Build shim: the metadata is in pyproject.toml; this file exists for one reason.
+"""Build shim: the metadata is in pyproject.toml; this file exists for two reasons.
 
 * ``scrapyd-deploy`` builds the egg with ``python setup.py bdist_egg`` and, without a
   ``setup.py``, writes its own (``find_packages()``: every top-level package of the checkout,
@@ -7,6 +7,8 @@
 * ``crawler/sitegen/`` (the generated test sites and their server, ``crawler/sitegen/server.py``)
   is left out of the built packages by pyproject.toml; an editable install (``pip install -e .``)
   maps the checkout and keeps it.
+* The one C extension, ``crawler.urls._skeleton`` (:func:`extensions`), is declared here: optional,
+  left out of the egg.
 
 ``scrapyd-deploy`` runs this file with the setuptools of its own venv: a fresh Python 3.11
 venv has setuptools 65, which refuses the SPDX ``license`` string of pyproject.toml (read
@@ -17,10 +19,11 @@ fresh venv is all a deploy needs.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import setuptools
-from setuptools import setup
+from setuptools import Extension, setup
 
 
 def license_for_old_setuptools() -> None:
@@ -45,5 +48,15 @@ def license_for_old_setuptools() -> None:
     pyprojecttoml.load_file = load_with_license_text
 
 
+def extensions() -> list[Extension]:
+    """The C half of the depth proof (``crawler/urls/_skeleton.c``: the tag skeleton a sixth of
+    sre's cost), optional: where it cannot be built the pure-Python path runs, answering the
+    same. Not in the scrapyd egg (``bdist_egg``): a zipped egg cannot load a shared library
+    without unpacking it, and the egg stays one file for any platform."""
+    if "bdist_egg" in sys.argv:
+        return []
+    return [Extension("crawler.urls._skeleton", ["crawler/urls/_skeleton.c"], optional=True)]
+
+
 license_for_old_setuptools()
-setup()
+setup(ext_modules=extensions())

@@ -11,7 +11,12 @@
 
 On the pages of ``bench.crawl`` (:func:`crawler.sitegen.link_heavy_site`, 100 links a page) and,
 when installed, the python3.11-doc pages (real markup: every query has something to find).
-Both variants answer the same (checked: title, text, blocks); the order alternates over
+* **depth proof**: :func:`crawler.urls.pagebounds._proof` (what guards the lexbor parse from
+  deep pages). *Before*: its first pass over the page by sre (``_SKELETON.findall``, the
+  ``_FOREIGN`` search); *now*: the same pass in C (``crawler/urls/_skeleton.c``).
+
+Both variants answer the same (checked: title, text, blocks; the proof's answer and names);
+the order alternates over
 ``--runs``. Prints CPU µs per page (median over the runs) and writes
 ``bench/results/pagecost.json``.
 """
@@ -26,6 +31,7 @@ from pathlib import Path
 
 from bench.sidebyside import alternating_medians, parse_args, report
 from crawler.content import text
+from crawler.urls import pagebounds
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pagecost.json"
 DOCS = "/usr/share/doc/python3.11/html/**/*.html"
@@ -77,9 +83,37 @@ def measure(pages: list[str], runs: int) -> dict[str, float]:
                                 for name, variant in variants.items()}, runs)  # fmt: skip
 
 
+def proof_with(tokens: Callable[[str], list[str]], foreign: Callable[[str], bool],
+               html: str) -> tuple[bool, frozenset[str] | None]:  # fmt: skip
+    """:func:`crawler.urls.pagebounds._proof` of ``html`` with the given first pass."""
+    saved = pagebounds._skeleton_tokens, pagebounds._foreign
+    pagebounds._skeleton_tokens, pagebounds._foreign = tokens, foreign
+    try:
+        return pagebounds._proof(html, pagebounds.MAX_DEPTH, pagebounds.MAX_FORMATTING)
+    finally:
+        pagebounds._skeleton_tokens, pagebounds._foreign = saved
+
+
+def measure_proof(pages: list[str], runs: int) -> dict[str, float]:
+    """The depth proof with sre's first pass (before) and with the C one (now)."""
+    from crawler.urls import _skeleton
+
+    variants = {"before": partial(proof_with, pagebounds._SKELETON.findall,
+                                  pagebounds._foreign_sre),
+                "now": partial(proof_with, _skeleton.tokens, _skeleton.foreign)}  # fmt: skip
+    for html in pages:
+        if variants["before"](html) != variants["now"](html):
+            raise SystemExit(f"the variants disagree on a page: {html[:80]!r}")
+    return alternating_medians({name: partial(cpu_per_page, variant, pages)  # type: ignore[arg-type]
+                                for name, variant in variants.items()}, runs)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args("python -m bench.pagecost", __doc__, 400, 5, argv)
-    rows = {name: measure(pages, args.runs) for name, pages in corpora(args.pages).items()}
+    pages_of = corpora(args.pages)
+    rows = {name: measure(pages, args.runs) for name, pages in pages_of.items()}
+    rows |= {f"depth proof: {name}": measure_proof(pages, args.runs)
+             for name, pages in pages_of.items()}  # fmt: skip
     report("page text, CPU us per page", rows, args, RESULTS)
     return 0
 

@@ -311,6 +311,17 @@ _SKELETON_FORMATTING = re.compile(" (?:" + "|".join(sorted(_FORMATTING)) + ")?(?
 _SKELETON_TABLE = re.compile(" (?:table)?(?= )")
 _SKELETON_PLAINTEXT = re.compile(" plaintext(?= )")  # its end tag is text: it pairs with nothing
 _FOREIGN = re.compile(r"<(?:svg|math)", re.I | re.A)
+
+
+def _foreign_sre(markup: str) -> bool:
+    return _FOREIGN.search(markup) is not None
+
+
+try:  # the same two readings in C (setup.py builds them; these expressions are their spec)
+    from crawler.urls._skeleton import foreign as _foreign
+    from crawler.urls._skeleton import tokens as _skeleton_tokens
+except ImportError:  # not built (the scrapyd egg, no compiler): the same answers, slower
+    _skeleton_tokens, _foreign = _SKELETON.findall, _foreign_sre
 # Elements the parser may hold open without a start tag of their own: html, head or body.
 _IMPLIED = 3
 
@@ -343,17 +354,21 @@ def _proof(markup: str, max_depth: int,
     elements the parser may re-open are those of the start tags left in the skeleton, ``""``
     included (a struck ``b`` pair's end tag removes its entry).
 
-    Cost: one ``findall`` over the page and a few ``subn`` over its skeleton, no Python per
-    tag: about 1 ms for a median python3.11-doc page (54 KB, 2,200 tags), a fifth of the
-    scan's cost, still about +30% on its extraction (sre's own cost per tag, about 0.4 us).
+    Cost: one pass over the page and a few ``subn`` over its skeleton, no Python per tag. The
+    pass is C (``crawler/urls/_skeleton.c``, built by setup.py; ``_SKELETON.findall`` and
+    ``_FOREIGN`` where it is not built: the same tokens, five times the cost). With sre's pass
+    it cost about 1 ms for a median python3.11-doc page (54 KB, 2,200 tags), a fifth of the
+    scan's cost, still about +30% on its extraction (sre's own cost per tag, about 0.4 us);
+    on a link-heavy page the C pass takes the proof from about 2.5 to 1.5 times the lexbor
+    parse it guards (``bench.pagecost``).
 
     ``names``, when proven: the names of the page's start tags (:func:`_start_tag_names`), or
     None when the skeleton did not read them all.
     """
-    tokens = _SKELETON.findall(markup)
+    tokens = _skeleton_tokens(markup)
     joined = " ".join(tokens)
     skeleton = f" {joined.lower()} ".replace(" !", "")
-    void = _SKELETON_BREAKOUT_VOID if _FOREIGN.search(markup) else _SKELETON_VOID
+    void = _SKELETON_BREAKOUT_VOID if _foreign(markup) else _SKELETON_VOID
     skeleton = _SKELETON_PLAINTEXT.sub(" ", void.sub("", skeleton))
     passes = 0
     while True:
