@@ -64,7 +64,10 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
 
 def _path(name: str) -> Path:
     path = PACKAGE.parent / name.replace(".", "/")
-    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    if path.is_dir():
+        return path / "__init__.py"
+    source = path.with_suffix(".py")
+    return source if source.exists() else path.with_suffix(".pyi")  # compiled: read its stub
 
 
 def floor(name: str) -> int:
