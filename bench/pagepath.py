@@ -9,8 +9,9 @@ after page in crawl order with the link memo warming up as in a crawl:
 
 * **extract**: the page's links judged (``WebSpider._extract``). *Before*: element by element
   (``root.iter("a", "area")``, an lxml proxy and ``get("href")`` per link, the scheme check
-  before the memo: :func:`extract_one_element_at_a_time`); *now*: the hrefs by one XPath call,
-  the memo asked first.
+  before the memo: :func:`extract_one_element_at_a_time`); *now*: the hrefs as the page's one
+  parse read them (:class:`~crawler.content.text.ParsedPage`: strings, no element proxy per
+  link), the memo asked first.
 * **seen check**: the early skip's batch question to the dupefilter's Bloom filter, about the
   page's unique fingerprints. *Before*: ``key in seen`` for each key (``k`` Python probes
   each); *now*: ``LocalSeenSet.contains_many`` (numpy over the batch). The filter is sized as
@@ -180,7 +181,7 @@ def run(pages: int, links: int, runs: int) -> dict[str, Any]:
     from crawler.content.template import block_hashes
     from crawler.content.text import extract
     from crawler.sitegen import link_heavy_site
-    from crawler.spiders.web import html_tree, page_hrefs
+    from crawler.spiders.web import html_tree
     from crawler.urls.linkrules import LinkRules
 
     origin = "http://localhost:8000"
@@ -188,15 +189,16 @@ def run(pages: int, links: int, runs: int) -> dict[str, Any]:
     trees, htmls = [], []
     for path, page in sorted(site.pages.items()):
         response = HtmlResponse(origin + path, body=site.render(page, origin), encoding="utf-8")
-        trees.append((html_tree(response), get_base_url(response)))
+        # (the page's one parse, lxml's tree as the spider read the links before it, base)
+        trees.append(((html_tree(response), response.selector.root), get_base_url(response)))
         htmls.append(response.text)
-    page_links = [[h.strip() for h in page_hrefs(root) if h] for root, _ in trees]
+    page_links = [[h.strip() for h in parsed.hrefs if h] for (parsed, _), _ in trees]
 
-    def extract_before(spider: Any, root: Any, base: str) -> Links:
-        return extract_one_element_at_a_time(spider, root, base)[0]
+    def extract_before(spider: Any, roots: Any, base: str) -> Links:
+        return extract_one_element_at_a_time(spider, roots[1], base)[0]
 
-    def extract_now(spider: Any, root: Any, base: str) -> Links:
-        return spider._extract(root, base)[0]  # type: ignore[no-any-return]
+    def extract_now(spider: Any, roots: Any, base: str) -> Links:
+        return spider._extract(roots[0], base)[0]  # type: ignore[no-any-return]
 
     def check_before(seen: LocalSeenSet, fps: list[bytes]) -> list[bool]:
         return [fp in seen for fp in fps]

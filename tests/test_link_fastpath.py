@@ -248,17 +248,15 @@ def test_traps_at_the_limit_and_one_past_it(path: str, limits: TrapLimits,
 
 def demo_links(server: Any) -> list[tuple[str, str]]:
     """``(href, base)`` of every link on every page of the demo site as served."""
-    from crawler.spiders.web import html_tree, page_hrefs
+    from crawler.spiders.web import html_tree
 
     links = []
     site = server.site
     for path, page in site.pages.items():
         url = server.base_url + path
         response = HtmlResponse(url, body=site.render(page, server.base_url), encoding="utf-8")
-        root = html_tree(response)
-        if hasattr(root, "iter"):
-            base = get_base_url(response)
-            links += [(href.strip(), base) for href in page_hrefs(root) if href]
+        base = get_base_url(response)
+        links += [(href.strip(), base) for href in html_tree(response).hrefs if href]
     return links
 
 

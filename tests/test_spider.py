@@ -440,24 +440,38 @@ def _spider_and_crawler():
     return spider
 
 
-def test_html_tree_is_the_tree_response_selector_parses(demo_server):
-    from lxml import etree
+def test_the_one_parse_reads_what_lxml_reads(demo_server):
+    """The page's one parse (lexbor, depth-bounded) finds the links, the title and the
+    canonical link that ``response.selector`` (lxml, as the spider read them before) finds,
+    on every HTML page of the demo site and of the link-heavy bench site."""
     from scrapy.http import HtmlResponse
 
-    from crawler.spiders.web import html_tree
+    from crawler.sitegen import link_heavy_site
+    from crawler.spiders.web import canonical_href, html_tree
 
-    site = demo_server.site
-    checked = 0
-    for path, page in sorted(site.pages.items()):
-        if not page.content_type.startswith("text/html") or path in site.mislabelled:
-            continue
-        body = site.render(page, demo_server.base_url)
-        url = demo_server.base_url + path
-        response = HtmlResponse(url, body=body, headers={"Content-Type": page.content_type})
-        ours = etree.tostring(html_tree(response), method="html")
-        assert ours == etree.tostring(response.selector.root, method="html"), path
-        checked += 1
-    assert checked > 20
+    checked = links = canonicals = 0
+    for site, base in ((demo_server.site, demo_server.base_url),
+                       (link_heavy_site(40, 30), "http://127.0.0.1:8000")):  # fmt: skip
+        for path, page in sorted(site.pages.items()):
+            if not page.content_type.startswith("text/html") or path in site.mislabelled:
+                continue
+            body = site.render(page, base)
+            response = HtmlResponse(base + path, body=body,
+                                    headers={"Content-Type": page.content_type})  # fmt: skip
+            root = response.selector.root
+            parsed = html_tree(response)
+            assert parsed.hrefs == [e.get("href") for e in root.iter("a", "area")
+                                    if e.get("href") is not None], path  # fmt: skip
+            lxml_canonical = next((e.get("href").strip() for e in root.iter("link")
+                                   if "canonical" in (e.get("rel") or "").lower().split()
+                                   and (e.get("href") or "").strip()), None)  # fmt: skip
+            assert canonical_href(response, parsed) == lxml_canonical, path
+            canonicals += lxml_canonical is not None
+            title = parsed.extract(response.url, tokenize=False).title
+            assert title == " ".join((root.findtext(".//title") or "").split()), path
+            checked += 1
+            links += len(parsed.hrefs)
+    assert checked > 60 and links > 1000 and canonicals > 0
 
 
 def test_a_parsed_page_is_freed_by_reference_counting_alone():

@@ -253,9 +253,54 @@ def _is_ad_slot(node: object) -> bool:
     return False
 
 
+class ParsedPage:
+    """A page parsed once for everything the crawl reads of it: the hrefs of its links and
+    its ``<link>`` elements, read at once (extraction then unwraps and strips them), and its
+    text (:meth:`extract`, once). One lexbor tree of the depth-bounded markup, as
+    :func:`extract` makes it: the crawl parsed each page twice before (lxml for the links).
+
+    ``hrefs``: each ``<a>`` and ``<area>`` href in document order (what lxml's
+    ``//a/@href | //area/@href`` gives, but for an inert ``<template>``'s content, which the
+    HTML5 tree keeps apart, and for links nested past the depth bound, flattened with their
+    elements); ``links``: ``(rel, href)`` of each ``<link>`` with an href.
+    """
+
+    __slots__ = ("_tree", "hrefs", "links", "markup")
+
+    def __init__(self, html: str) -> None:
+        tree, markup = _parse_named(html)
+        self._tree: LexborHTMLParser | None = tree
+        self.markup = markup
+        self.hrefs: list[str] = [
+            node.attributes.get("href") or "" for node in tree.css(_HREF_CSS)
+        ] if markup.may_hold(_LINKING) else []  # fmt: skip
+        self.links: list[tuple[str, str]] = [
+            (node.attributes.get("rel") or "", node.attributes.get("href") or "")
+            for node in tree.css("link[href]")
+        ] if markup.may_hold(_LINK) else []  # fmt: skip
+
+    def extract(self, url: str = "", *, stem: bool = False, tokenize: bool = True) -> PageText:
+        """:func:`extract` of the page (once: it changes the tree)."""
+        tree = self._tree
+        if tree is None:
+            raise RuntimeError("ParsedPage.extract: the page's text was extracted already")
+        self._tree = None
+        return _extract_tree(tree, self.markup, url, stem=stem, tokenize=tokenize)
+
+
+_HREF_CSS = "a[href], area[href]"
+_LINKING = frozenset(("a", "area"))
+_LINK = frozenset(("link",))
+
+
 def extract(html: str, url: str = "", *, stem: bool = False, tokenize: bool = True) -> PageText:
     """Title, visible text, fingerprint blocks and (unless not ``tokenize``) their tokens."""
     tree, markup = _parse_named(html)
+    return _extract_tree(tree, markup, url, stem=stem, tokenize=tokenize)
+
+
+def _extract_tree(tree: LexborHTMLParser, markup: _Markup, url: str, *, stem: bool,
+                  tokenize: bool) -> PageText:  # fmt: skip
     title = _title(tree, markup)
     _prepare(tree, markup)
     lines = _lines(tree)

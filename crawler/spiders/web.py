@@ -78,8 +78,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
-from lxml import etree
-from parsel import Selector as ParselSelector
 from scrapy import Request, Spider, signals
 from scrapy.http import HtmlResponse
 from scrapy.utils.response import get_base_url
@@ -87,7 +85,7 @@ from scrapy.utils.response import get_base_url
 from crawler import config, defaults, meta
 from crawler import signals as dedup_signals
 from crawler.cluster.startlist import takes_start_list
-from crawler.content.text import extract, is_binary, media_type
+from crawler.content.text import ParsedPage, is_binary, media_type
 from crawler.dedup.verdict import content_decider
 from crawler.dupefilter import early_skip_of
 from crawler.exceptions import HostGivenUp
@@ -318,7 +316,7 @@ class WebSpider(Spider):
         self._inc("dedup/links_capped", cut)
 
     def _canonical_link(
-        self, response: HtmlResponse, root: Any, own: str
+        self, response: HtmlResponse, root: ParsedPage, own: str
     ) -> tuple[str, Request | None] | None:
         """``(the normalized page the response names canonical, a request for it or None)``
         when it names another page of the crawl's hosts; None otherwise (counted)."""
@@ -340,19 +338,18 @@ class WebSpider(Spider):
             request.meta[meta.CANONICAL_TARGET] = True
         return target, request
 
-    def _item(self, response: HtmlResponse, binary: bool, root: Any, canonical: str,
-              names: str | None = None) -> PageItem:
+    def _item(self, response: HtmlResponse, binary: bool, root: ParsedPage | None,
+              canonical: str, names: str | None = None) -> PageItem:  # fmt: skip
         html = "" if binary else response.text
-        title = ""
-        if root is not None and hasattr(root, "findtext"):
-            title = " ".join((root.findtext(".//title") or "").split())
         bounds = self.bounds
         if len(html) > bounds.parse_chars > 0:  # the links and text come from the first part
             bounds.note_truncated(response.url, len(html), extra={"spider": self})
             self._inc("dedup/page_truncated")
-        # One parse for the visible text and the fingerprint blocks: the dedup pipeline reads
-        # ``blocks`` instead of parsing the HTML again.
-        page = None if binary else extract(bounds.cut(html), response.url, tokenize=False)
+        # The one parse of the page (its links were read from it already) gives the title, the
+        # visible text and the fingerprint blocks: the dedup pipeline reads ``blocks`` instead
+        # of parsing the HTML again.
+        page = None if root is None else root.extract(response.url, tokenize=False)
+        title = "" if page is None else page.title
         referer = response.request.headers.get("Referer") if response.request else None
         return PageItem(
             url=response.url,
@@ -375,8 +372,8 @@ class WebSpider(Spider):
 
     # --- links ------------------------------------------------------------------------------
 
-    def _links(self, response: HtmlResponse, root: Any) -> Iterator[Request]:
-        if not hasattr(root, "iter"):
+    def _links(self, response: HtmlResponse, root: ParsedPage | None) -> Iterator[Request]:
+        if root is None:
             return
         base = get_base_url(response)
         links, dropped = self._extract(root, base)
@@ -409,19 +406,19 @@ class WebSpider(Spider):
         self._count_links(len(links), skipped, dropped, base, response.url)
 
     def _extract(
-        self, root: Any, base: str
+        self, root: ParsedPage, base: str
     ) -> tuple[list[tuple[bytes, str, str | None]], dict[str, list[str]]]:
         """``([(fingerprint, href, canonical or None)], {stats key: [href]})``: the links of a
         page to follow in page order, and those not followed by :class:`LinkRules`' reason.
         Only the first ``LINKS_PER_PAGE_MAX`` links are judged (:mod:`crawler.urls.pagebounds`)."""
         # One loop, no per-link helper calls: this runs for every link of every page. The
-        # hrefs come from one XPath call (strings, no element proxy per link).
+        # hrefs were read from the page's one parse (strings).
         memo = self.link_memo
         absolute, rooted, relative = memo.tables(base)
         links: list[tuple[bytes, str, str | None]] = []
         dropped: dict[str, list[str]] = {}
         budget = self.bounds.links_max or -1  # -1: no cap
-        hrefs = iter(page_hrefs(root))
+        hrefs = iter(root.hrefs)
         for href in hrefs:
             if not href:
                 continue
@@ -529,44 +526,37 @@ _REL_CANONICAL = re.compile(r"""(?:^|;)\s*rel\s*=\s*"?([^";]*)"?""", re.IGNORECA
 IGNORED_PARAMS_STAT = "urlnorm/ignored_params/"
 
 
-def canonical_href(response: Response, root: Any) -> str | None:
+def canonical_href(response: Response, root: ParsedPage | None) -> str | None:
     """The href a response names canonical, as written: the ``Link`` header's
-    ``rel="canonical"`` target, else the first ``<link rel="canonical" href>`` in the HTML's
-    head (rel tokens compared case-insensitively); None when it names none."""
+    ``rel="canonical"`` target, else the first ``<link rel="canonical" href>`` of the page
+    (rel tokens compared case-insensitively); None when it names none."""
     for raw in response.headers.getlist("Link"):
         value = raw.decode("latin-1")
         for target, params in _LINK_HEADER.findall(value):
             rel = _REL_CANONICAL.search(params)
             if rel and "canonical" in rel.group(1).lower().split() and target.strip():
                 return target.strip()
-    if not hasattr(root, "iter"):
+    if root is None:
         return None
-    for link in root.iter("link"):
-        tokens = (link.get("rel") or "").lower().split()
-        href = (link.get("href") or "").strip()
-        if "canonical" in tokens and href:
-            return href
+    for tokens, target in root.links:
+        target = target.strip()
+        if "canonical" in tokens.lower().split() and target:
+            return target
     return None
 
 
-#: The hrefs of a page's ``<a>`` and ``<area>`` elements in document order, as strings (what
-#: ``[e.get("href") for e in root.iter("a", "area")]`` gives, less the elements without one).
-page_hrefs = etree.XPath("//a/@href | //area/@href", smart_strings=False)
+def html_tree(response: HtmlResponse,
+              max_chars: int = defaults.PAGE_MAX_PARSE_CHARS) -> ParsedPage:  # fmt: skip
+    """The page's one parse (:class:`~crawler.content.text.ParsedPage`: its links read, its
+    text extracted on demand), of its first ``max_chars`` characters (0: all;
+    ``PAGE_MAX_PARSE_CHARS``, :mod:`crawler.urls.pagebounds`).
 
-
-def html_tree(response: HtmlResponse, max_chars: int = defaults.PAGE_MAX_PARSE_CHARS) -> Any:
-    """The lxml root of ``response``, parsed as ``response.selector`` parses it, but only its
-    first ``max_chars`` characters (0: all; ``PAGE_MAX_PARSE_CHARS``,
-    :mod:`crawler.urls.pagebounds`).
-
-    Not cached on the response: ``response.selector`` keeps the selector on the response and
-    the selector keeps the response, a reference cycle that holds each page's tree (C memory)
-    until the cyclic garbage collector runs, which measured ~200 pages' trees at a time
-    (+20 MiB RSS on the 5,000-page bench).
-    """
+    Not ``response.selector`` (lxml, through parsel): a second parse of every page, and a
+    response<->selector reference cycle that held ~200 pages' trees until the cyclic garbage
+    collector ran (+20 MiB RSS on the 5,000-page bench)."""
     text = response.text
     if max_chars and len(text) > max_chars:
         text = text[:max_chars]
-    return ParselSelector(text=text, type="html", base_url=get_base_url(response)).root
+    return ParsedPage(text)
 
 
