@@ -25,7 +25,9 @@ over ``--runs`` and the ratio ours/stock (``--no-stock``: no stock crawl); each 
 LABEL:tree=PATH`` adds a crawler ``ours LABEL``, our crawl run from another checkout (the code
 before a change, with that tree's settings and extensions) and/or environment, and the ratios
 ours/LABEL: a change measured side by side with the code before it, on the same machine in the
-same minutes; ``--floor`` adds a third crawler in the alternation,
+same minutes (a checkout of a tree with ``crawler/urls/_skeleton.c`` needs ``python setup.py
+build_ext --inplace`` run in it, or it runs the slower regular-expression fallback), with each
+round's pair as a ratio too (``run by run``); ``--floor`` adds a crawler to the alternation,
 ``bench/floor_spider.py`` (Scrapy fetching the same pages with stock settings and
 ``CONCURRENT_ITEMS = 1``, and doing nothing else), and the CPU per page each crawler spends
 above it: what is ours to cut, and what Scrapy costs whatever a spider does. ``--profile``

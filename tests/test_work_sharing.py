@@ -317,7 +317,10 @@ def test_a_joiner_with_no_host_to_take_says_why_it_waits(tmp_path, redis_url, pg
     fetches nothing; it says so once, at INFO, instead of idling in silence, and both end."""
     from crawler.sitegen import template_site
 
-    with serve_web([template_site(30, seed=9)]) as servers, \
+    # 60 pages 0.15 s apart: 9 s of work for the first worker, so that the joiner, started
+    # after 3 fetches, opens while there is work it may not take even on a loaded machine
+    # (with 30, it once opened after the first had finished, under a parallel test run).
+    with serve_web([template_site(60, seed=9)]) as servers, \
             cluster_on(servers, tmp_path, redis_url, pg_url) as cluster:  # fmt: skip
         cluster.delay = 0.15
         first = cluster.start()

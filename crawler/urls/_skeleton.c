@@ -110,13 +110,23 @@ static int tag_ends(const Text *t, Py_ssize_t p) {
     return at(t, p) == '>';
 }
 
+/* The str argument of function `name` read as a Text; 0 and a TypeError when not a str. */
+static int text_of(PyObject *arg, const char *name, Text *t) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "%s() takes a str, not %.100s", name, Py_TYPE(arg)->tp_name);
+        return 0;
+    }
+    t->kind = PyUnicode_KIND(arg);
+    t->data = PyUnicode_DATA(arg);
+    t->n = PyUnicode_GET_LENGTH(arg);
+    return 1;
+}
+
 static PyObject *tokens(PyObject *module, PyObject *arg) {
     (void)module;
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "tokens() takes a str, not %.100s", Py_TYPE(arg)->tp_name);
+    Text t;
+    if (!text_of(arg, "tokens", &t))
         return NULL;
-    }
-    Text t = {PyUnicode_KIND(arg), PyUnicode_DATA(arg), PyUnicode_GET_LENGTH(arg)};
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
@@ -182,11 +192,9 @@ static inline Py_UCS4 lower(Py_UCS4 c) { return c >= 'A' && c <= 'Z' ? c + 32 : 
  * _FOREIGN.search(markup) is not None. */
 static PyObject *foreign(PyObject *module, PyObject *arg) {
     (void)module;
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "foreign() takes a str, not %.100s", Py_TYPE(arg)->tp_name);
+    Text t;
+    if (!text_of(arg, "foreign", &t))
         return NULL;
-    }
-    Text t = {PyUnicode_KIND(arg), PyUnicode_DATA(arg), PyUnicode_GET_LENGTH(arg)};
     Py_ssize_t i = 0;
     for (;;) {
         Py_ssize_t lt = PyUnicode_FindChar(arg, '<', i, t.n, 1);
