@@ -98,8 +98,6 @@ RESULTS = ROOT / "bench" / "results"
 STOCK_SPIDER = ROOT / "bench" / "stock_spider.py"
 FLOOR_SPIDER = ROOT / "bench" / "floor_spider.py"
 PROBE = "bench.probe.CrawlProbe"
-KINDS = ("ours", "stock")
-ALL_KINDS = (*KINDS, "floor")  # with --floor
 
 
 def add_site_arguments(parser: argparse.ArgumentParser, pages: int, runs_of: str) -> None:

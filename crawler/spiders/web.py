@@ -243,7 +243,7 @@ class WebSpider(Spider):
 
     def _teach_soft404(self, response: HtmlResponse) -> None:
         if self.decider is not None and not is_binary(response.body):
-            root = html_tree(response, self.bounds.parse_chars)
+            root = html_tree(response, self.bounds)
             item = self._item(response, False, root, response.url)
             self.decider.soft404(item)
 
@@ -272,7 +272,7 @@ class WebSpider(Spider):
                 self._finished(response.request, response)
             return
         binary = is_binary(response.body)
-        root = None if binary else html_tree(response, self.bounds.parse_chars)
+        root = None if binary else html_tree(response, self.bounds)
         canonical = (canonical_url_of(response.request, self.policy) if response.request
                      else None) or response.url  # fmt: skip
         names, named_request = None, None
@@ -545,18 +545,17 @@ def canonical_href(response: Response, root: ParsedPage | None) -> str | None:
     return None
 
 
-def html_tree(response: HtmlResponse,
-              max_chars: int = defaults.PAGE_MAX_PARSE_CHARS) -> ParsedPage:  # fmt: skip
+_DEFAULT_BOUNDS = PageBounds()
+
+
+def html_tree(response: HtmlResponse, bounds: PageBounds = _DEFAULT_BOUNDS) -> ParsedPage:
     """The page's one parse (:class:`~crawler.content.text.ParsedPage`: its links read, its
-    text extracted on demand), of its first ``max_chars`` characters (0: all;
-    ``PAGE_MAX_PARSE_CHARS``, :mod:`crawler.urls.pagebounds`).
+    text extracted on demand), of the part ``bounds`` parses (``PAGE_MAX_PARSE_CHARS``,
+    :meth:`PageBounds.cut <crawler.urls.pagebounds.PageBounds.cut>`).
 
     Not ``response.selector`` (lxml, through parsel): a second parse of every page, and a
     response<->selector reference cycle that held ~200 pages' trees until the cyclic garbage
     collector ran (+20 MiB RSS on the 5,000-page bench)."""
-    text = response.text
-    if max_chars and len(text) > max_chars:
-        text = text[:max_chars]
-    return ParsedPage(text)
+    return ParsedPage(bounds.cut(response.text))
 
 
