@@ -12,8 +12,10 @@
 On the pages of ``bench.crawl`` (:func:`crawler.sitegen.link_heavy_site`, 100 links a page) and,
 when installed, the python3.11-doc pages (real markup: every query has something to find).
 * **depth proof**: :func:`crawler.urls.pagebounds._proof` (what guards the lexbor parse from
-  deep pages). *Before*: its first pass over the page by sre (``_SKELETON.findall``, the
-  ``_FOREIGN`` search); *now*: the same pass in C (``crawler/urls/_skeleton.c``).
+  deep pages), three ways: its specification ``_proof_by_expressions`` with sre's first pass
+  over the page (``_SKELETON.findall``, the ``_FOREIGN`` search), the same with that pass in C
+  (``_skeleton.tokens``), and the whole proof in C (``_skeleton.proof``). Two rows: *first
+  pass in C* (sre's pass before, C's now), *all in C* (C's pass before, the C proof now).
 
 Both variants answer the same (checked: title, text, blocks; the proof's answer and names);
 the order alternates over
@@ -85,35 +87,48 @@ def measure(pages: list[str], runs: int) -> dict[str, float]:
 
 def proof_with(tokens: Callable[[str], list[str]], foreign: Callable[[str], bool],
                html: str) -> tuple[bool, frozenset[str] | None]:  # fmt: skip
-    """:func:`crawler.urls.pagebounds._proof` of ``html`` with the given first pass."""
+    """``_proof_by_expressions`` of ``html`` with the given first pass."""
     saved = pagebounds._skeleton_tokens, pagebounds._foreign
     pagebounds._skeleton_tokens, pagebounds._foreign = tokens, foreign
     try:
-        return pagebounds._proof(html, pagebounds.MAX_DEPTH, pagebounds.MAX_FORMATTING)
+        return pagebounds._proof_by_expressions(html, pagebounds.MAX_DEPTH,
+                                                pagebounds.MAX_FORMATTING)  # fmt: skip
     finally:
         pagebounds._skeleton_tokens, pagebounds._foreign = saved
 
 
-def measure_proof(pages: list[str], runs: int) -> dict[str, float]:
-    """The depth proof with sre's first pass (before) and with the C one (now)."""
+def proof_in_c(html: str) -> tuple[bool, frozenset[str] | None]:
     from crawler.urls import _skeleton
 
-    variants = {"before": partial(proof_with, pagebounds._SKELETON.findall,
-                                  pagebounds._foreign_sre),
-                "now": partial(proof_with, _skeleton.tokens, _skeleton.foreign)}  # fmt: skip
+    return _skeleton.proof(html, pagebounds.MAX_DEPTH, pagebounds.MAX_FORMATTING)
+
+
+def measure_proof(pages: list[str], runs: int) -> dict[str, dict[str, float]]:
+    """The depth proof with sre's first pass, with the C one, and all in C: two rows."""
+    from crawler.urls import _skeleton
+
+    variants: dict[str, Callable[[str], object]] = {
+        "sre pass": partial(proof_with, pagebounds._SKELETON.findall, pagebounds._foreign_sre),
+        "c pass": partial(proof_with, _skeleton.tokens, _skeleton.foreign),
+        "c proof": proof_in_c,
+    }
     for html in pages:
-        if variants["before"](html) != variants["now"](html):
+        if not proof_with(pagebounds._SKELETON.findall, pagebounds._foreign_sre, html) \
+                == proof_with(_skeleton.tokens, _skeleton.foreign, html) == proof_in_c(html):
             raise SystemExit(f"the variants disagree on a page: {html[:80]!r}")
-    return alternating_medians({name: partial(cpu_per_page, variant, pages)  # type: ignore[arg-type]
+    cost = alternating_medians({name: partial(cpu_per_page, variant, pages)  # type: ignore[arg-type]
                                 for name, variant in variants.items()}, runs)  # fmt: skip
+    return {"first pass in C": {"before": cost["sre pass"], "now": cost["c pass"]},
+            "all in C": {"before": cost["c pass"], "now": cost["c proof"]}}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args("python -m bench.pagecost", __doc__, 400, 5, argv)
     pages_of = corpora(args.pages)
     rows = {name: measure(pages, args.runs) for name, pages in pages_of.items()}
-    rows |= {f"depth proof: {name}": measure_proof(pages, args.runs)
-             for name, pages in pages_of.items()}  # fmt: skip
+    for name, pages in pages_of.items():
+        rows |= {f"depth proof, {step}: {name}": row
+                 for step, row in measure_proof(pages, args.runs).items()}  # fmt: skip
     report("page text, CPU us per page", rows, args, RESULTS)
     return 0
 

@@ -38,9 +38,9 @@ def report(title: str, rows: dict[str, dict[str, float]], args: argparse.Namespa
            results: Path) -> None:
     """Print ``rows`` (``{name: {"before": x, "now": y}}``) as a table headed ``title`` with the
     ratio, and write them to ``results`` (JSON, with ``--pages`` and ``--runs``)."""
-    print(f"{title:<32}{'before':>10}{'now':>10}{'now/before':>12}")
+    print(f"{title:<44}{'before':>10}{'now':>10}{'now/before':>12}")
     for name, row in rows.items():
-        print(f"{name:<32}{row['before']:>10.1f}{row['now']:>10.1f}"
+        print(f"{name:<44}{row['before']:>10.1f}{row['now']:>10.1f}"
               f"{row['now'] / row['before']:>11.2f}x")  # fmt: skip
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(json.dumps({"pages": args.pages, "runs": args.runs, "rows": rows},

@@ -1,8 +1,10 @@
-"""The depth proof's C pass (``crawler/urls/_skeleton.c``) against its specification, the
+"""The depth proof in C (``crawler/urls/_skeleton.c``) against its specification, the
 regular expressions of :mod:`crawler.urls.pagebounds`: the same tokens and the same foreign
 content answer on generated markup (every branch of the pattern, strings of 1-, 2- and 4-byte
-characters), on hostile and real pages; the proof answers the same with either pass; the
-package works without the module (the scrapyd egg leaves it out)."""
+characters), on hostile and real pages; the whole proof (:func:`_skeleton.proof`) answers as
+``_proof_by_expressions`` does, names included, on generated tag soups at many bounds, on the
+back references' prefix matches, for every name the proof lists, on hostile and real pages;
+the package works without the module (the scrapyd egg leaves it out)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from hypothesis import strategies as st
 
 from crawler.sitegen import demo_site, link_heavy_site
 from crawler.urls import pagebounds
-from crawler.urls._skeleton import foreign, tokens
+from crawler.urls._skeleton import foreign, proof, tokens
 from tests.conftest import ROOT
 from tests.test_text import BYPASS_PREFIXES, HOSTILE
 
@@ -53,6 +55,7 @@ def test_the_proof_runs_on_the_c_pass_here() -> None:
     """Built by the install (setup.py); a silent fall back to sre would cost 5x the pass."""
     assert pagebounds._skeleton_tokens is tokens
     assert pagebounds._foreign is foreign
+    assert pagebounds._proof is proof
 
 
 @given(_MARKUP)
@@ -80,16 +83,91 @@ def test_the_c_pass_reads_real_and_hostile_pages_as_the_expressions_do() -> None
         assert foreign(page) == (pagebounds._FOREIGN.search(page) is not None)
 
 
-def test_the_proof_answers_the_same_on_either_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+#: Bounds the proof is asked at: the crawl's, and small ones that reach its early give-up
+#: (room for fewer levels of struck pairs than the page strikes) and the formatting cap.
+_BOUNDS = [(pagebounds.MAX_DEPTH, pagebounds.MAX_FORMATTING), (40, 4), (20, 3), (12, 2),
+           (6, 1), (3, 0), (0, 0)]  # fmt: skip
+
+
+def _spec(markup: str, max_depth: int, max_formatting: int) -> object:
+    return pagebounds._proof_by_expressions(markup, max_depth, max_formatting)
+
+
+def test_the_proof_answers_the_same_in_c_and_by_the_expressions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     pages = _pages() + ["<html><body>" + p + "<div>" * 600 for p in BYPASS_PREFIXES.values()]
-    with_c = [pagebounds._proof(p, pagebounds.MAX_DEPTH, pagebounds.MAX_FORMATTING)
-              for p in pages]  # fmt: skip
-    assert {proven for proven, _ in with_c} == {True, False}  # both answers are exercised
+    in_c = [proof(p, depth, formatting) for p in pages for depth, formatting in _BOUNDS]
+    assert {proven for proven, _ in in_c} == {True, False}  # both answers are exercised
+    assert any(names for _, names in in_c) and None in {names for _, names in in_c}
+    assert in_c == [_spec(p, depth, formatting) for p in pages for depth, formatting in _BOUNDS]
     monkeypatch.setattr(pagebounds, "_skeleton_tokens", pagebounds._SKELETON.findall)
     monkeypatch.setattr(pagebounds, "_foreign", pagebounds._foreign_sre)
-    with_sre = [pagebounds._proof(p, pagebounds.MAX_DEPTH, pagebounds.MAX_FORMATTING)
-                for p in pages]  # fmt: skip
-    assert with_c == with_sre
+    assert in_c == [_spec(p, depth, formatting) for p in pages for depth, formatting in _BOUNDS]
+
+
+#: Tag soups: the names the proof treats apart (void, void in foreign content, formatting,
+#: table, plaintext), names one of which is another's prefix (``p``/``pre``: the pattern's
+#: back references are not anchored), upper case, comments, doctypes, unread tags, text.
+_SOUP_NAMES = ["a", "b", "p", "pre", "div", "table", "br", "img", "image", "plaintext", "svg",
+               "math", "i", "u", "td", "span", "em", "li", "x", "xy", "A", "DIV", "Pre"]
+_OTHER_PIECES = ["<!-- c -->", "<!doctype html>", "<?x>", "<!x>", "a < b", "<br/>", "<", "</ >",
+                 "<a href='x'>", "<!-- <p> -->"]  # fmt: skip
+_SOUP = st.lists(st.one_of(
+    st.sampled_from(_SOUP_NAMES).map("<{}>".format),
+    st.sampled_from(_SOUP_NAMES).map("</{}>".format),
+    st.sampled_from(_OTHER_PIECES),
+), max_size=80).map("".join)
+
+
+@given(_SOUP, st.sampled_from(_BOUNDS))
+@settings(max_examples=4000, deadline=None)
+def test_the_proof_reads_generated_tag_soups_as_the_expressions_do(
+    markup: str, bounds: tuple[int, int],
+) -> None:
+    assert proof(markup, *bounds) == _spec(markup, *bounds)
+
+
+@given(st.integers(1, 200), st.integers(0, 5), st.sampled_from(_BOUNDS))
+@settings(max_examples=500, deadline=None)
+def test_the_proof_reads_deep_pages_as_the_expressions_do(
+    depth: int, pairs: int, bounds: tuple[int, int],
+) -> None:
+    """Nested elements holding struck pairs: the passes, and the give-up when they cannot
+    fit, are the expressions' (a deep page strikes one level a pass)."""
+    inner = "<p>x</p>" * pairs
+    markup = "<html><body>" + "<div>" * depth + inner + "</div>" * depth
+    assert proof(markup, *bounds) == _spec(markup, *bounds)
+    unclosed = "<html><body>" + ("<div>" + inner) * depth
+    assert proof(unclosed, *bounds) == _spec(unclosed, *bounds)
+
+
+@pytest.mark.parametrize("markup", [
+    "", "x", "<!-- only -->", "<br>", "<plaintext>", "<!doctype html>", "<!doctype html><p>",
+    "<p></pre>", "<pre></p>", "<div><p></pre></div>", "<a><b><i></in></b></a>",
+    "<x><xy></x></xy>", "<a><b></b><b></b></a>", "<a><b><i></i><i></i></b></a>",
+    "<a><b><i><u></u></i></b></a>", "<table><tr><td>x</td></tr></table>", "<p><p><p>",
+    "<p>" + "<b></b>" * 30, "<svg><br><img></svg>", "<image><p>", "<IMAGE>", "<p><!x>",
+    "<?x><p>", "<p></p", "<b><b><b><b><b>", "<B>" * 20, "<div>" * 700,
+])  # fmt: skip
+def test_the_proof_reads_each_case_as_the_expressions_do(markup: str) -> None:
+    for bounds in _BOUNDS:
+        assert proof(markup, *bounds) == _spec(markup, *bounds), bounds
+
+
+@pytest.mark.parametrize("name", sorted(
+    pagebounds._VOID | pagebounds._BREAKOUT_VOID | pagebounds._FORMATTING
+    | {"table", "plaintext", "div", "span", "tbody", "svg", "math"}))  # fmt: skip
+def test_the_c_proof_lists_each_name_as_the_expressions_do(name: str) -> None:
+    """Its own copy of the void, formatting and table names: a page whose answer turns on
+    each one's class, in HTML and in foreign content."""
+    assert pagebounds._IMPLIED == 3 and pagebounds._LEVELS == 3  # the C's constants
+    for prefix in ("<html><body>", "<html><body><svg>"):
+        for start in (f"<{name}>", f"<{name.upper()}>"):
+            for count in (4, 5, 8):
+                markup = prefix + start * count
+                for bounds in [(8, 4), (12, 8), (6, 0), *_BOUNDS]:
+                    assert proof(markup, *bounds) == _spec(markup, *bounds), (markup, bounds)
 
 
 def test_the_package_works_without_the_c_module() -> None:
@@ -99,6 +177,7 @@ def test_the_package_works_without_the_c_module() -> None:
         "import sys; sys.modules['crawler.urls._skeleton'] = None\n"
         "from crawler.urls import pagebounds as pb\n"
         "assert pb._skeleton_tokens == pb._SKELETON.findall\n"
+        "assert pb._proof is pb._proof_by_expressions\n"
         "page = '<html><body>' + '<div>' * 2000 + 'x'\n"
         "print(pb.bound_depth(page) != page, pb._shallow('<p>x</p>', 512, 16))\n"
     )
@@ -108,7 +187,14 @@ def test_the_package_works_without_the_c_module() -> None:
     assert proc.stdout.split() == ["True", "True"]
 
 
-@pytest.mark.parametrize("function", [tokens, foreign])
+@pytest.mark.parametrize("function", [tokens, foreign, lambda m: proof(m, 512, 16)])
 def test_the_c_pass_takes_text_only(function) -> None:
     with pytest.raises(TypeError, match="takes a str, not bytes"):
         function(b"<a>")
+
+
+def test_the_c_proof_takes_its_three_arguments() -> None:
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        proof("<a>", 512)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        proof("<a>", "512", 16)  # type: ignore[arg-type]

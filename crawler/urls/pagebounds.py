@@ -317,7 +317,7 @@ def _foreign_sre(markup: str) -> bool:
     return _FOREIGN.search(markup) is not None
 
 
-try:  # the same two readings in C (setup.py builds them; these expressions are their spec)
+try:  # the same readings in C (setup.py builds them; these expressions are their spec)
     from crawler.urls._skeleton import foreign as _foreign
     from crawler.urls._skeleton import tokens as _skeleton_tokens
 except ImportError:  # not built (the scrapyd egg, no compiler): the same answers, slower
@@ -332,8 +332,8 @@ def _shallow(markup: str, max_depth: int, max_formatting: int) -> bool:
     return _proof(markup, max_depth, max_formatting)[0]
 
 
-def _proof(markup: str, max_depth: int,
-           max_formatting: int) -> tuple[bool, frozenset[str] | None]:  # fmt: skip
+def _proof_by_expressions(markup: str, max_depth: int,
+                          max_formatting: int) -> tuple[bool, frozenset[str] | None]:  # fmt: skip
     """``(proven, names)``: proven is True when ``markup`` provably never nests deeper than
     ``max_depth`` elements nor leaves more than ``max_formatting`` formatting elements open,
     found by C-level regular expressions only (False: not proven, the caller scans).
@@ -355,13 +355,15 @@ def _proof(markup: str, max_depth: int,
     elements the parser may re-open are those of the start tags left in the skeleton, ``""``
     included (a struck ``b`` pair's end tag removes its entry).
 
-    Cost: one pass over the page and a few ``subn`` over its skeleton, no Python per tag. The
-    pass is C (``crawler/urls/_skeleton.c``, built by setup.py; ``_SKELETON.findall`` and
-    ``_FOREIGN`` where it is not built: the same tokens, five times the cost). With sre's pass
-    it cost about 1 ms for a median python3.11-doc page (54 KB, 2,200 tags), a fifth of the
-    scan's cost, still about +30% on its extraction (sre's own cost per tag, about 0.4 us).
-    On a link-heavy bench page the C pass takes the proof from 317 to 141 us, side by side
-    (``bench.pagecost``).
+    This function is the proof's specification; :func:`_proof` is its C twin
+    (``crawler/urls/_skeleton.c``, built by setup.py: the same skeleton, the same passes read
+    the way sre reads ``_PAIR``, the same answers, tested), and this one runs where the module
+    is not built (the scrapyd egg, no compiler). Cost: one pass over the page and a few
+    ``subn`` over its skeleton, no Python per tag. With sre's first pass it cost about 1 ms for
+    a median python3.11-doc page (54 KB, 2,200 tags), a fifth of the scan's cost, still about
+    +30% on its extraction (sre's own cost per tag, about 0.4 us). On 200 link-heavy bench
+    pages, side by side (``bench.pagecost``, 2026-12-06): 161 us a page with sre's first pass,
+    78 with the C first pass (``_skeleton.tokens``), 23 with the whole proof in C.
 
     ``names``, when proven: the names of the page's start tags (:func:`_start_tag_names`), or
     None when the skeleton did not read them all.
@@ -418,6 +420,12 @@ def _start_tag_names(markup: str, tokens: list[str], joined: str) -> frozenset[s
     if "image" in names:
         names.add("img")
     return frozenset(names)
+
+
+try:  # the whole proof in C: _proof_by_expressions is its specification
+    from crawler.urls._skeleton import proof as _proof
+except ImportError:  # not built: the same answers, slower
+    _proof = _proof_by_expressions
 
 
 def bound_depth(markup: str, max_depth: int = MAX_DEPTH,
