@@ -7,8 +7,8 @@
 * ``crawler/sitegen/`` (the generated test sites and their server, ``crawler/sitegen/server.py``)
   is left out of the built packages by pyproject.toml; an editable install (``pip install -e .``)
   maps the checkout and keeps it.
-* The one C extension, ``crawler.urls._skeleton`` (:func:`extensions`), is declared here: optional,
-  left out of the egg.
+* The C extensions (:data:`C_MODULES`, :func:`extensions`) are declared here: optional, left
+  out of the egg.
 
 ``scrapyd-deploy`` runs this file with the setuptools of its own venv: a fresh Python 3.11
 venv has setuptools 65, which refuses the SPDX ``license`` string of pyproject.toml (read
@@ -49,13 +49,21 @@ def license_for_old_setuptools() -> None:
 
 
 def extensions() -> list[Extension]:
-    """The C half of the depth proof (``crawler/urls/_skeleton.c``: the tag skeleton a sixth of
-    sre's cost), optional: where it cannot be built the pure-Python path runs, answering the
-    same. Not in the scrapyd egg (``bdist_egg``): a zipped egg cannot load a shared library
-    without unpacking it, and the egg stays one file for any platform."""
+    """The depth proof in C (``crawler/urls/_skeleton.c``: a seventh of the regular
+    expressions' cost), a Bloom layer's probes (``crawler/backends/_bloomprobe.c``) and
+    SimHash's vote (``crawler/content/_majority.c``) in C, optional: where they cannot be
+    built the pure-Python paths run, answering the same. Not in the scrapyd egg
+    (``bdist_egg``): a zipped egg cannot load a shared library without unpacking it, and the
+    egg stays one file for any platform."""
     if "bdist_egg" in sys.argv:
         return []
-    return [Extension("crawler.urls._skeleton", ["crawler/urls/_skeleton.c"], optional=True)]
+    return [Extension(name, [name.replace(".", "/") + ".c"], optional=True)
+            for name in C_MODULES]
+
+
+#: The C modules, each the faster twin of Python code that stays as its specification.
+C_MODULES = ("crawler.urls._skeleton", "crawler.backends._bloomprobe",
+             "crawler.content._majority")
 
 
 license_for_old_setuptools()

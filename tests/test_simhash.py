@@ -126,20 +126,66 @@ def test_content_hash_normalizes_case_width_and_whitespace() -> None:
     assert len(content_hash("")) == 32
 
 
+def _numpy_fingerprint(weighted: dict[str, int]) -> int:
+    """:func:`fingerprint` by its numpy path (what runs where the C vote is not built)."""
+    from crawler.content import simhash as module
+
+    saved = module._majority, module._pure_left
+    module._majority, module._pure_left = None, 0
+    try:
+        return fingerprint(weighted)
+    finally:
+        module._majority, module._pure_left = saved
+
+
+def test_the_fingerprint_votes_in_c_here() -> None:
+    """Built by the install (setup.py); a silent fall back would cost the numpy path."""
+    from crawler.content import _majority
+    from crawler.content import simhash as module
+
+    assert module._majority is _majority.majority
+
+
 @given(st.dictionaries(st.text(min_size=1, max_size=12), st.integers(0, 2**20), max_size=80))
-def test_the_pure_python_fingerprint_is_the_numpy_one(weighted: dict[str, int]) -> None:
-    """A small page is fingerprinted without numpy while numpy is not loaded: the same bits
-    (weights 0 and past 255 too, which the simhash package does not take)."""
+def test_the_c_pure_and_numpy_fingerprints_are_one(weighted: dict[str, int]) -> None:
+    """The C vote, the pure-Python one (a small page while numpy is not loaded) and numpy's:
+    the same bits (weights 0 and past 255 too, which the simhash package does not take)."""
     from crawler.content import simhash as module
 
     pure = module._fingerprint_pure(weighted, len(weighted)) if weighted else 0
-    assert pure == fingerprint(weighted)
+    assert pure == fingerprint(weighted) == _numpy_fingerprint(weighted)
 
 
-def test_numpy_is_loaded_after_the_first_pages_or_by_a_very_large_one() -> None:
-    """In a fresh interpreter: the first PURE_PAGES fingerprints of pages of usual size (here
-    1,000 features) leave numpy unloaded, the next one loads it, and from then on every page takes
-    the numpy path (same bits); a page past PURE_FEATURES_MAX loads it at once."""
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**40)), max_size=300))
+def test_the_c_vote_is_the_majority_of_each_bit(pairs: list[tuple[int, int]]) -> None:
+    """Bit by bit, from the definition: the hashes with the bit set weigh more than half."""
+    from crawler.content._majority import majority
+
+    hashes, weights = [h for h, _ in pairs], [w for _, w in pairs]
+    half = sum(weights) // 2
+    expected = sum(1 << j for j in range(64)
+                   if sum(w for h, w in pairs if h >> j & 1) > half)  # fmt: skip
+    assert majority(hashes, weights) == expected
+
+
+def test_the_c_vote_refuses_what_the_fingerprint_never_gives_it() -> None:
+    from crawler.content._majority import majority
+
+    with pytest.raises(ValueError, match="as many weights as hashes"):
+        majority([1, 2], [1])
+    with pytest.raises(ValueError, match="weights >= 0"):
+        majority([1], [-1])
+    with pytest.raises(ValueError, match="totalling below 2\\*\\*62"):
+        majority([1, 2], [2**61, 2**61])
+    with pytest.raises(OverflowError):
+        majority([2**64], [1])
+    with pytest.raises(TypeError):
+        majority([1], 5)  # type: ignore[arg-type]
+    assert majority([], []) == 0
+
+
+def test_the_c_vote_never_loads_numpy() -> None:
+    """In a fresh interpreter with the C vote: many pages of any size, numpy never loaded."""
     import subprocess
     import sys
     import textwrap
@@ -147,7 +193,26 @@ def test_numpy_is_loaded_after_the_first_pages_or_by_a_very_large_one() -> None:
     out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import sys
         from crawler.content import simhash
-        assert simhash.PURE_PAGES > 1
+        pages = [{f"w{i}": 1 + i % 3 for i in range(n)} for n in (10, 1000, 5000)] * 5
+        print(len({simhash.fingerprint(p) for p in pages}), "numpy" in sys.modules)
+    """)], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.split() == ["3", "False"]
+
+
+def test_numpy_is_loaded_after_the_first_pages_or_by_a_very_large_one() -> None:
+    """Without the C vote (the scrapyd egg), in a fresh interpreter: the first PURE_PAGES
+    fingerprints of pages of usual size (here 1,000 features) leave numpy unloaded, the next
+    one loads it, and from then on every page takes the numpy path (same bits); a page past
+    PURE_FEATURES_MAX loads it at once."""
+    import subprocess
+    import sys
+    import textwrap
+
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        sys.modules["crawler.content._majority"] = None  # not built
+        from crawler.content import simhash
+        assert simhash._majority is None and simhash.PURE_PAGES > 1
         page = {f"w{i}": 1 + i % 3 for i in range(1000)}
         first = [simhash.fingerprint(page) for _ in range(simhash.PURE_PAGES)]
         loaded = ["numpy" in sys.modules]

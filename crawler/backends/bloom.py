@@ -114,6 +114,11 @@ def _mib(bits: int) -> str:
 _BATCH_MIN = 8
 _BIT_MASKS: Any = None  # numpy's array of _BIT, made at the first batch (numpy loaded late)
 
+try:  # the probes in C (setup.py builds them; the Python loops below are their spec)
+    from crawler.backends import _bloomprobe
+except ImportError:  # not built (the scrapyd egg, no compiler): the same bits, slower
+    _bloomprobe = None  # type: ignore[assignment]
+
 
 def _stretch(key: bytes) -> bytes:
     """A key shorter than 16 bytes as the 16 bytes its bit indexes come from."""
@@ -184,6 +189,16 @@ class BloomLayer:
 
     def add(self, key: bytes) -> bool:
         """Set the key's bits; True when every bit was already set (probably present)."""
+        if _bloomprobe is not None and len(key) >= 16:
+            flipped = _bloomprobe.add(self.bits, self.m, self.k, key)
+            if flipped:
+                self.ones += flipped
+                self.count += 1
+            return not flipped
+        return self._add(key)
+
+    def _add(self, key: bytes) -> bool:
+        """:meth:`add` in Python (the C one's specification)."""
         h1, h2 = _hash_pair(key)
         bits, m, flipped = self.bits, self.m, 0
         for i in range(self.k):
@@ -208,10 +223,19 @@ class BloomLayer:
         return True
 
     def contains_many(self, keys: Sequence[bytes]) -> list[bool]:
-        """``key in self`` for each of ``keys``, in order: one numpy pass over the batch (a
-        page's links) instead of a Python loop of ``k`` probes per key; the same bits as
-        :meth:`__contains__` (``(h1 + i * h2) mod m`` as ``(h1 mod m + i * (h2 mod m)) mod m``,
-        exact in 64 bits while ``m * (k + 1) < 2**64``)."""
+        """``key in self`` for each of ``keys``, in order: the C probes
+        (``crawler/backends/_bloomprobe.c``) or one numpy pass over the batch (a page's links)
+        instead of a Python loop of ``k`` probes per key; the same bits as
+        :meth:`__contains__` (numpy: ``(h1 + i * h2) mod m`` as ``(h1 mod m + i * (h2 mod m))
+        mod m``, exact in 64 bits while ``m * (k + 1) < 2**64``; C: in 128 bits)."""
+        if _bloomprobe is not None:
+            found = _bloomprobe.contains_many(self.bits, self.m, self.k, keys)
+            if found is not None:  # None: a key shorter than 16 bytes
+                return found
+        return self._contains_many(keys)
+
+    def _contains_many(self, keys: Sequence[bytes]) -> list[bool]:
+        """:meth:`contains_many` by numpy (where the C probes are not built)."""
         if len(keys) < _BATCH_MIN or self.m * (self.k + 1) >= 1 << 64:
             return [key in self for key in keys]
         import numpy as np  # already loaded by the crawl's backends; not at import time

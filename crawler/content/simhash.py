@@ -8,16 +8,17 @@ shingles of them (``SIMHASH_SHINGLE`` = n), each weighted ``1 + floor(log2(count
 word repeated 10,000 times weighs 14, no weight ever reaches the 255 at which ``simhash`` 2.1.2
 overflows on numpy 2, and one frequent word cannot outvote the rest of the page.
 
-Feature hash: XXH3-64 of the feature's UTF-8 bytes. :func:`fingerprint` is a vectorized
-(numpy) implementation that gives bit-identical results to ``simhash.Simhash(list of (feature,
-weight), hashfunc=feature_hash).value`` for integer weights below 256 (proved by the tests on
-real pages) and is several times faster (``bench/simhash.py``). Until numpy is loaded (~40 ms,
-~11 MiB: a small crawl may never need it), the first :data:`PURE_PAGES` fingerprints of at most
-:data:`PURE_FEATURES_MAX` features are made in pure Python (:func:`_fingerprint_pure`,
-bit-identical; ~0.5 ms for 64 features, ~2 ms for 1,000, ~8 ms for 3,000, 5-15 times the
-numpy time): a crawl of a few pages of any usual size never loads numpy, a longer one loads it
-at its ninth page (having spent at most a few tens of ms more), and every page after that takes
-the numpy path.
+Feature hash: XXH3-64 of the feature's UTF-8 bytes. :func:`fingerprint` gives bit-identical
+results to ``simhash.Simhash(list of (feature, weight), hashfunc=feature_hash).value`` for
+integer weights below 256 (proved by the tests on real pages) and is several times faster
+(``bench/simhash.py``). The vote over the hashes' bits is C (``crawler/content/_majority.c``,
+built by setup.py: about a third of the numpy path's time a page). Where it is not built: a
+vectorized (numpy) vote, and until numpy is loaded (~40 ms, ~11 MiB: a small crawl may never
+need it), the first :data:`PURE_PAGES` fingerprints of at most :data:`PURE_FEATURES_MAX`
+features are made in pure Python (:func:`_fingerprint_pure`, bit-identical; ~0.5 ms for 64
+features, ~2 ms for 1,000, ~8 ms for 3,000, 5-15 times the numpy time): a crawl of a few
+pages of any usual size never loads numpy, a longer one loads it at its ninth page, and every
+page after that takes the numpy path. The three answer the same (tested).
 
 Limits: a fingerprint of few features is unstable (one edit flips many bits), so the pipeline
 only compares pages with at least ``SIMHASH_MIN_TOKENS`` tokens; every page without features has
@@ -64,6 +65,11 @@ _BIG_ENDIAN_U64: Any = None  # numpy's dtype(">u8"), made with _np
 
 feature_hash = xxhash.xxh3_64_intdigest  # bytes -> unsigned 64-bit int
 
+try:  # the vote in C (setup.py builds it; the numpy and pure paths below are its spec)
+    from crawler.content._majority import majority as _majority
+except ImportError:  # not built (the scrapyd egg, no compiler): numpy, or pure Python at first
+    _majority = None  # type: ignore[assignment]
+
 
 def features(tokens: Sequence[str], shingle: int = 1) -> dict[str, int]:
     """Weighted features of ``tokens``: word n-grams (n = ``shingle``) with log-scaled counts.
@@ -93,6 +99,9 @@ def fingerprint(weighted: Mapping[str, int] | Iterable[tuple[str, int]]) -> int:
     count = len(weighted)
     if not count:
         return 0
+    if _majority is not None:
+        return _majority(list(map(feature_hash, _encoded(weighted, count))),
+                         list(weighted.values()))  # fmt: skip
     np = _np
     if np is None:
         global _pure_left
