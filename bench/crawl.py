@@ -32,6 +32,12 @@ round's pair as a ratio too (``run by run``); ``--floor`` adds a crawler to the 
 ``CONCURRENT_ITEMS = 1``, and doing nothing else), and the CPU per page each crawler spends
 above it: what is ours to cut, and what Scrapy costs whatever a spider does. ``--profile``
 adds one cProfile run of each (Scrapy's ``--profile``) and lists the top cumulative shares.
+``--together`` runs the crawls of a round at the same time instead of one after another, each
+pinned to its own CPU (the CPUs swapped each round) against its own server thread: a machine
+that speeds up and slows down over minutes (seen here: one crawler's CPU per page moving 30%
+within five rounds) then moves both crawls of a pair alike, so the ``run by run`` ratio holds
+still where the medians do not. As many crawlers as CPUs at most (ours and one ``--variant``
+on two); wall times then share the servers and are not comparable with a lone crawl's.
 Writes ``bench/results/crawl.json`` (and ``crawl_profile_{ours,stock}.txt``). Numbers are
 machine-dependent: compare the ratios.
 
@@ -147,6 +153,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
                         help="extra Scrapy setting for our crawl only (repeatable)")  # fmt: skip
+    parser.add_argument("--together", action="store_true",
+                        help="one-process mode: a round's crawls at the same time, each on its "
+                             "own CPU (swapped each round) and server: drift hits a pair "
+                             "alike")  # fmt: skip
     args = parser.parse_args(argv)
     if args.redis_delay < 0 or (args.redis_delay and not args.workers):
         parser.error(f"--redis-delay {args.redis_delay:g}: a delay >= 0 ms, with --workers")
@@ -166,7 +176,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("pages", "links", "runs", "concurrency", "hosts"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.together:
+        crawlers, cpus = kinds_of(args), together_cpus()
+        if args.workers or args.profile or args.no_pin:
+            parser.error("--together: one-process mode, pinned, without --profile")
+        if not 2 <= len(crawlers) <= len(cpus):
+            parser.error(f"--together runs 2 to {len(cpus)} crawlers at once (one per CPU), "
+                         f"got {len(crawlers)} ({', '.join(crawlers)}): drop --floor, stock "
+                         f"(--no-stock) or a --variant")  # fmt: skip
     return args
+
+
+def together_cpus() -> list[int]:
+    """The CPUs ``--together`` pins its crawlers to (all this process may use)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -1130,11 +1153,64 @@ def scaleout_profiles(servers: list[SiteServer], args: argparse.Namespace,
     return result
 
 
+def together_round(i: int, kinds: tuple[str, ...], servers: list[SiteServer],
+                   args: argparse.Namespace) -> list[dict[str, Any]]:  # fmt: skip
+    """Round ``i`` of ``--together``: every crawler at once, crawler ``j`` on CPU ``(i + j) mod
+    n`` with server ``j``; their records in ``kinds`` order."""
+    cpus = together_cpus()
+    records: list[dict[str, Any] | None] = [None] * len(kinds)
+    failures: list[BaseException] = []
+
+    def crawl(j: int, kind: str) -> None:
+        try:
+            records[j] = crawl_once(kind, servers[j], cpus[(i + j) % len(cpus)], args)
+        except BaseException as exc:  # SystemExit of a failed crawl: raised after the round
+            failures.append(exc)
+
+    threads = [threading.Thread(target=crawl, args=(j, kind)) for j, kind in enumerate(kinds)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return [r for r in records if r is not None]
+
+
+def main_together(args: argparse.Namespace, site: Site, label: str) -> list[dict[str, Any]]:
+    """The rounds of ``--together`` (:func:`together_round`), each printed as it ends."""
+    kinds = kinds_of(args)
+    title = (f"crawl bench: {label}, {args.runs} run(s) each, concurrency {args.concurrency}, "
+             f"together: {' + '.join(kinds)} at once, one CPU each")  # fmt: skip
+    print(title, flush=True)
+    runs: list[dict[str, Any]] = []
+    servers = [SiteServer(site) for _ in kinds]
+    for server in servers:
+        server.start()
+    try:
+        for i in range(args.runs):
+            for record in together_round(i, kinds, servers, args):
+                record["run"] = i
+                runs.append(record)
+                print(progress_line(i, record), flush=True)
+    finally:
+        for server in servers:
+            server.stop()
+    summary = summarize(runs)
+    print()
+    print(table(title, summary))
+    write_report("crawl.json", title, args, runs, summary, None)
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.workers:
         return scaleout_main(args)
     site, label = build_site(args)
+    if args.together:
+        main_together(args, site, label)
+        return 0
     cpu = pin_cpus(args.no_pin)
     title = (f"crawl bench: {label}, {args.runs} run(s) each, concurrency {args.concurrency}, "
              f"crawler on {'CPU ' + str(cpu) if cpu is not None else 'any CPU'}")  # fmt: skip
