@@ -115,9 +115,10 @@ _BATCH_MIN = 8
 _BIT_MASKS: Any = None  # numpy's array of _BIT, made at the first batch (numpy loaded late)
 
 try:  # the probes in C (setup.py builds them; the Python loops below are their spec)
-    from crawler.backends import _bloomprobe
+    from crawler.backends._bloomprobe import add as _c_add
+    from crawler.backends._bloomprobe import contains_many as _c_contains_many
 except ImportError:  # not built (the scrapyd egg, no compiler): the same bits, slower
-    _bloomprobe = None  # type: ignore[assignment]
+    _c_add = _c_contains_many = None  # type: ignore[assignment]
 
 
 def _stretch(key: bytes) -> bytes:
@@ -189,8 +190,8 @@ class BloomLayer:
 
     def add(self, key: bytes) -> bool:
         """Set the key's bits; True when every bit was already set (probably present)."""
-        if _bloomprobe is not None and len(key) >= 16:
-            flipped = _bloomprobe.add(self.bits, self.m, self.k, key)
+        if _c_add is not None and len(key) >= 16:
+            flipped = _c_add(self.bits, self.m, self.k, key)
             if flipped:
                 self.ones += flipped
                 self.count += 1
@@ -228,8 +229,8 @@ class BloomLayer:
         instead of a Python loop of ``k`` probes per key; the same bits as
         :meth:`__contains__` (numpy: ``(h1 + i * h2) mod m`` as ``(h1 mod m + i * (h2 mod m))
         mod m``, exact in 64 bits while ``m * (k + 1) < 2**64``; C: in 128 bits)."""
-        if _bloomprobe is not None:
-            found = _bloomprobe.contains_many(self.bits, self.m, self.k, keys)
+        if _c_contains_many is not None:
+            found = _c_contains_many(self.bits, self.m, self.k, keys)
             if found is not None:  # None: a key shorter than 16 bytes
                 return found
         return self._contains_many(keys)
