@@ -354,6 +354,7 @@ def crawl_once(kind: str, server: SiteServer, cpu: int | None, args: argparse.Na
             cwd, env = Path(variant["tree"] or ROOT), variant["env"]
         cmd = command("ours" if variant else kind, server.base_url + "/", work, args, profile,
                       tree=cwd if variant else None)  # fmt: skip
+        started_at = time.time()
         result = run_child(cmd, cwd, work, cpu, args.timeout, env=env)
         if result["exit"] != 0 or not result["stats"]:
             tail = (work / "stderr.txt").read_text(errors="replace")[-2000:]
@@ -365,7 +366,9 @@ def crawl_once(kind: str, server: SiteServer, cpu: int | None, args: argparse.Na
             raise SystemExit(f"{kind} crawl failed (exit {result['exit']}):\n{tail}\n{log}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return measure(kind, result, server)
+    # where and when it ran (--together: at the same time as its pair, on another CPU)
+    return {**measure(kind, result, server), "cpu": cpu, "started_at": started_at,
+            "exited_at": result["exited_at"]}
 
 
 def measure(kind: str, result: dict[str, Any], server: SiteServer) -> dict[str, Any]:

@@ -1,9 +1,11 @@
-"""``bench.crawl``'s scale-out options: ``--variant`` (another checkout or environment of one
-worker, side by side with the others) parsed, refused in one line when malformed, and placed
-among the configurations the run alternates."""
+"""``bench.crawl``'s options: ``--variant`` (another checkout or environment of one worker, side
+by side with the others) parsed, refused in one line when malformed, and placed among the
+configurations the run alternates; the floor; ``--together`` (a round's crawls at once, one
+CPU each, swapped each round) and the round-by-round ratio."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -168,3 +170,54 @@ def test_ours_over_a_variant_is_taken_round_by_round_too() -> None:
     assert "  run by run" in table("t", summarize(runs))
     as_stock = [{**r, "kind": "stock"} if r["kind"] != "ours" else r for r in runs]
     assert "run by run" not in table("t", summarize(as_stock))
+
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--together", "--floor"], "--together runs 2 to 2 crawlers at once (one per CPU), got 3"),
+    (["--together", "--no-stock"], "got 1 (ours)"),
+    (["--together", "--workers", "1"], "--together: one-process mode"),
+    (["--together", "--profile"], "--together: one-process mode"),
+])  # fmt: skip
+def test_together_takes_one_crawler_per_cpu(capsys, monkeypatch, argv: list[str],
+                                           says: str) -> None:  # fmt: skip
+    monkeypatch.setattr("bench.crawl.together_cpus", lambda: [0, 1])
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert says in err
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="--together needs 2 CPUs")
+def test_together_runs_a_pair_at_once_on_two_cpus_swapped_each_round(tmp_path) -> None:
+    """``--together``: the two crawls of a round overlap in time, each pinned to its own CPU,
+    the CPUs swapped the next round; each crawls the whole site from its own server (no
+    duplicate fetch: the servers do not mix their counts), and the rounds pair up."""
+    from bench.crawl import build_site, paired, together_cpus, together_round
+    from crawler.sitegen.server import SiteServer
+
+    tree = tmp_path / "same"
+    tree.mkdir()
+    for name in ("crawler", "bench", "settings", "scrapy.cfg"):
+        (tree / name).symlink_to(ROOT / name)
+    args = parse_args(["--pages", "150", "--links", "10", "--runs", "2", "--no-stock",
+                       "--together", "--variant", f"same:tree={tree}"])  # fmt: skip
+    site, _ = build_site(args)
+    servers = [SiteServer(site).start() for _ in range(2)]
+    try:
+        rounds = [together_round(i, ("ours", "ours same"), servers, args) for i in range(2)]
+    finally:
+        for server in servers:
+            server.stop()
+    cpus = together_cpus()
+    assert len(rounds) == 2
+    for i, (ours, same) in enumerate(rounds):
+        assert (ours["kind"], same["kind"]) == ("ours", "ours same")
+        assert (ours["cpu"], same["cpu"]) == (cpus[i % len(cpus)], cpus[(i + 1) % len(cpus)])
+        assert ours["started_at"] < same["exited_at"] and same["started_at"] < ours["exited_at"]
+        for record in (ours, same):
+            assert record["unique_pages"] == 151 and record["duplicate_fetches"] == 0
+    runs = [{**r, "run": i} for i, pair in enumerate(rounds) for r in pair]
+    ratios = paired(runs, "ours same")["cpu_ms_per_page_paired"]
+    assert len(ratios) == 2 and all(0.5 < x < 2 for x in ratios)
