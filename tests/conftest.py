@@ -123,6 +123,18 @@ class CrawlRun:
         return {row[0] for row in self.rows("SELECT url FROM documents")}
 
 
+def python_without(module: str, code: str) -> list[str]:
+    """The words ``code`` prints in a fresh interpreter where importing ``module`` (a C
+    extension) fails, as in the scrapyd egg, which leaves them out; a failure raises with its
+    stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.modules[{module!r}] = None\n{code}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.split()
+
+
 def crawl_command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "scrapy", *args]
 
