@@ -228,7 +228,8 @@ class BloomLayer:
         (``crawler/backends/_bloomprobe.c``) or one numpy pass over the batch (a page's links)
         instead of a Python loop of ``k`` probes per key; the same bits as
         :meth:`__contains__` (numpy: ``(h1 + i * h2) mod m`` as ``(h1 mod m + i * (h2 mod m))
-        mod m``, exact in 64 bits while ``m * (k + 1) < 2**64``; C: in 128 bits)."""
+        mod m``, exact in 64 bits while ``m * (k + 1) < 2**64``; C: ``h1 mod m`` stepped by
+        ``h2 mod m`` an addition at a time, modulo ``m``, exact for any ``m``)."""
         if _c_contains_many is not None:
             found = _c_contains_many(self.bits, self.m, self.k, keys)
             if found is not None:  # None: a key shorter than 16 bytes

@@ -12,7 +12,7 @@ Feature hash: XXH3-64 of the feature's UTF-8 bytes. :func:`fingerprint` gives bi
 results to ``simhash.Simhash(list of (feature, weight), hashfunc=feature_hash).value`` for
 integer weights below 256 (proved by the tests on real pages) and is several times faster
 (``bench/simhash.py``). The vote over the hashes' bits is C (``crawler/content/_majority.c``,
-built by setup.py: about a third of the numpy path's time a page). Where it is not built: a
+built by setup.py: about half the numpy path's time a page). Where it is not built: a
 vectorized (numpy) vote, and until numpy is loaded (~40 ms, ~11 MiB: a small crawl may never
 need it), the first :data:`PURE_PAGES` fingerprints of at most :data:`PURE_FEATURES_MAX`
 features are made in pure Python (:func:`_fingerprint_pure`, bit-identical; ~0.5 ms for 64

@@ -435,11 +435,11 @@ def bound_depth(markup: str, max_depth: int = MAX_DEPTH,
     (its text still ends a line), an inline element's go, and so does any inside ``svg`` or
     ``math``. Markup that never nests so deep is returned unchanged (the same object).
 
-    Most pages are proven shallow by :func:`_shallow` (C-level regular expressions, no Python
-    loop per tag). The others are scanned once (:func:`_scan`: HTML5's tokenizer rules as
-    regular expressions, and a stack), so what follows, an HTML5 parser, whose cost grows with
-    the depth for every tag (scope checks walk the stack of open elements), stays linear in the
-    markup too. Where the scan cannot know the parser's reading it fails safe: it counts every
+    Most pages are proven shallow by :func:`_proof` (C, or C-level regular expressions where
+    the C is not built: no Python loop per tag). The others are scanned once (:func:`_scan`:
+    HTML5's tokenizer rules as regular expressions, and a stack), so what follows, an HTML5
+    parser, whose cost grows with the depth for every tag (scope checks walk the stack of open
+    elements), stays linear in the markup too. Where the scan cannot know the parser's reading it fails safe: it counts every
     start tag and trusts no end tag.
 
     >>> bound_depth("<div>" * 3 + "x" + "</div>" * 3, max_depth=2)
