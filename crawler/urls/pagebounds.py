@@ -439,8 +439,8 @@ def bound_depth(markup: str, max_depth: int = MAX_DEPTH,
     the C is not built: no Python loop per tag). The others are scanned once (:func:`_scan`:
     HTML5's tokenizer rules as regular expressions, and a stack), so what follows, an HTML5
     parser, whose cost grows with the depth for every tag (scope checks walk the stack of open
-    elements), stays linear in the markup too. Where the scan cannot know the parser's reading it fails safe: it counts every
-    start tag and trusts no end tag.
+    elements), stays linear in the markup too. Where the scan cannot know the parser's reading
+    it fails safe: it counts every start tag and trusts no end tag.
 
     >>> bound_depth("<div>" * 3 + "x" + "</div>" * 3, max_depth=2)
     '<div><div><br>x<br></div></div>'
