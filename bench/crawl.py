@@ -1180,8 +1180,10 @@ def together_round(i: int, kinds: tuple[str, ...], servers: list[SiteServer],
     return [r for r in records if r is not None]
 
 
-def main_together(args: argparse.Namespace, site: Site, label: str) -> list[dict[str, Any]]:
-    """The rounds of ``--together`` (:func:`together_round`), each printed as it ends."""
+def runs_together(args: argparse.Namespace, site: Site, label: str
+                  ) -> tuple[str, list[dict[str, Any]]]:  # fmt: skip
+    """The title and the runs of ``--together`` (:func:`together_round`), each run printed as
+    it ends."""
     kinds = kinds_of(args)
     title = (f"crawl bench: {label}, {args.runs} run(s) each, concurrency {args.concurrency}, "
              f"together: {' + '.join(kinds)} at once, one CPU each")  # fmt: skip
@@ -1199,21 +1201,13 @@ def main_together(args: argparse.Namespace, site: Site, label: str) -> list[dict
     finally:
         for server in servers:
             server.stop()
-    summary = summarize(runs)
-    print()
-    print(table(title, summary))
-    write_report("crawl.json", title, args, runs, summary, None)
-    return runs
+    return title, runs
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.workers:
-        return scaleout_main(args)
-    site, label = build_site(args)
-    if args.together:
-        main_together(args, site, label)
-        return 0
+def runs_alternating(args: argparse.Namespace, site: Site, label: str
+                     ) -> tuple[str, list[dict[str, Any]], dict[str, Any] | None]:  # fmt: skip
+    """The title, the runs (the crawlers one after another, the order reversed every other
+    round) and the ``--profile`` shares; each run printed as it ends."""
     cpu = pin_cpus(args.no_pin)
     title = (f"crawl bench: {label}, {args.runs} run(s) each, concurrency {args.concurrency}, "
              f"crawler on {'CPU ' + str(cpu) if cpu is not None else 'any CPU'}")  # fmt: skip
@@ -1228,6 +1222,19 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(record)
                 print(progress_line(i, record), flush=True)
         profiles = run_profiles(server, cpu, args) if args.profile else None
+    return title, runs, profiles
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.workers:
+        return scaleout_main(args)
+    site, label = build_site(args)
+    if args.together:
+        title, runs = runs_together(args, site, label)
+        profiles = None
+    else:
+        title, runs, profiles = runs_alternating(args, site, label)
     summary = summarize(runs)
     print()
     print(table(title, summary))
