@@ -69,6 +69,10 @@ configuration:
   own connections (``LoopRedis``: awaited, the reactor not held) are counted apart, per page;
 * close lag: seconds from the crawl's last response to each worker's process exit; start-up:
   spawn to ``spider_opened``; idle waits: times a worker stayed open idle (``DontCloseSpider``);
+* where the reactor (main) thread's time went, in ms per page (:class:`ReactorTime`): on a
+  CPU (and of it in the kernel), runnable but waiting for a CPU, idle in the event loop's
+  ``select``, and the rest (waiting for the GIL, or in a blocking call); and the loop's turns
+  per page;
 * where the CPU went (workers, site servers, Redis, PostgreSQL, the rest of the machine).
 
 A crawl that does not finish with ``finished`` (say ``lease_lost`` when another job stalls the
@@ -732,9 +736,11 @@ class WorkerProbe(CrawlProbe):
         self.reactor_wait_open = 0.0
         self.loop_calls_open: Counter[str] = Counter()
         self.open_unix = self.last_unix = 0.0
+        self.reactor = ReactorTime()
 
     def opened(self, spider: Any) -> None:
         super().opened(spider)
+        self.reactor.start()
         self.open_unix = self.last_unix = time.time()
         self.trips_open = self.trips.copy()
         self.waits_open = _WAITS.copy()
@@ -765,7 +771,71 @@ class WorkerProbe(CrawlProbe):
         main, rest = thread_cpu()
         stats.set_value("bench/main_thread_cpu_seconds", main)
         stats.set_value("bench/other_threads_cpu_seconds", rest)
+        for key, value in self.reactor.stop().items():
+            stats.set_value(f"bench/reactor_{key}", value)
         super().closed(spider, reason)
+
+
+class ReactorTime:
+    """Where the reactor (main) thread's time went between :meth:`start` and :meth:`stop`, run
+    on that thread: ``span`` seconds, of them ``cpu`` on a CPU (``system``: in the kernel, as
+    system calls; clock ticks) and ``runq`` runnable but waiting for one (Linux
+    ``/proc/thread-self/schedstat``), ``idle`` inside the event loop's
+    ``select`` (nothing to do: every page waits on a server), and ``rest``, the span less
+    those three: waiting for the GIL (other threads running Python) or in a blocking call
+    (redis-py on this thread). Approximate: ``select``'s own CPU and a wait to run after it
+    returns count twice, so ``rest`` may read slightly low. ``turns``: the loop's iterations.
+    Empty where the schedstat file or the loop's selector is missing."""
+
+    def __init__(self) -> None:
+        self.idle, self.turns = 0.0, 0
+        self._sched0: tuple[int, int, int] | None = None
+        self._wall0 = 0.0
+        self._selector: Any = None
+
+    @staticmethod
+    def _sched() -> tuple[int, int, int] | None:
+        """CPU and run-queue ns, and kernel (system) CPU ns, of the calling thread."""
+        try:
+            cpu, runq = Path("/proc/thread-self/schedstat").read_text().split()[:2]
+            stat = Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, ValueError):
+            return None
+        return int(cpu), int(runq), int(stat[12]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+    def start(self) -> None:
+        import asyncio
+
+        try:
+            selector = asyncio.get_event_loop()._selector  # type: ignore[attr-defined]
+        except (RuntimeError, AttributeError):
+            return
+        select = selector.select
+
+        def timed(timeout: float | None = None) -> Any:
+            began = time.perf_counter()
+            try:
+                return select(timeout)
+            finally:
+                self.idle += time.perf_counter() - began
+                self.turns += 1
+
+        selector.select, self._selector = timed, selector
+        self._sched0, self._wall0 = self._sched(), time.perf_counter()
+
+    def stop(self) -> dict[str, float]:
+        if self._selector is None or self._sched0 is None:
+            return {}
+        del self._selector.select  # the selector's own method again
+        sched = self._sched()
+        if sched is None:
+            return {}
+        span = time.perf_counter() - self._wall0
+        cpu, runq, system = ((b - a) / 1e9 for a, b in zip(self._sched0, sched, strict=True))
+        return {"span_s": round(span, 3), "cpu_s": round(cpu, 3), "runq_s": round(runq, 3),
+                "system_s": round(system, 3),
+                "idle_s": round(self.idle, 3), "rest_s": round(span - cpu - runq - self.idle, 3),
+                "turns": self.turns}  # fmt: skip
 
 
 def thread_cpu() -> tuple[float, float]:
@@ -943,6 +1013,10 @@ def config_figures(
                   "machine_capacity": used["machine_total_s"]},
         "main_thread_cpu_s": [s.get("bench/main_thread_cpu_seconds") for s in stats],
         "other_threads_cpu_s": [s.get("bench/other_threads_cpu_seconds") for s in stats],
+        **{f"reactor_{key}_ms_per_page": 1000 * per(sum(float(s.get(f"bench/reactor_{key}", 0))
+                                                        for s in stats))
+           for key in REACTOR_KEYS},
+        "reactor_turns_per_page": per(sum(int(s.get("bench/reactor_turns", 0)) for s in stats)),
         "idle_waits": sum(int(s.get("dedup/shared/idle_waits", 0)) for s in stats),
         "hosts_stolen": sum(int(s.get("dedup/shared/hosts_stolen", 0)) for s in stats),
         "finish_reasons": [s.get("finish_reason") for s in stats],
@@ -994,7 +1068,8 @@ def summarize_scaleout(runs: list[dict[str, Any]], configs: list[str]) -> dict[s
                 "process_cpu_ms_per_page", "redis_round_trips_per_page",
                 "redis_commands_per_page", "redis_wait_ms_per_page",
                 "redis_wait_reactor_ms_per_page", "redis_loop_calls_per_page", "pages_fetched",
-                "idle_waits")},
+                "idle_waits", "reactor_turns_per_page",
+                *(f"reactor_{key}_ms_per_page" for key in REACTOR_KEYS))},
             "close_lag_max_s": max(max(r["close_lag_s"]) for r in mine),
             "close_lag_median_s": statistics.median(x for r in mine for x in r["close_lag_s"]),
             "startup_median_s": statistics.median(x for r in mine for x in r["startup_s"]),
@@ -1013,6 +1088,14 @@ def summarize_scaleout(runs: list[dict[str, Any]], configs: list[str]) -> dict[s
         "close_lag_max_s": max(out[c]["close_lag_max_s"] for c in configs[1:]),
     }  # fmt: skip
     return out
+
+
+#: :class:`ReactorTime`'s parts, reported in ms per page
+REACTOR_KEYS = ("span_s", "cpu_s", "system_s", "runq_s", "idle_s", "rest_s")
+
+
+def _ms(summary: dict[str, Any], part: str) -> str:
+    return f"{summary.get(f'reactor_{part}_s_ms_per_page_median', 0.0):.3f}"
 
 
 def scaleout_table(title: str, summary: dict[str, Any], configs: list[str]) -> str:
@@ -1034,6 +1117,13 @@ def scaleout_table(title: str, summary: dict[str, Any], configs: list[str]) -> s
         ("Redis calls/page on the loop",
          lambda s: f"{s.get('redis_loop_calls_per_page_median', 0.0):.2f}"),
         ("Redis cmds/page (all)", lambda s: f"{s['redis_commands_per_page_median']:.1f}"),
+        ("reactor thread ms/page: span", lambda s: _ms(s, "span")),
+        ("  on a CPU", lambda s: _ms(s, "cpu")),
+        ("    of it in the kernel", lambda s: _ms(s, "system")),
+        ("  waiting for a CPU", lambda s: _ms(s, "runq")),
+        ("  idle in select", lambda s: _ms(s, "idle")),
+        ("  rest: GIL, blocking calls", lambda s: _ms(s, "rest")),
+        ("loop turns/page", lambda s: f"{s.get('reactor_turns_per_page_median', 0.0):.1f}"),
         ("close lag s (max)", lambda s: f"{s['close_lag_max_s']:.2f}"),
         ("startup s (median)", lambda s: f"{s['startup_median_s']:.2f}"),
         ("idle waits", lambda s: f"{s['idle_waits_median']:.0f}"),
