@@ -56,6 +56,30 @@ def test_commands_are_encoded_as_redis_py_encodes_them():
         encode_command(["SET", True])
 
 
+def test_hiredis_and_python_pack_every_argument_as_redis_py_does():
+    """``encode_command`` (hiredis' packer, the Python one for what hiredis refuses) and
+    ``encode_slowly`` (Python) give redis-py's bytes, for the types a script call sends and
+    for those hiredis leaves to Python (an int subclass, a bytearray, a memoryview)."""
+    import enum
+
+    from redis.connection import Encoder
+
+    from crawler.backends.redis.aio import encode_slowly
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    values = ["", "k\u00e9\u4e2d", b"", b"\x00\xff" * 9, 0, -5, 10**30, 0.1, 1 / 3, 1e20,
+              -0.0, float("inf"), Level.HIGH, bytearray(b"ab"), memoryview(b"cd")]
+    encoder = Encoder("utf-8", "strict", False)
+    for value in values:
+        data = encoder.encode(value)
+        want = b"*2\r\n$3\r\nSET\r\n$%d\r\n%b\r\n" % (len(data), data)
+        assert encode_command(("SET", value)) == encode_slowly(["SET", value]) == want, value
+    together = ["EVALSHA", "a" * 40, 1, "k", *values]
+    assert encode_command(together) == encode_slowly(together)
+
+
 def test_an_error_reply_fails_the_call_and_the_connection_serves_the_next(redis_url):
     loop_redis = LoopRedis.of(connect(redis_url))
     assert loop_redis is not None
@@ -127,6 +151,37 @@ def test_a_server_silent_past_the_timeout_fails_the_call_and_the_next_reconnects
         return pong
 
     assert asyncio.run(run()) == b"PONG"
+
+
+def test_the_timeout_counts_from_each_calls_own_send(private_redis):
+    """One watch per connection, not a timer per call: calls answered in time keep the
+    connection however long it lives (0.3 s timeout, calls for 0.9 s), and a call sent late
+    gets its whole timeout: the server paused 0.45 s after a call that answered, a call
+    sent then waits its own 0.3 s before failing; calls waiting together fail together."""
+    url, _ = private_redis
+    admin = redis.Redis.from_url(url)
+    loop_redis = LoopRedis.of(redis.Redis.from_url(url, socket_timeout=0.3))
+    assert loop_redis is not None
+
+    async def run() -> tuple[int, float, list[object]]:
+        answered = 0
+        began = time.monotonic()
+        while time.monotonic() - began < 0.9:  # bounded: 0.9 s of calls, 20 ms apart
+            assert await loop_redis.execute("PING") == b"PONG"
+            answered += 1
+            await asyncio.sleep(0.02)
+        first = loop_redis._protocol
+        assert first is not None and not first.closed
+        admin.client_pause(450, all=True)
+        started = time.monotonic()
+        both = await asyncio.gather(loop_redis.execute("PING"), loop_redis.execute("PING"),
+                                    return_exceptions=True)
+        return answered, time.monotonic() - started, both
+
+    answered, waited, both = asyncio.run(run())
+    assert answered >= 10
+    assert 0.25 < waited < 0.45  # the calls' own timeout, not the pause's end
+    assert all(isinstance(e, LoopRedisError) and "no reply" in str(e) for e in both)
 
 
 def test_a_lost_connection_fails_the_waiting_call_and_the_next_reconnects(private_redis):

@@ -44,32 +44,64 @@ class LoopRedisError(Exception):
 
 def encode_command(args: tuple[Any, ...] | list[Any]) -> bytes:
     """``args`` as a RESP array of bulk strings, encoded as redis-py encodes them: bytes as
-    they are, ``str`` in UTF-8, ``int`` and ``float`` by ``repr`` (no ``bool``, no None)."""
+    they are, ``str`` in UTF-8, ``int`` and ``float`` by ``repr`` (no ``bool``, no None).
+    hiredis' ``pack_command`` (C: 2.4 µs for a content-index question's 21 arguments, 5.5 in
+    Python) packs what it takes; what it refuses (a bool, None, a bytearray, an int
+    subclass) goes through :func:`encode_slowly`, which encodes or refuses it as redis-py
+    would."""
+    try:
+        return hiredis.pack_command(args if type(args) is tuple else tuple(args))
+    except TypeError:
+        return encode_slowly(args)
+
+
+def encode_slowly(args: tuple[Any, ...] | list[Any]) -> bytes:
+    """:func:`encode_command` in Python: its specification, and its path for what hiredis
+    refuses."""
     parts = [b"*%d\r\n" % len(args)]
+    append = parts.append
     for arg in args:
-        if isinstance(arg, bytes):
+        kind = type(arg)
+        if kind is bytes:
             data = arg
-        elif isinstance(arg, str):
+        elif kind is str:
             data = arg.encode("utf-8")
-        elif isinstance(arg, int | float) and not isinstance(arg, bool):
-            data = repr(arg).encode("ascii")
-        elif isinstance(arg, memoryview | bytearray):
-            data = bytes(arg)
+        elif kind is int:
+            data = b"%d" % arg
         else:
-            raise TypeError(f"cannot send {type(arg).__name__} to Redis: {arg!r}")
-        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
+            data = _encoded(arg)
+        append(b"$%d\r\n%b\r\n" % (len(data), data))
     return b"".join(parts)
 
 
-class _Protocol(asyncio.Protocol):
-    """One connection: replies matched to the calls in the order they were sent."""
+def _encoded(arg: Any) -> bytes:
+    """One argument of another type than exactly bytes, str or int, as redis-py encodes it."""
+    if isinstance(arg, bytes):
+        return bytes(arg)
+    if isinstance(arg, str):
+        return str(arg).encode("utf-8")
+    if isinstance(arg, int | float) and not isinstance(arg, bool):
+        return repr(arg).encode("ascii")
+    if isinstance(arg, memoryview | bytearray):
+        return bytes(arg)
+    raise TypeError(f"cannot send {type(arg).__name__} to Redis: {arg!r}")
 
-    def __init__(self) -> None:
+
+class _Protocol(asyncio.Protocol):
+    """One connection: replies matched to the calls in the order they were sent. A call
+    without a reply ``timeout`` seconds after it was sent fails the connection: one timer
+    watches the oldest call waiting (armed when a call is sent with none armed; when it
+    fires, it fails the connection or waits for the oldest call's own deadline), where a
+    timer per call cost 1.6 µs a call and grew the loop's timer heap."""
+
+    def __init__(self, timeout: float = 30.0) -> None:
         self.loop = asyncio.get_running_loop()  # a connection serves the loop that made it
+        self.timeout = timeout
         self.transport: asyncio.Transport | None = None
         self.reader = hiredis.Reader()
-        self.waiting: deque[asyncio.Future[Any]] = deque()
+        self.waiting: deque[tuple[asyncio.Future[Any], float]] = deque()  # and when sent
         self.closed = False
+        self._watch: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -78,7 +110,7 @@ class _Protocol(asyncio.Protocol):
         self.reader.feed(data)
         try:
             while (reply := self.reader.gets()) is not False:
-                future = self.waiting.popleft()
+                future = self.waiting.popleft()[0]
                 if not future.done():
                     future.set_result(reply)
         except (hiredis.ProtocolError, IndexError) as exc:  # garbage, or a reply nobody asked
@@ -90,12 +122,28 @@ class _Protocol(asyncio.Protocol):
 
     def send(self, payload: bytes, future: asyncio.Future[Any]) -> None:
         assert self.transport is not None
-        self.waiting.append(future)
+        now = self.loop.time()
+        self.waiting.append((future, now))
+        if self._watch is None:
+            self._watch = self.loop.call_at(now + self.timeout, self._overdue)
         self.transport.write(payload)
+
+    def _overdue(self) -> None:
+        """The watch fired: fail the connection when its oldest call is past its deadline,
+        else watch that call's deadline."""
+        self._watch = None
+        if not self.waiting or self.closed:
+            return
+        deadline = self.waiting[0][1] + self.timeout
+        if self.loop.time() >= deadline:
+            self.fail(LoopRedisError(f"no reply from Redis within {self.timeout:g}s"))
+        else:
+            self._watch = self.loop.call_at(deadline, self._overdue)
 
     def close(self) -> None:
         """Close the connection (nothing to do once its loop is closed: gone with it)."""
         self.closed = True
+        self._unwatch()
         if self.transport is not None and not self.loop.is_closed():
             self.transport.close()
 
@@ -107,10 +155,16 @@ class _Protocol(asyncio.Protocol):
         self._fail_waiting(error)
 
     def _fail_waiting(self, error: Exception) -> None:
+        self._unwatch()
         while self.waiting:
-            future = self.waiting.popleft()
+            future = self.waiting.popleft()[0]
             if not future.done():
                 future.set_exception(error)
+
+    def _unwatch(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
 
 
 class LoopRedis:
@@ -186,18 +240,11 @@ class LoopRedis:
         return reply
 
     async def _call(self, protocol: _Protocol, payload: bytes) -> Any:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
+        """The reply to ``payload``; past the timeout the connection is dropped (a late reply
+        then matches nothing) and the call fails."""
+        future: asyncio.Future[Any] = protocol.loop.create_future()
         protocol.send(payload, future)
-        timer = loop.call_later(self.timeout, self._timed_out, protocol, future)
-        try:
-            return await future
-        finally:
-            timer.cancel()
-
-    def _timed_out(self, protocol: _Protocol, future: asyncio.Future[Any]) -> None:
-        if not future.done():  # the connection is dropped: a late reply matches nothing
-            protocol.fail(LoopRedisError(f"no reply from Redis within {self.timeout:g}s"))
+        return await future
 
     async def _connect(self) -> _Protocol:
         """Open the connection (one at a time: callers meanwhile wait for the same one) and
@@ -210,7 +257,8 @@ class LoopRedis:
         try:
             try:
                 _, protocol = await asyncio.wait_for(
-                    loop.create_connection(_Protocol, self.host, self.port),
+                    loop.create_connection(lambda: _Protocol(self.timeout), self.host,
+                                           self.port),
                     self.connect_timeout)
             except (TimeoutError, OSError) as exc:
                 raise LoopRedisError(f"cannot connect to Redis at {self.host}:{self.port}: "
