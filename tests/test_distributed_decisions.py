@@ -291,7 +291,7 @@ def test_a_page_waiting_on_a_pending_match_lets_the_pages_behind_it_decide(
         distinct = asyncio.ensure_future(decide("/other", " ".join(WORDS[200:320])))
         await distinct
         assert not waiting.done()
-        one.batch_committed(documents=[BASE + "/kept"])
+        await one.batch_committed(documents=[BASE + "/kept"])
         await waiting
 
     try:

@@ -1,4 +1,4 @@
-"""The content index's question on the event loop's own Redis connection
+"""The content index's questions and commits on the event loop's own Redis connection
 (``crawler.backends.redis.aio.LoopRedis``), against real Redis servers: the replies redis-py
 gives, AUTH and SELECT first, every failure raised as ``LoopRedisError`` (a refused
 connection, a server that does not answer in time, an error reply), a new connection after a
@@ -321,3 +321,59 @@ def test_the_index_asks_on_the_loop_of_a_server_that_lost_its_scripts(private_re
     assert (matches[1].reason, matches[1].url, matches[1].distance) == (
         "near_duplicate", "http://a.test/1", 1)
     assert isinstance(loop_client, LoopRedis) and loop_client.failures == 0
+
+
+@pytest.mark.parametrize("loop_works", [True, False], ids=["on the loop", "loop refused"])
+def test_a_commit_goes_on_the_loop_and_lets_the_other_worker_match(
+        redis_url, loop_works, caplog, monkeypatch):  # fmt: skip
+    """Worker A keeps a page (pending: B's copy of it gets PENDING); A's storage commits it
+    through ``commit_async``: on the loop's connection when it works (no redis-py call on the
+    caller's thread), through redis-py when it is refused (said once); either way B's copy is
+    then an exact duplicate of A's page, and a second commit counts nothing."""
+    caplog.set_level(logging.INFO, logger="crawler.backends.redis.pending")
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    settings = Settings({"REDIS_URL": redis_url, "DEDUP_NAMESPACE": name})
+    a = RedisContentIndex.from_settings(settings, owner="A")
+    b = RedisContentIndex.from_settings(settings, owner="B")
+    if not loop_works:
+        a._loop.made = LoopRedis("127.0.0.1", free_port())
+    kept = PageSignature("http://a.test/1", "http://a.test/1", "c1", 0b1011 << 40)
+    copy = PageSignature("http://b.test/1", "http://b.test/1", "c1", 0b1011 << 40)
+    sent: list[object] = []  # requests redis-py writes (a script call is one)
+    send = redis.connection.Connection.send_packed_command
+
+    def counted(self: object, command: object, check_health: bool = True) -> None:
+        sent.append(command)
+        send(self, command, check_health)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(redis.connection.Connection, "send_packed_command", counted)
+
+    async def run() -> tuple[object, int, int]:
+        assert a.check_and_add(kept) is None
+        pending = b.check_and_add(copy)
+        sent.clear()
+        first = await a.commit_async(["http://a.test/1"])
+        trips = len(sent)
+        assert await a.commit_async(["http://a.test/1"]) == 0
+        return pending, first, trips
+
+    try:
+        pending, first, trips = asyncio.run(run())
+        after = b.check_and_add(copy)
+        loop_client = a._loop.made
+    finally:
+        for index in (a, b):
+            index.close()
+        clear_namespace(connect(redis_url), f"dedup:{name}")
+    assert pending is not None and pending.reason == "pending"
+    assert first == 1
+    assert after is not None and (after.reason, after.url) == ("exact_duplicate",
+                                                             "http://a.test/1")  # fmt: skip
+    said = [r.getMessage() for r in caplog.records if "loop's Redis connection" in r.getMessage()]
+    assert isinstance(loop_client, LoopRedis)
+    if loop_works:
+        assert trips == 0 and loop_client.failures == 0 and loop_client.calls == 2
+        assert said == []
+    else:
+        assert trips >= 1 and loop_client.failures == 2
+        assert len(said) == 1 and "the commit" in said[0]

@@ -339,7 +339,7 @@ def test_with_storage_a_drop_is_logged_once_its_row_is_committed(tmp_path: Any) 
         decide(pipe, item)
     assert log.written == 0
     row = dropped_row(item, info.value.drop, 7, 0)
-    pipe.batch_committed(documents=[BASE + "/a"])
+    asyncio.run(pipe.batch_committed(documents=[BASE + "/a"]))
     assert log.written == 0  # the index heard of the commit; the drop writer has not yet
     asyncio.run(pipe.drops.batch_committed(dropped=[row]))  # the drop writer's own subscription
     log.close()

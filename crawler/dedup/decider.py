@@ -225,9 +225,10 @@ class ContentDecider:
         self.guard.close()
         self.drops.close()
 
-    def batch_committed(self, documents: list[str] | None = None, **_: Any) -> None:
-        """Storage committed a batch: its kept pages count for other workers."""
-        self.guard.commit(documents or [])
+    async def batch_committed(self, documents: list[str] | None = None, **_: Any) -> None:
+        """Storage committed a batch: its kept pages count for other workers (the storage
+        writer awaits this before its next batch; the reactor is not held meanwhile)."""
+        await self.guard.commit_awaited(documents or [])
 
     # --- decisions ------------------------------------------------------------------------------
     async def decide(self, item: Any) -> Verdict:

@@ -87,6 +87,21 @@ class GuardedIndex:
                 self.failed(exc)
         return self.check_and_add(signature)  # down: dropped unchecked
 
+    async def commit_awaited(self, canonical_urls: Sequence[str]) -> None:
+        """Storage committed these kept pages (:meth:`ContentIndex.commit`), through the
+        index's ``commit_async`` when it has one (its round trip awaited, the reactor not
+        held); a Redis failure stops the crawl only."""
+        if not canonical_urls or self.down:
+            return
+        commit_async = getattr(self.index, "commit_async", None)
+        try:
+            if commit_async is None:
+                self.index.commit(canonical_urls)
+            else:
+                await commit_async(canonical_urls)
+        except redis_errors() as exc:
+            self.failed(exc)
+
     def load(self, records: Sequence[Record]) -> None:
         """Record already-decided pages in the index; a Redis failure stops the crawl only."""
         if self.down:
@@ -120,15 +135,6 @@ class GuardedIndex:
             self.failed(exc)
             return None
         return match
-
-    def commit(self, canonical_urls: Sequence[str]) -> None:
-        """Storage committed these kept pages (:meth:`ContentIndex.commit`)."""
-        if not canonical_urls or self.down:
-            return
-        try:
-            self.index.commit(canonical_urls)
-        except redis_errors() as exc:
-            self.failed(exc)
 
     def report_unchecked(self) -> None:
         """One warning when pages were dropped unchecked (at close)."""

@@ -13,8 +13,7 @@ and records: :mod:`crawler.backends.redis.keys`.
 from __future__ import annotations
 
 import logging
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from crawler.backends.common import namespace, redis_url, retry_policy
 from crawler.backends.redis.connection import connect, text
@@ -29,9 +28,6 @@ from crawler.backends.redis.loading import IndexLoading
 from crawler.backends.redis.pending import PendingEntries
 from crawler.content.simindex import settings_params, url_key
 from crawler.vocab import Match, PageSignature
-
-if TYPE_CHECKING:
-    from crawler.backends.redis.aio import LoopConnection
 
 logger = logging.getLogger(__name__)
 
@@ -76,13 +72,6 @@ class RedisContentIndex(IndexLoading, PendingEntries):
     #: reads the template state and the index as it would asked inline
     #: (``tests/test_distributed_decisions.py``).
     off_reactor = True
-
-    @cached_property
-    def _loop(self) -> LoopConnection:
-        """The event loop's connection (:meth:`check_and_add_async`)."""
-        from crawler.backends.redis.aio import LoopConnection
-
-        return LoopConnection(self.client)
 
     def _register_scripts(self) -> None:
         self._check = self.client.register_script(CHECK_AND_ADD_LUA)
