@@ -147,6 +147,64 @@ def test_a_shared_seen_set_is_asked_once_per_batch_and_never_about_known_seen(re
         clear_namespace(connect(redis_url), base)
 
 
+@pytest.mark.redis
+@pytest.mark.parametrize("loop_works", [True, False], ids=["on the loop", "loop refused"])
+def test_a_shared_seen_sets_question_is_awaited_on_the_event_loop(redis_url, loop_works):
+    """``seen_fingerprints_soon``: the answers at once when no question is needed (every
+    fingerprint known to be seen), else an awaitable of them whose question goes on the
+    event loop's own connection (redis-py not called: the reactor is not held), or through
+    redis-py when that connection is refused; the answers are ``seen_fingerprints``'."""
+    import asyncio
+    import uuid
+
+    from crawler.backends.redis import RedisSeenSet, clear_namespace, connect
+    from crawler.backends.redis.aio import LoopRedis
+    from tests.conftest import free_port
+
+    base = f"dedup:test-{uuid.uuid4().hex[:12]}"
+    seen = RedisSeenSet(connect(redis_url), base, capacity=1000)
+    if not loop_works:
+        seen._loop.made = LoopRedis("127.0.0.1", free_port())
+    asked: list[list[bytes]] = []  # questions through redis-py
+    many = seen.contains_many
+    seen.contains_many = lambda fps: asked.append(list(fps)) or many(fps)  # type: ignore[method-assign]
+    df = BloomDupeFilter(seen)
+    a, b, c = (bytes([i]) * 16 for i in range(1, 4))
+    RedisSeenSet(connect(redis_url), base, capacity=1000).add(a)  # another worker's
+
+    async def run() -> tuple[object, list[bool], object]:
+        pending = df.seen_fingerprints_soon([a, b, a, c])
+        answers = await pending  # type: ignore[misc]
+        known = df.seen_fingerprints_soon([a, a])  # learnt: no question
+        return pending, answers, known
+
+    try:
+        pending, answers, known = asyncio.run(run())
+        loop_client = seen._loop.made
+        again = BloomDupeFilter(RedisSeenSet(connect(redis_url), base, capacity=1000))
+        assert again.seen_fingerprints([a, b, a, c]) == answers  # what redis-py answers
+    finally:
+        seen.close()
+        clear_namespace(connect(redis_url), base)
+    assert not isinstance(pending, list)  # a question: awaited
+    assert answers == [True, False, True, False]
+    assert known == [True, True]
+    assert isinstance(loop_client, LoopRedis)
+    if loop_works:
+        assert asked == [] and (loop_client.calls, loop_client.failures) == (1, 0)
+    else:
+        assert asked == [[a, b, c]] and loop_client.failures == 1
+
+
+def test_a_local_seen_set_answers_soon_at_once() -> None:
+    """A local seen set never makes the spider await: ``seen_fingerprints_soon`` answers
+    with the list ``seen_fingerprints`` answers."""
+    df = BloomDupeFilter(LocalSeenSet(capacity=1000))
+    fps = [bytes([i]) * 16 for i in range(1, 4)]
+    df.seen.add(fps[1])
+    assert df.seen_fingerprints_soon(fps) == df.seen_fingerprints(fps) == [False, True, False]
+
+
 def test_stop_policy_stops_once_at_capacity() -> None:
     scheduler, df, crawler = open_scheduler({"BLOOM_CAPACITY": 50, "BLOOM_ON_FULL": "stop"})
     for i in range(49):

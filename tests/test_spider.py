@@ -372,6 +372,72 @@ def test_a_link_another_page_is_still_requesting_is_skipped_unless_that_page_is_
         "http://h/a", "http://h/c"]  # fmt: skip
 
 
+def test_links_asked_about_on_the_loop_count_as_requested_while_redis_answers():
+    """With a shared seen set the page's question is awaited (the reactor serves other pages
+    meanwhile): while it is on its way, the links it asked about count as being requested by
+    that page, so a page as deep or deeper arriving in the round trip skips them and a
+    shallower one does not (as for a page whose requests are being consumed); once the
+    answers are in, the page follows the links not seen, and nothing stays claimed."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.test import get_crawler
+
+    from crawler.backends.bloom import LocalSeenSet
+    from crawler.dupefilter import BloomDupeFilter
+    from crawler.spiders.web import WebSpider, html_tree
+    from crawler.urls.fingerprint import fingerprint_url
+
+    crawler = get_crawler(WebSpider)
+    spider = WebSpider.from_crawler(crawler, urls="http://h/")
+    crawler.spider = spider
+    crawler.stats.open_spider()
+
+    class Dupefilter(BloomDupeFilter):  # the real one, its Redis question held until released
+        release: asyncio.Event
+
+        def seen_fingerprints_soon(self, fps):
+            async def answer():
+                await self.release.wait()
+                return self.seen_fingerprints(fps)
+
+            return answer()
+
+    dupefilter = Dupefilter(LocalSeenSet(capacity=1000))
+    dupefilter.seen.add(fingerprint_url("http://h/seen"))
+    crawler.engine = SimpleNamespace(scheduler=SimpleNamespace(df=dupefilter))
+
+    def response(url: str, hrefs: list[str], depth: int) -> HtmlResponse:
+        request = Request(url, meta={"depth": depth})
+        return HtmlResponse(url, body=_page(url, hrefs), encoding="utf-8", request=request)
+
+    def links(url: str, hrefs: list[str], depth: int) -> list[str]:
+        page = response(url, hrefs, depth)
+        return [r.url for r in spider._links(page, html_tree(page))]  # asked inline
+
+    async def run() -> tuple[list[str], ...]:
+        dupefilter.release = asyncio.Event()
+        first = response("http://h/1", ["/a", "/seen", "/b"], depth=2)
+        page, answers = spider._page_links(first, html_tree(first), awaited=True)
+        assert answers is not None  # a question: awaited
+        asked = asyncio.ensure_future(answers)
+        await asyncio.sleep(0)  # on its way
+        same = links("http://h/2", ["/a", "/c"], depth=2)
+        deeper = links("http://h/3", ["/b", "/seen"], depth=3)
+        shallower = links("http://h/4", ["/a"], depth=1)
+        dupefilter.release.set()
+        page.new = await asked
+        followed = [r.url for r in spider._follow(first, page)]
+        return same, deeper, shallower, followed
+
+    same, deeper, shallower, followed = asyncio.run(run())
+    assert same == ["http://h/c"] and deeper == [] and shallower == ["http://h/a"]
+    assert followed == ["http://h/a", "http://h/b"]
+    assert spider._requesting == {}
+    assert links("http://h/2", ["/a", "/c"], depth=2) == ["http://h/a", "http://h/c"]
+
+
 def _failing_site() -> Site:
     """``/fail`` always answers 500 and is linked from every page, spelled several ways."""
 

@@ -29,6 +29,9 @@ class EarlySkip(Protocol):
     ``seen_fingerprints(fps)`` answers, for each request fingerprint in order, True when it is
     (probably) seen; it records nothing (the dupefilter's ``request_seen`` stays the one
     authority that records a URL as seen) and asks a shared seen set once per call at most.
+    ``seen_fingerprints_soon(fps)``, when the dupefilter has it, is the same check answered
+    at once or, when a shared seen set must be asked, as an awaitable of the answers (the
+    spider awaits it; the reactor is not held during the round trip).
     ``note_skipped(url, referer)`` logs one skipped link; the spider calls it only when
     ``debug`` (``DUPEFILTER_DEBUG``) is on. :class:`BloomDupeFilter` keeps the contract; a
     crawl whose dupefilter does not (:func:`early_skip_of` answers None) skips nothing early.

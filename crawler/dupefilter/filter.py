@@ -17,8 +17,10 @@ Behaviour:
   never records anything. On a shared seen set (Redis) it is one round trip per call at most:
   fingerprints this worker already knows to be seen (answered "seen" before, or recorded by its
   own test-and-sets; at most :data:`KNOWN_SEEN_MAX`, then forgotten and learnt again) are
-  answered without asking, which is exact because a Bloom filter never forgets a key. The
-  contract the spider relies on is written once, in :class:`~crawler.dupefilter.EarlySkip`.
+  answered without asking, which is exact because a Bloom filter never forgets a key.
+  ``seen_fingerprints_soon(fps)`` is the same check with that round trip sent on the event
+  loop's own connection and awaited (the reactor serves other pages meanwhile): the spider's.
+  The contract the spider relies on is written once, in :class:`~crawler.dupefilter.EarlySkip`.
 * Saturation: with ``BLOOM_ON_FULL=stop`` the first new URL past ``BLOOM_CAPACITY`` closes the
   spider with finish reason ``bloom_full`` (stat ``dedup/bloom/full`` = 1); the ``crawl`` command
   exits 1 for it.
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -210,15 +212,37 @@ class BloomDupeFilter(BaseDupeFilter):
         those this worker does not know to be seen (module docstring)."""
         if not self.seen.shared or self.guard.down:
             return self.guard.contains_many(fps)
-        known = self._known
-        ask = [fp for fp in fps if fp not in known]
+        ask = self._to_ask(fps)
         if not ask:  # the usual page: every link known to be seen, no question for Redis
             return [True] * len(fps)
-        ask = list(dict.fromkeys(ask))
-        answers = self.guard.contains_many(ask)
+        return self._answered(fps, ask, self.guard.contains_many(ask))
+
+    def seen_fingerprints_soon(self, fps: Sequence[bytes]) -> list[bool] | Awaitable[list[bool]]:
+        """:meth:`seen_fingerprints`, a shared seen set's question sent on the event loop's
+        connection: the answers at once when no question is needed (a local seen set, every
+        link known to be seen, Redis down), else an awaitable of them (the reactor serves other
+        pages during the round trip)."""
+        if not self.seen.shared or self.guard.down:
+            return self.guard.contains_many(fps)
+        ask = self._to_ask(fps)
+        if not ask:
+            return [True] * len(fps)
+        return self._seen_awaited(fps, ask)
+
+    async def _seen_awaited(self, fps: Sequence[bytes], ask: list[bytes]) -> list[bool]:
+        return self._answered(fps, ask, await self.guard.contains_many_awaited(ask))
+
+    def _to_ask(self, fps: Sequence[bytes]) -> list[bytes]:
+        """The fingerprints of ``fps`` this worker does not know to be seen, once each."""
+        known = self._known
+        return list(dict.fromkeys(fp for fp in fps if fp not in known))
+
+    def _answered(self, fps: Sequence[bytes], ask: list[bytes], answers: list[bool]) -> list[bool]:
+        """The answers for ``fps`` given those for ``ask``; the seen ones are remembered."""
         found = {fp for fp, yes in zip(ask, answers, strict=True) if yes}
         for fp in found:
             self._remember(fp)
+        known = self._known
         return [fp in found or fp in known for fp in fps]
 
     def _remember(self, fp: bytes) -> None:

@@ -70,6 +70,19 @@ class GuardedSeenSet:
         answers = self.attempt(lambda: self.seen.contains_many(keys), None)
         return [True] * len(keys) if answers is None else answers
 
+    async def contains_many_awaited(self, keys: Sequence[bytes]) -> list[bool]:
+        """:meth:`contains_many` through the seen set's ``contains_many_async`` when it has one
+        (its round trip awaited, the reactor not held); a Redis failure as there."""
+        contains_async = getattr(self.seen, "contains_many_async", None)
+        if self.down or contains_async is None:
+            return self.contains_many(keys)
+        try:
+            answers: list[bool] = await contains_async(keys)
+        except redis_errors() as exc:
+            self.failed(exc)
+            return [True] * len(keys)
+        return answers
+
     def figures(self, final: bool = False) -> dict[str, float]:
         """``seen.figures()``; none when Redis is or goes down. A failure reading the ``final``
         figures (at close) only logs a warning: the crawl ended for its own reason."""

@@ -75,6 +75,7 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from inspect import isawaitable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
@@ -111,7 +112,7 @@ from crawler.urls.traps import TrapRules, TrapSettings
 from crawler.urls.urlnorm import InvalidUrl, UrlPolicy, normalize_url, url_host
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Iterator
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -122,6 +123,21 @@ if TYPE_CHECKING:
     from crawler.vocab import Drop
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PageLinks:
+    """A page's links as :meth:`WebSpider._extract` judged them (``(fingerprint, href,
+    canonical or None)`` to follow, and ``dropped`` by stats key), its base URL and depth;
+    ``new``: with early skip, the fingerprints neither seen nor being requested (None: early
+    skip off); ``note_skipped``: the dupefilter's skipped-link logger, with its debug on."""
+
+    base: str
+    links: list[tuple[bytes, str, str | None]]
+    dropped: dict[str, list[str]]
+    depth: int
+    note_skipped: Any
+    new: set[bytes] | None = None
 
 
 @dataclass(frozen=True)
@@ -286,7 +302,10 @@ class WebSpider(Spider):
         drop = await self._decide(item)
         hops = self._follows(drop, canonical, int(response.meta.get(meta.DUPLICATE_HOPS, 0)))
         if root is not None and hops is not None:
-            for request in self._links(response, root):
+            page, answers = self._page_links(response, root, awaited=True)
+            if answers is not None:  # a shared seen set asked on the event loop's connection
+                page.new = await answers
+            for request in self._follow(response, page):
                 if hops:
                     request.meta[meta.DUPLICATE_HOPS] = hops
                 yield request
@@ -373,18 +392,40 @@ class WebSpider(Spider):
     # --- links ------------------------------------------------------------------------------
 
     def _links(self, response: HtmlResponse, root: ParsedPage | None) -> Iterator[Request]:
+        """The requests of a page's links to follow (:meth:`parse`'s, the seen set asked on
+        the caller's thread)."""
         if root is None:
             return
+        page, _ = self._page_links(response, root, awaited=False)
+        yield from self._follow(response, page)
+
+    def _page_links(self, response: HtmlResponse, root: ParsedPage, awaited: bool,
+                    ) -> tuple[PageLinks, Awaitable[set[bytes]] | None]:
+        """A page's links and, with early skip, those not seen; when ``awaited`` and a shared
+        seen set must be asked, the unseen set comes as an awaitable instead (the caller
+        sets ``new`` from it before :meth:`_follow`)."""
         base = get_base_url(response)
         links, dropped = self._extract(root, base)
-        seen_check, note_skipped = self._seen_check()
+        seen_check, note_skipped = self._seen_check(awaited)
         depth = int(response.meta.get("depth", 0))
-        new = None if seen_check is None else self._unseen(links, seen_check, depth)
+        page = PageLinks(base, links, dropped, depth, note_skipped)
+        if seen_check is None:
+            return page, None
+        new = self._unseen(links, seen_check, depth)
+        if isawaitable(new):
+            return page, new
+        page.new = new
+        return page, None
+
+    def _follow(self, response: HtmlResponse, page: PageLinks) -> Iterator[Request]:
+        """The requests of ``page``'s links: those early skip did not skip, within their
+        budgets (module docstring)."""
+        base, new, depth, note_skipped = page.base, page.new, page.depth, page.note_skipped
         mine = list(new or ())  # requested from this page: others skip them until it is done
         self._requesting.update(dict.fromkeys(mine, depth))
         skipped = 0
         try:
-            for fp, href, canonical in links:
+            for fp, href, canonical in page.links:
                 if new is not None:
                     if fp not in new:  # seen, or requested already (module docstring)
                         skipped += 1
@@ -396,14 +437,14 @@ class WebSpider(Spider):
                     canonical = self.rules.normalize(href, base)
                 over = self.trap_rules.budget.refuse(canonical)
                 if over is not None:  # a budget of its host or path is spent
-                    dropped.setdefault(over, []).append(href)
+                    page.dropped.setdefault(over, []).append(href)
                     continue
                 yield self._request(fetch_url(urljoin(base, href), canonical), canonical)
         finally:
             for fp in mine:
                 if self._requesting.get(fp) == depth:
                     del self._requesting[fp]
-        self._count_links(len(links), skipped, dropped, base, response.url)
+        self._count_links(len(page.links), skipped, page.dropped, base, response.url)
 
     def _extract(
         self, root: ParsedPage, base: str
@@ -453,16 +494,36 @@ class WebSpider(Spider):
             links.append((verdict, href, canonical))
         return links, dropped
 
-    def _unseen(
-        self, links: list[tuple[bytes, str, str | None]], seen_check: Any, depth: int
-    ) -> set[bytes]:
+    def _unseen(self, links: list[tuple[bytes, str, str | None]], seen_check: Any, depth: int,
+                ) -> set[bytes] | Awaitable[set[bytes]]:
         """Early skip: the fingerprints of ``links`` neither held by the dupefilter (asked in
         one batch: one Redis round trip at most on a shared seen set) nor being requested by
-        a page at most as deep whose requests are not all scheduled yet."""
+        a page at most as deep whose requests are not all scheduled yet; an awaitable of them
+        when ``seen_check`` answers with one (a shared seen set asked on the event loop)."""
         requesting = self._requesting
         unique = [fp for fp in dict.fromkeys(fp for fp, _, _ in links)
                   if requesting.get(fp, depth + 1) > depth]  # fmt: skip
-        return {fp for fp, seen in zip(unique, seen_check(unique), strict=True) if not seen}
+        answers = seen_check(unique)
+        if isawaitable(answers):
+            return self._unseen_awaited(unique, answers, depth)
+        return {fp for fp, seen in zip(unique, answers, strict=True) if not seen}
+
+    async def _unseen_awaited(self, unique: list[bytes], answers: Awaitable[list[bool]],
+                              depth: int) -> set[bytes]:  # fmt: skip
+        """:meth:`_unseen` while the seen set answers: the links asked about count as being
+        requested from this page meanwhile, so a page as deep (or deeper) that comes in the
+        round trip skips them, as it would once this page requests them (the ones Redis
+        says are seen it would skip anyway)."""
+        requesting = self._requesting
+        claimed = [fp for fp in unique if fp not in requesting]
+        requesting.update(dict.fromkeys(claimed, depth))
+        try:
+            seen = await answers
+        finally:
+            for fp in claimed:
+                if requesting.get(fp) == depth:
+                    del requesting[fp]
+        return {fp for fp, yes in zip(unique, seen, strict=True) if not yes}
 
     def _count_links(self, followed: int, skipped: int, dropped: dict[str, list[str]],
                      base: str, referer: str) -> None:
@@ -475,15 +536,18 @@ class WebSpider(Spider):
         for stat, hrefs in dropped.items():
             self.notes.note(stats, stat, hrefs, base, referer, extra={"spider": self})
 
-    def _seen_check(self) -> tuple[Any, Any]:
+    def _seen_check(self, awaited: bool = False) -> tuple[Any, Any]:
         """The dupefilter's read-only batch check ``seen_fingerprints`` (None when early skip
         is off or the dupefilter does not keep the :class:`~crawler.dupefilter.EarlySkip`
-        contract, or no scheduler runs yet: :func:`~crawler.dupefilter.early_skip_of`) and,
-        with ``DUPEFILTER_DEBUG``, its ``note_skipped`` logger (else None)."""
+        contract, or no scheduler runs yet: :func:`~crawler.dupefilter.early_skip_of`;
+        ``awaited``: its ``seen_fingerprints_soon`` when it has one) and, with
+        ``DUPEFILTER_DEBUG``, its ``note_skipped`` logger (else None)."""
         dupefilter = early_skip_of(self.crawler) if self.early_skip else None
         if dupefilter is None:
             return None, None
-        return dupefilter.seen_fingerprints, dupefilter.note_skipped if dupefilter.debug else None
+        check = getattr(dupefilter, "seen_fingerprints_soon", None) if awaited else None
+        return (check or dupefilter.seen_fingerprints,
+                dupefilter.note_skipped if dupefilter.debug else None)  # fmt: skip
 
     def _request(self, url: str, canonical: str) -> Request:
         return Request(
