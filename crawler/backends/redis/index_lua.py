@@ -52,11 +52,12 @@ if not old or content_of(old) ~= c8 then  -- rule 2: another kept page with this
   if xs and afind(xs, sub(c8, 2), XREC) then return answer('exact_duplicate', 'x' .. c8, 0) end
 end
 if fp ~= '' then  -- rule 3: the nearest kept fingerprint within k, ties to the earliest kept
-  local found, best = {}, k + 1
+  local found, best, PC = {}, k + 1, nil
   for t, spec in ipairs(C.specs) do
     local field, rem = split(fp, spec)
     local s = redis.call('HGET', C.base .. ':t' .. (t - 1), field)
     if s then
+      PC = PC or popcounts()
       local R = #rem
       local stride = R + (t == 1 and SEQB or 0)
       local q = {byte(rem, 1, R)}
