@@ -221,3 +221,36 @@ def test_together_runs_a_pair_at_once_on_two_cpus_swapped_each_round(tmp_path) -
     runs = [{**r, "run": i} for i, pair in enumerate(rounds) for r in pair]
     ratios = paired(runs, "ours same")["cpu_ms_per_page_paired"]
     assert len(ratios) == 2 and all(0.5 < x < 2 for x in ratios)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/thread-self/schedstat"), reason="Linux schedstat")
+def test_the_reactor_time_splits_its_span_into_cpu_idle_and_the_rest() -> None:
+    """``ReactorTime`` on a running loop: a spin of ~0.15 s reads as CPU, a 0.15 s sleep on
+    the loop as idle in select, a 0.15 s blocking sleep as the rest; the parts add up to the
+    span, and the selector's own method is back afterwards."""
+    import asyncio
+    import time
+
+    from bench.crawl import ReactorTime
+
+    async def run() -> tuple[dict[str, float], object, object]:
+        selector = asyncio.get_running_loop()._selector  # type: ignore[attr-defined]
+        own = selector.select
+        probe = ReactorTime()
+        probe.start()
+        assert selector.select is not own
+        end = time.thread_time() + 0.15
+        while time.thread_time() < end:  # bounded: 0.15 s of this thread's CPU
+            pass
+        await asyncio.sleep(0.15)
+        time.sleep(0.15)  # blocking, off the loop and off the CPU
+        parts = probe.stop()
+        return parts, selector.select, own
+
+    parts, after, own = asyncio.run(run())
+    assert after == own
+    assert parts["cpu_s"] >= 0.14 and parts["system_s"] <= parts["cpu_s"]
+    assert 0.14 <= parts["idle_s"] < 0.4 and parts["turns"] >= 1
+    assert 0.12 <= parts["rest_s"] < 0.4
+    assert parts["span_s"] == pytest.approx(parts["cpu_s"] + parts["runq_s"] + parts["idle_s"]
+                                            + parts["rest_s"], abs=0.002)  # fmt: skip
