@@ -16,14 +16,16 @@ Behaviour:
   ``request.meta[CANONICAL_URL]`` (:mod:`crawler.meta`) to the fingerprinter and to storage.
 * Early skip (``DEDUP_EARLY_SKIP``, default on): a link whose fingerprint the dupefilter already
   holds never becomes a ``Request`` — the costly part of a crawl where most links are already
-  seen. The links of a page are checked in one batch (``seen_fingerprints``: one Redis round
-  trip at most in the distributed profile, not one per link). The check is read-only; the
-  dupefilter stays the one authority that records a URL as seen. Scrapy consumes the requests
-  of several pages concurrently, so a link another page requested a moment ago may not be in
-  the dupefilter yet: a link requested by a page not deeper than this one whose requests are
-  still being consumed counts as seen too (not deeper: ``DEPTH_LIMIT`` may drop the deeper
-  page's request; ``DEPTH_LIMIT`` is the only component between the spider and the scheduler
-  that drops a request for where it was found rather than for its URL).
+  seen. The links of a page are checked in one batch (one Redis round trip at most in the
+  distributed profile, not one per link, sent on the event loop's own connection and awaited:
+  ``seen_fingerprints_soon``; the links asked about count as requested from the page while
+  Redis answers, below). The check is read-only; the dupefilter stays the one authority that
+  records a URL as seen. Scrapy consumes the requests of several pages concurrently, so a link
+  another page requested a moment ago may not be in the dupefilter yet: a link requested by a
+  page not deeper than this one whose requests are still being consumed counts as seen too
+  (not deeper: ``DEPTH_LIMIT`` may drop the deeper page's request; ``DEPTH_LIMIT`` is the only
+  component between the spider and the scheduler that drops a request for where it was found
+  rather than for its URL).
   Skipped links are counted as ``dedup/links_skipped_seen`` (a repeat of a link this page
   already requested counts there too: the dupefilter would filter it, so
   ``dupefilter/filtered + dedup/links_skipped_seen`` is the same with the skip on or off);
