@@ -39,7 +39,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,6 +48,8 @@ from crawler.outputs.formats import mask_url as mask_url  # re-exported: this mo
 
 if TYPE_CHECKING:
     import redis
+
+    from crawler.backends.redis.aio import LoopConnection
 
 logger = logging.getLogger(__name__)
 
@@ -336,8 +338,40 @@ class RedisBacked:
             return self.retry.call(func, self.url)
         return self._once(func)
 
+    @cached_property
+    def _loop(self) -> LoopConnection:
+        """The event loop's connection beside :attr:`client`, for calls awaited with the
+        reactor not held (:meth:`_run_on_loop`); made on first use."""
+        from crawler.backends.redis.aio import LoopConnection
+
+        return LoopConnection(self.client)
+
+    async def _run_on_loop(self, script: Any, keys: list[Any], args: list[Any],
+                           log: logging.Logger, who: str, what: str) -> Any:  # fmt: skip
+        """``script``'s reply, the call sent on the event loop's connection and awaited;
+        :data:`NOT_ON_LOOP` when there is none (no running asyncio loop, a server redis-py
+        reaches otherwise than by plain TCP) or it failed (said once on ``log``: ``who``'s
+        ``what`` goes through redis-py), for the caller to make the call through redis-py."""
+        loop_redis = self._loop.get()
+        if loop_redis is None:
+            return NOT_ON_LOOP
+        from crawler.backends.redis.aio import LoopConnection, LoopRedisError
+
+        try:
+            return await loop_redis.run_script(script, keys, args)
+        except LoopRedisError as exc:
+            LoopConnection.failed(loop_redis, log, who, what, exc)
+            return NOT_ON_LOOP
+
     def close(self) -> None:
+        made = self.__dict__.get("_loop")  # the loop's connection, if one was made
+        if made is not None:
+            made.close()
         self.client.close()
+
+
+#: :meth:`RedisBacked._run_on_loop`'s answer when the call must go through redis-py.
+NOT_ON_LOOP = object()
 
 
 # --- small helpers of the Redis modules (no Redis client needed) -----------------------------

@@ -295,7 +295,8 @@ class LoopRedis:
 class LoopConnection:
     """The loop connection a component keeps beside its redis-py ``client``: made on first
     use, for the running loop (:meth:`get`), dropped by :meth:`close` (a later use makes
-    another). The content index and the shared scheduler each keep one."""
+    another). The shared scheduler keeps one; the Redis components make theirs with
+    :attr:`crawler.backends.common.RedisBacked._loop`."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from crawler.backends.common import namespace, redis_url, retry_policy
+from crawler.backends.common import NOT_ON_LOOP, namespace, redis_url, retry_policy
 from crawler.backends.redis.connection import connect, text
 from crawler.backends.redis.index_lua import (
     CHECK_AND_ADD_LUA,
@@ -125,23 +125,13 @@ class RedisContentIndex(IndexLoading, PendingEntries):
         with redis-py, on the caller's thread, as :meth:`check_and_add` (a decision is safe to
         run twice). Without a running asyncio loop, or a server redis-py reaches otherwise than
         by plain TCP: :meth:`check_and_add`."""
-        loop_redis = self._loop.get()
-        if loop_redis is None:
-            return self.check_and_add(page)
         args = self._page_args(page)
-        from crawler.backends.redis.aio import LoopConnection, LoopRedisError
-
-        try:
-            found = await loop_redis.run_script(self._check, [self.base],
-                                                self._check_args(args, b"", False))
-        except LoopRedisError as exc:  # the same question through redis-py: retried, its errors
-            LoopConnection.failed(loop_redis, logger, "content index", "the question", exc)
+        found = await self._run_on_loop(self._check, [self.base],
+                                        self._check_args(args, b"", False), logger,
+                                        "content index", "the question")  # fmt: skip
+        if found is NOT_ON_LOOP:  # the same question through redis-py: retried, its errors
             return self._decide(page, query_only=False, args=args)
         return self._decide(page, query_only=False, args=args, found=found)
-
-    def close(self) -> None:
-        self._loop.close()
-        super().close()
 
     def _page_args(self, page: PageSignature) -> list[Any]:
         canonical = page.canonical_url or page.url

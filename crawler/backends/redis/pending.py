@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from functools import cached_property
-from typing import TYPE_CHECKING
 
+from crawler.backends.common import NOT_ON_LOOP
 from crawler.backends.redis.connection import batched, text
 from crawler.backends.redis.core import LOAD_BATCH, IndexCore
 from crawler.backends.redis.index_lib_lua import INDEX_LIB
-
-if TYPE_CHECKING:
-    from crawler.backends.redis.aio import LoopConnection
 
 logger = logging.getLogger(__name__)
 
@@ -71,13 +67,6 @@ class PendingEntries(IndexCore):
         self._reclaim = self.client.register_script(RECLAIM_LUA)
         super()._register_scripts()
 
-    @cached_property
-    def _loop(self) -> LoopConnection:
-        """The event loop's connection (:meth:`commit_async`, and the index's questions)."""
-        from crawler.backends.redis.aio import LoopConnection
-
-        return LoopConnection(self.client)
-
     def commit(self, canonical_urls: Iterable[str]) -> int:
         """This worker's storage committed these pages: their entries count for everyone."""
         done = 0
@@ -93,20 +82,15 @@ class PendingEntries(IndexCore):
         committed is no longer pending, and the second run counts it 0). Without a running
         asyncio loop, or a server redis-py reaches otherwise than by plain TCP:
         :meth:`commit`."""
-        loop_redis = self._loop.get()
-        if loop_redis is None:
-            return self.commit(canonical_urls)
-        from crawler.backends.redis.aio import LoopConnection, LoopRedisError
-
         batches = list(batched(canonical_urls, LOAD_BATCH))
         done = 0
         for i, batch in enumerate(batches):
-            try:
-                done += int(await loop_redis.run_script(
-                    self._commit, [self.base], [*self._head, self.owner, *batch]))
-            except LoopRedisError as exc:
-                LoopConnection.failed(loop_redis, logger, "content index", "the commit", exc)
+            answer = await self._run_on_loop(self._commit, [self.base],
+                                             [*self._head, self.owner, *batch], logger,
+                                             "content index", "the commit")  # fmt: skip
+            if answer is NOT_ON_LOOP:
                 return done + self.commit(url for rest in batches[i:] for url in rest)
+            done += int(answer)
         return done
 
     def pending_of(self, worker: str) -> list[str]:

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import asdict
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import redis
@@ -23,6 +23,7 @@ import redis
 from crawler import defaults
 from crawler.backends import bloom
 from crawler.backends.common import (
+    NOT_ON_LOOP,
     RedisBacked,
     keys_lost,
     namespace,
@@ -32,9 +33,6 @@ from crawler.backends.common import (
 from crawler.backends.redis.bloom_lua import BLOOM_CREATE_LUA, BLOOM_LUA, BLOOM_TEST_MANY_LUA
 from crawler.backends.redis.connection import clear_namespace, connect, namespace_mismatch
 from crawler.backends.redis.keys import MAX_LAYERS, SHARD_BITS, fp16
-
-if TYPE_CHECKING:
-    from crawler.backends.redis.aio import LoopConnection
 
 logger = logging.getLogger(__name__)
 
@@ -164,33 +162,18 @@ class RedisSeenSet(RedisBacked):
         ms a question on loopback). A failure of that connection asks through redis-py
         instead (a read: safe to ask twice). Without a running asyncio loop, or a server
         redis-py reaches otherwise than by plain TCP: :meth:`contains_many`."""
-        loop_redis = self._loop.get()
-        if loop_redis is None or not keys:
-            return self.contains_many(keys)
-        from crawler.backends.redis.aio import LoopConnection, LoopRedisError
-
+        if not keys:
+            return []
         args = [self.shard_bits, *(fp16(key) for key in keys)]
-        try:
-            answers = await loop_redis.run_script(self._test_many, [self.base], args)
-        except LoopRedisError as exc:
-            LoopConnection.failed(loop_redis, logger, "seen set", "the question", exc)
+        answers = await self._run_on_loop(self._test_many, [self.base], args, logger,
+                                          "seen set", "the question")  # fmt: skip
+        if answers is NOT_ON_LOOP:
             return self.contains_many(keys)
         return [bool(v) for v in answers]
 
     @cached_property
     def _test_many(self) -> Any:
         return self.client.register_script(BLOOM_TEST_MANY_LUA)
-
-    @cached_property
-    def _loop(self) -> LoopConnection:
-        """The event loop's connection (:meth:`contains_many_async`)."""
-        from crawler.backends.redis.aio import LoopConnection
-
-        return LoopConnection(self.client)
-
-    def close(self) -> None:
-        self._loop.close()
-        super().close()
 
     def __len__(self) -> int:
         return int(self._call("hget", self.base, "count") or 0)
