@@ -54,7 +54,9 @@ the code now) and/or with more environment variables (``env=PYTHONPATH=DIR``: a 
 or hidden, e.g. ``hiredis``). No CPU pinning in this mode: N workers, the site server,
 Redis and PostgreSQL share the machine's CPUs, as they would on one host (``--no-pin`` is
 implied). Each crawl uses the production defaults of the profile (lease, storage batch
-interval), the settings ``command`` sets alike, and ``-s`` settings for every process. Per
+interval, ``TRAP_FOLLOW_LINKS_OF``: the cluster harness's own ``all`` made the workers follow
+duplicates' links where the local crawl did not), the settings ``command`` sets alike, and
+``-s`` settings for every process. Per
 configuration:
 
 * pages/s: responses / seconds from the first worker's ``spider_opened`` to the last one's
@@ -686,13 +688,16 @@ def _count_loop_calls() -> None:
     """Count the calls sent on the event loop's Redis connections
     (:class:`crawler.backends.redis.aio.LoopRedis`: awaited, the reactor not held) into
     :data:`_LOOP_CALLS`, by command as :func:`_command_name` names them."""
-    from crawler.backends.redis.aio import LoopRedis, encode_command
+    from crawler.backends.redis.aio import LoopRedis
 
     reply = LoopRedis._reply
 
-    async def counted(self: Any, args: tuple[Any, ...]) -> Any:
-        _LOOP_CALLS[_command_name(encode_command(args[:2]))] += 1
-        return await reply(self, args)
+    def counted(self: Any, args: tuple[Any, ...]) -> Any:
+        # named from the arguments (no packing, no coroutine of its own: the count must not
+        # cost the worker it measures)
+        name = str(args[0]).upper()
+        _LOOP_CALLS[f"EVALSHA:{str(args[1])[:8]}" if name == "EVALSHA" else name] += 1
+        return reply(self, args)
 
     LoopRedis._reply = counted  # type: ignore[method-assign]
 
@@ -902,6 +907,9 @@ def worker_settings(args: argparse.Namespace) -> dict[str, Any]:
         "DISTRIBUTED_LEASE_SECONDS": defaults.DISTRIBUTED_LEASE_SECONDS,
         "STORAGE_BATCH_SECONDS": defaults.STORAGE_BATCH_SECONDS,
         "DEDUP_PROGRESS_INTERVAL": defaults.DEDUP_PROGRESS_INTERVAL,
+        # the cluster harness follows every page's links (its scenarios count duplicates'
+        # links); a crawl follows the kept pages' links, as the local profile here does
+        "TRAP_FOLLOW_LINKS_OF": defaults.TRAP_FOLLOW_LINKS_OF,
         "EXTENSIONS": extensions_for("ours", WORKER_PROBE, "distributed"),
         **dict(item.split("=", 1) for item in args.set),
     }  # fmt: skip
