@@ -212,6 +212,77 @@ def test_request_survives_the_json_round_trip_with_its_callback(cluster):
     assert popped.priority == 3
 
 
+def _decoded_from_redis(frontier: LeasedFrontier, lease: str) -> Request:
+    """The request as any worker popping ``lease`` would decode it from its stored record."""
+    from crawler.cluster import serializer
+
+    record = frontier.server.hget(f"{frontier.key}:req", lease).decode()
+    return request_from_dict(serializer.loads(record.split("\n", 2)[2]), spider=frontier.spider)
+
+
+def test_a_worker_takes_back_a_request_it_queued_and_it_equals_the_decoded_one(cluster):
+    """The worker that queued a plain request pops the same object back (no JSON parsing, no
+    second ``Request()``), equal in every field to what a worker decoding it gets."""
+    from crawler.requestqueue import request_dict
+
+    _, frontier = cluster()
+    spider = frontier.spider
+    pushed = [Request(f"http://h.test/{i}", callback=spider.parse, priority=-i,
+                      headers={"Referer": "http://h.test/"},
+                      meta={"canonical_url": f"http://h.test/{i}", "depth": i, "w": 0.5})
+              for i in range(3)]  # fmt: skip
+    for request in pushed:
+        frontier.push(request)
+    popped, _ = frontier.pop_many(3)
+    assert len(popped) == 3
+    assert [id(r) for r in popped] == [id(r) for r in pushed]
+    for request in popped:
+        decoded = _decoded_from_redis(frontier, request.meta[LEASE_META])
+        assert decoded is not request
+        assert request_dict(request, spider) == {**request_dict(decoded, spider),
+                                                 "meta": request.meta}  # fmt: skip
+        assert {**decoded.meta, LEASE_META: request.meta[LEASE_META]} == request.meta
+
+
+@pytest.mark.parametrize("meta, cookies, flags", [
+    ({"path": ("a", "b")}, {}, []),  # JSON gives back a list
+    ({"seen": {"x": 1}}, {}, []),  # a copy
+    ({}, {"session": "1"}, []),
+    ({}, {}, ["cached"]),
+])  # fmt: skip
+def test_a_request_that_json_would_change_is_decoded_by_its_own_worker_too(
+        cluster, meta, cookies, flags):  # fmt: skip
+    """Whoever pops it gets the same request: one JSON would not give back equal is not taken
+    back but decoded, as another worker would."""
+    _, frontier = cluster()
+    pushed = Request("http://h.test/t", meta=meta, cookies=cookies, flags=flags)
+    frontier.push(pushed)
+    (popped,), _ = frontier.pop_many(1)
+    assert popped is not pushed
+    decoded = _decoded_from_redis(frontier, popped.meta[LEASE_META])
+    assert popped.meta == {**decoded.meta, LEASE_META: popped.meta[LEASE_META]}
+    assert (popped.cookies, popped.flags) == (decoded.cookies, decoded.flags)
+    if "path" in meta:
+        assert popped.meta["path"] == ["a", "b"]
+
+
+def test_the_requests_a_worker_keeps_to_take_back_are_bounded(cluster, monkeypatch):
+    """Past ``KEPT_MAX`` the kept requests are forgotten (a request queued here and popped by
+    another worker would otherwise be held for ever); those are decoded when popped."""
+    from crawler.cluster import frontier as frontier_module
+
+    monkeypatch.setattr(frontier_module, "KEPT_MAX", 2)
+    _, frontier = cluster()
+    pushed = [Request(f"http://h.test/{i}") for i in range(3)]
+    for request in pushed:
+        frontier.push(request)
+    assert len(frontier._kept) == 1  # emptied when the third came
+    popped, _ = frontier.pop_many(3)
+    assert urls(popped) == urls(pushed)
+    assert [r is p for r, p in zip(popped, pushed, strict=True)] == [False, False, True]
+    assert not frontier._kept
+
+
 def test_requests_are_queued_as_scrapy_serializes_them_without_scanning_the_spider():
     """``request_dict`` is ``Request.to_dict(spider=...)`` (names of the spider's methods,
     Request subclasses, the errors for a callback that is not one of them), minus the
