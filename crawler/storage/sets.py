@@ -102,7 +102,10 @@ class SetsSide(StoreBase):
 
     def _insert_members(self, conn: sa.Connection, crawl_id: int,
                         members: Mapping[str, str | None], urls: list[str]) -> set[str]:
-        """Insert the rows of ``urls`` the crawl lacks; returns those inserted."""
+        """Insert the rows of ``urls`` the crawl lacks, in the order of ``urls``; returns those
+        inserted."""
+        if self.backend == "postgresql":
+            return self._insert_members_unnested(conn, crawl_id, members, urls)
         m = self.crawl_documents
         insert = self._dialect_insert()(m)
         insert_new = insert.on_conflict_do_nothing(
@@ -111,11 +114,31 @@ class SetsSide(StoreBase):
                   for url in urls]
         return set(conn.execute(insert_new, params).scalars())
 
+    def _insert_members_unnested(self, conn: sa.Connection, crawl_id: int,
+                                 members: Mapping[str, str | None],
+                                 urls: list[str]) -> set[str]:  # fmt: skip
+        """:meth:`_insert_members` on PostgreSQL: the URLs and hashes as two array parameters
+        unnested in their order (``WITH ORDINALITY``: rows are locked in the order every writer
+        uses), one statement. SQLAlchemy's many-rows insert spent 30 µs of the storage
+        thread's Python (holding the GIL the reactor needs) per row, this 8: 5.1 against 1.35
+        CPU ms for a batch of 170 (a worker of a distributed crawl writes each page twice, its
+        own row and its crawl's)."""
+        table = self.engine.dialect.identifier_preparer.format_table(self.crawl_documents)
+        stmt = sa.text(
+            f"INSERT INTO {table} (crawl_id, canonical_url, content_hash) "
+            "SELECT :crawl_id, u, h FROM unnest(CAST(:urls AS text[]), CAST(:hashes AS text[])) "
+            "WITH ORDINALITY AS t(u, h, n) ORDER BY n "
+            "ON CONFLICT (crawl_id, canonical_url) DO NOTHING RETURNING canonical_url")
+        params = {"crawl_id": crawl_id, "urls": urls, "hashes": [members[u] for u in urls]}
+        return set(conn.execute(stmt, params).scalars())
+
     def _locked_members(self, conn: sa.Connection, crawl_id: int,
                         urls: list[str]) -> dict[str, str | None]:
         """``canonical_url -> content_hash`` of the crawl's rows of ``urls``, locked."""
         m = self.crawl_documents
         old: dict[str, str | None] = {}
+        if not urls:  # every page new to the crawl (the usual batch): nothing to read
+            return old
         for chunk in self._chunks(urls):
             stmt = (sa.select(m.c.canonical_url, m.c.content_hash)
                     .where(m.c.crawl_id == crawl_id, self._one_of(m.c.canonical_url, chunk))
