@@ -80,6 +80,7 @@ MAX_CLAIMS = 4
 #: Requests a frontier keeps to take back when it pops them itself (:meth:`LeasedFrontier._keep`):
 #: past this many the kept ones are forgotten (decoded when popped, as any other).
 KEPT_MAX = 4096
+#: The types of ``meta`` and ``cb_kwargs`` values JSON gives back equal.
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 _COMMON = """
