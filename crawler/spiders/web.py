@@ -423,10 +423,9 @@ class WebSpider(Spider):
         """The requests of ``page``'s links: those early skip did not skip, within their
         budgets (module docstring)."""
         base, new, depth, note_skipped = page.base, page.new, page.depth, page.note_skipped
-        mine = list(new or ())  # requested from this page: others skip them until it is done
-        self._requesting.update(dict.fromkeys(mine, depth))
         skipped = 0
-        try:
+        # requested from this page: others skip them until it is done
+        with self._claimed(list(new or ()), depth):
             for fp, href, canonical in page.links:
                 if new is not None:
                     if fp not in new:  # seen, or requested already (module docstring)
@@ -442,10 +441,6 @@ class WebSpider(Spider):
                     page.dropped.setdefault(over, []).append(href)
                     continue
                 yield self._request(fetch_url(urljoin(base, href), canonical), canonical)
-        finally:
-            for fp in mine:
-                if self._requesting.get(fp) == depth:
-                    del self._requesting[fp]
         self._count_links(len(page.links), skipped, page.dropped, base, response.url)
 
     def _extract(
@@ -516,16 +511,22 @@ class WebSpider(Spider):
         requested from this page meanwhile, so a page as deep (or deeper) that comes in the
         round trip skips them, as it would once this page requests them (the ones Redis
         says are seen it would skip anyway)."""
-        requesting = self._requesting
-        claimed = [fp for fp in unique if fp not in requesting]
-        requesting.update(dict.fromkeys(claimed, depth))
-        try:
+        with self._claimed([fp for fp in unique if fp not in self._requesting], depth):
             seen = await answers
+        return {fp for fp, yes in zip(unique, seen, strict=True) if not yes}
+
+    @contextlib.contextmanager
+    def _claimed(self, fps: list[bytes], depth: int) -> Iterator[None]:
+        """``fps`` count as being requested by a page at ``depth`` (early skip: module
+        docstring) until the block ends; then those still claimed at that depth are let go."""
+        requesting = self._requesting
+        requesting.update(dict.fromkeys(fps, depth))
+        try:
+            yield
         finally:
-            for fp in claimed:
+            for fp in fps:
                 if requesting.get(fp) == depth:
                     del requesting[fp]
-        return {fp for fp, yes in zip(unique, seen, strict=True) if not yes}
 
     def _count_links(self, followed: int, skipped: int, dropped: dict[str, list[str]],
                      base: str, referer: str) -> None:
