@@ -67,7 +67,7 @@ SIMHASH_SHINGLE = 1  # word n-gram size of the features (1 = words)
 
 # --- Storage (crawler.storage, crawler.pipelines.storage) --------------------------------------
 STORAGE_URL = "sqlite:///crawl.db"
-STORAGE_BATCH_SIZE = 100
+STORAGE_BATCH_SIZE = 500  # rows per write transaction (docs/storage-and-outputs.md: why 500)
 STORAGE_BATCH_SECONDS = 2.0
 STORAGE_RETRY_TIMES = 5  # retries of a failed batch write before the crawl stops
 STORAGE_RETRY_BACKOFF = 1.0  # seconds before the first retry; doubles each time, capped at 30

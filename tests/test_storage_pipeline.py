@@ -166,6 +166,10 @@ def child_main(arg: str) -> None:
     from crawler import signals as dedup_signals
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    if spec.get("text_max_chars"):  # a small cap, for a test to reach it with small pages
+        import crawler.pipelines.storage as storage_module
+
+        storage_module.BATCH_TEXT_MAX_CHARS = spec["text_max_chars"]
     url, proxy = spec["url"], None
     if spec.get("proxy"):
         parsed = sa.make_url(url)
@@ -202,8 +206,10 @@ def child_main(arg: str) -> None:
     print(json.dumps(out, default=str))
 
 
-def run_child(url: str, script: list, settings: dict | None = None, proxy: bool = False) -> dict:
-    spec = json.dumps({"url": url, "script": script, "settings": settings or {}, "proxy": proxy})
+def run_child(url: str, script: list, settings: dict | None = None, proxy: bool = False,
+              text_max_chars: int = 0) -> dict:  # fmt: skip
+    spec = json.dumps({"url": url, "script": script, "settings": settings or {}, "proxy": proxy,
+                       "text_max_chars": text_max_chars})  # fmt: skip
     code = "import sys, tests.test_storage_pipeline as t; t.child_main(sys.argv[1])"
     proc = subprocess.run([sys.executable, "-c", code, spec], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -274,6 +280,23 @@ def test_a_partial_batch_is_written_after_batch_seconds(tmp_path) -> None:
     assert first["produced"] == 2  # committed while the spider still waited for page 2
     assert sorted(first["fingerprints"]) == ["0000a", "0000b", "0001a", "0001b"]
     assert result["stats"]["storage/documents"] == 3
+    assert_committed_only_after_commit(result)
+
+
+def test_a_batch_of_long_pages_is_written_before_it_has_its_rows(tmp_path) -> None:
+    """A batch is written once its rows hold BATCH_TEXT_MAX_CHARS characters of text, however
+    few they are (long pages would otherwise hold STORAGE_BATCH_SIZE pages' text each, ten
+    batches queued); a drop's text counts too. Pages 0-9 have 320 characters of text each,
+    the drop's is cut to 100."""
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    script = [("page", 0), ("page", 1), ("dup", 2), ("page", 3), ("page", 4), ("page", 5)]
+    result = run_child(url, script, {"STORAGE_BATCH_SIZE": 1000, "STORAGE_BATCH_SECONDS": 60,
+                                     "DROPPED_TEXT_MAX_CHARS": 100}, text_max_chars=1000)
+    batches = [sorted({fp[:4] for fp in c["fingerprints"]}) for c in result["commits"]]
+    # 320 + 320 + 100 + 320 = 1060 characters: the fourth row closes the first batch
+    assert batches == [["0000", "0001", "0002", "0003"], ["0004", "0005"]], batches
+    assert result["stats"]["storage/batches"] == 2
+    assert (result["stats"]["storage/documents"], result["stats"]["storage/dropped"]) == (5, 1)
     assert_committed_only_after_commit(result)
 
 

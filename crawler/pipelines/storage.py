@@ -13,8 +13,9 @@
   from :class:`crawler.dedup.drops.DropWriter`, which writes the drop log from the rows
   this pipeline commits. Any dropped page's request fingerprints join the batch too, so the
   dupefilter journal hears of every finished page.
-* A batch is written when it holds ``STORAGE_BATCH_SIZE`` rows or ``STORAGE_BATCH_SECONDS``
-  after the last write, in a worker thread (one writer at a time, in order), in ONE transaction.
+* A batch is written when it holds ``STORAGE_BATCH_SIZE`` rows (or
+  :data:`BATCH_TEXT_MAX_CHARS` characters of text) or ``STORAGE_BATCH_SECONDS`` after the last
+  write, in a worker thread (one writer at a time, in order), in ONE transaction.
   After the commit, on the reactor thread, ``crawler.signals.batch_committed`` is sent with
   every request fingerprint and lease of the batch, the stored pages' canonical URLs and the
   drop rows (see :mod:`crawler.signals`), and its handlers are awaited before the next batch:
@@ -88,6 +89,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_QUEUED_BATCHES = 10
+#: A batch is written once its rows hold this many characters of text, whatever its row count:
+#: a batch of ``STORAGE_BATCH_SIZE`` long pages stays a few tens of MB (and the queue at most
+#: :data:`MAX_QUEUED_BATCHES` times that).
+BATCH_TEXT_MAX_CHARS = 16_000_000
 STORAGE_ERROR = "storage_error"
 
 
@@ -101,6 +106,19 @@ class Batch:
     demotions: list[dict[str, Any]] = field(default_factory=list)
     # stored pages whose fingerprint was computed again ({"url", "simhash"}): Store._refresh
     refreshes: list[dict[str, Any]] = field(default_factory=list)
+    chars: int = 0  # characters of text in the documents and dropped rows
+
+    def add_document(self, row: dict[str, Any]) -> None:
+        self.documents.append(row)
+        self.chars += len(row["text"] or "")
+
+    def add_dropped(self, row: dict[str, Any]) -> None:
+        self.dropped.append(row)
+        self.chars += len(row.get("text") or "")
+
+    def full(self, rows: int) -> bool:
+        """``rows`` rows or more, or :data:`BATCH_TEXT_MAX_CHARS` characters of text."""
+        return len(self) >= rows or self.chars >= BATCH_TEXT_MAX_CHARS
 
     def add_page(self, page: ItemAdapter) -> None:
         """The request fingerprints and lease of a stored or dropped page."""
@@ -322,9 +340,9 @@ class StoragePipeline:
         if not page.get("url"):
             self._inc("storage/skipped")
             return item
-        self._pending.documents.append(document_row(item, self.crawl_id))
+        self._pending.add_document(document_row(item, self.crawl_id))
         self._pending.add_page(page)
-        if len(self._pending) >= self.batch_size:
+        if self._pending.full(self.batch_size):
             self.flush()
         if len(self._queue) > MAX_QUEUED_BATCHES and not self._failed:
             await self.wait_idle()
@@ -339,9 +357,9 @@ class StoragePipeline:
             return
         if isinstance(exception, DuplicatePage):
             row = dropped_row(item, exception.drop, self.crawl_id, self.dropped_text_max_chars)
-            self._pending.dropped.append(row)
+            self._pending.add_dropped(row)
         self._pending.add_page(page)
-        if len(self._pending) >= self.batch_size:
+        if self._pending.full(self.batch_size):
             self.flush()
 
     def page_demoted(self, drop: Drop, duplicate_content_hash: str | None = None,

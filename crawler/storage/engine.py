@@ -25,10 +25,11 @@ from sqlalchemy.pool import StaticPool
 from crawler.outputs import formats
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-#: Page cache of each SQLite connection, KiB (SQLite's default: 2,000). A crawl's batch of 100
-#: pages changes a leaf page per page in each of seven random-key indexes; at 2 MiB they no longer
-#: fit by 10^4 pages and each batch spills and re-reads them (``bench.storagescale``). Filled only
-#: as pages are read: a connection that reads little holds little.
+#: Page cache of each SQLite connection, KiB (SQLite's default: 2,000). A crawl's batch (100
+#: pages when this was measured, 500 since) changes a leaf page per page in each of seven
+#: random-key indexes; at 2 MiB they no longer fit by 10^4 pages and each batch spills and
+#: re-reads them (``bench.storagescale``). Filled only as pages are read: a connection that
+#: reads little holds little.
 SQLITE_CACHE_KIB = 65_536
 #: WAL pages written before a commit copies them into the database file (SQLite's default:
 #: 1,000; a batch writes ~700 once the indexes are large): a page changed by several batches in

@@ -41,8 +41,8 @@ class SetsSide(StoreBase):
         """
         ids = {int(row["crawl_id"]) for row in stored if row.get("crawl_id") is not None}
         parents = self._parents(conn, ids | {crawl_id for crawl_id, _ in removed})
-        for parent in sorted(set(parents.values())):  # first: see the docstring
-            self._lock_crawl(conn, parent)
+        locked = {parent: self._lock_crawl(conn, parent)  # first: see the docstring
+                  for parent in sorted(set(parents.values()))}
         pages: dict[int, dict[str, str | None]] = {}
         for row in stored:
             if row.get("crawl_id") is not None:
@@ -59,7 +59,7 @@ class SetsSide(StoreBase):
                     changes[owner] = changes.get(owner, CrawlSets()) + change
         for crawl_id in sorted(changes):  # one lock order for every writer
             if changes[crawl_id]:
-                self._add_to_crawl(conn, crawl_id, changes[crawl_id])
+                self._add_to_crawl(conn, crawl_id, changes[crawl_id], locked.get(crawl_id))
 
     def _parents(self, conn: sa.Connection, crawl_ids: set[int]) -> dict[int, int]:
         """``crawl id -> parent id`` of those of ``crawl_ids`` that are a distributed
@@ -162,9 +162,14 @@ class SetsSide(StoreBase):
                 .where(c.c.id == crawl_id).with_for_update(key_share=True))
         return conn.execute(stmt).first()
 
-    def _add_to_crawl(self, conn: sa.Connection, crawl_id: int, change: CrawlSets) -> None:
+    def _add_to_crawl(self, conn: sa.Connection, crawl_id: int, change: CrawlSets,
+                      row: Any = None) -> None:
+        """Add ``change`` to the crawl's set columns; ``row``: its columns as this transaction
+        read them under its lock already (a distributed crawl's row, locked first: nothing
+        else can have changed them since), else they are read and locked now."""
         c = self.crawls_table
-        row = self._lock_crawl(conn, crawl_id)
+        if row is None:
+            row = self._lock_crawl(conn, crawl_id)
         if row is None:  # no such crawl: the rows' foreign key has refused the batch already
             return
         sets = crawl_sets(*row) + change
