@@ -13,6 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scrapy.exceptions import DropItem
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
@@ -657,6 +659,35 @@ def test_a_hosts_new_owner_learns_its_template_from_storage(
             asyncio.run(pipe.close())
             pipe.spider_closed()
         clear_namespace(connect(redis_url), f"dedup:{name}")
+
+
+_URL_CHARS = "ab1.:/?#@[]%\t "
+
+
+@settings(max_examples=500, deadline=None)
+@given(start=st.sampled_from(["http://", "https://", "HTTP://", "//", "x://", "a b://", "ab"]),
+       heads=st.lists(st.text("a1:@[]?#%", max_size=4), min_size=2, max_size=2),
+       tails=st.lists(st.text(_URL_CHARS, max_size=8), min_size=2, max_size=2))
+def test_a_urls_template_key_depends_only_on_the_part_warming_remembers(
+    start: str, heads: list[str], tails: list[str]
+) -> None:
+    """Warming remembers hosts by the URL's start (``_origin_part``) to skip parsing the URL
+    of every page: two URLs with the same start must have the same template key (or fail
+    alike). The two URLs share their scheme; their hosts are drawn from a few characters, so
+    they are often the same, and differ after the ``/`` that follows (a URL without ``//`` is
+    its own start)."""
+    from crawler.content.template import template_key
+    from crawler.dedup.hosts import _origin_part
+
+    def key(url: str) -> str:
+        try:
+            return template_key(url)
+        except ValueError as exc:  # a bracket without its pair: urlsplit refuses the host
+            return f"error: {exc}"
+
+    one, two = (start + head + "/" + tail for head, tail in zip(heads, tails, strict=True))
+    if _origin_part(one) == _origin_part(two):
+        assert key(one) == key(two), (one, two)
 
 
 # --- template learning per origin ----------------------------------------------------------------

@@ -38,6 +38,7 @@ from crawler.content.template import (
     young_distinct,
 )
 from crawler.dedup.counts import Counts
+from crawler.items import PageItem
 from crawler.vocab import NEAR_DUPLICATE, REFRESHED_RULE, Drop, Match
 
 if TYPE_CHECKING:
@@ -56,6 +57,19 @@ YOUNG_DISTINCT = "dedup/template/young_distinct"
 YOUNG_UNVERIFIED = "dedup/template/young_unverified"
 
 
+#: URL starts :meth:`HostTemplates.warm` remembers (emptied when full: then parsed again).
+WARMED_ORIGINS_MAX = 100_000
+
+
+def _origin_part(url: str) -> str:
+    """``url`` up to the ``/`` that starts its path (all of it without one): the part its
+    :func:`~crawler.content.template.template_key` depends on, and a little more (a query
+    with no path before it), so one part always has one key."""
+    start = url.find("//")
+    end = url.find("/", start + 2) if start >= 0 else -1
+    return url if end < 0 else url[:end]
+
+
 class HostTemplates:
     """The template filter's part in the decision (module docstring). ``warm_since``: the
     start (epoch seconds) of the stored pages a new host owner learns from; None: no
@@ -71,6 +85,7 @@ class HostTemplates:
         self.counts = counts or Counts()
         self.warm_since: float | None = None
         self._warmed: set[str] = set()
+        self._warmed_origins: set[str] = set()  # URLs' starts up to their path (_origin_part)
         # a person's rule keeps the page (canonical URL) beside its match: never a late drop
         self.protected: Callable[[str, Match], bool] = lambda canonical, match: False
 
@@ -163,9 +178,21 @@ class HostTemplates:
         the worker fingerprints the host as its former owner did: a new owner starting young
         kept mirrors of pages the old owner had fingerprinted without the template (a
         duplicate group kept twice)."""
-        adapter = ItemAdapter(item)
-        host = template_key(adapter.get("canonical_url") or adapter.get("url") or "")
-        if host in self._warmed or self.templates is None or not self.stored.enabled:
+        if self.templates is None or not self.stored.enabled:
+            return
+        if type(item) is PageItem:  # every page asks: 0.3 µs, 4 with ItemAdapter and urlsplit
+            url = item.canonical_url or item.url or ""
+        else:
+            adapter = ItemAdapter(item)
+            url = adapter.get("canonical_url") or adapter.get("url") or ""
+        origin = _origin_part(url)
+        if origin in self._warmed_origins:  # the usual page: its host seen (no URL parsing)
+            return
+        host = template_key(url)
+        if len(self._warmed_origins) >= WARMED_ORIGINS_MAX:
+            self._warmed_origins.clear()
+        self._warmed_origins.add(origin)
+        if host in self._warmed:
             return
         self._warmed.add(host)
         if not self.templates.is_young(host):
