@@ -23,7 +23,10 @@ PAGES = 2400  # killed at 30%: the resume owes more than one batch
 def test_small_scale_run_kills_resumes_and_loses_nothing(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.scale", "--sizes", str(PAGES), "--hosts", "2", "--links",
-         "30", "--kill-at", "0.3", "--stock-up-to", "0", "--no-pin", "--results", str(tmp_path)],
+         "30", "--kill-at", "0.3", "--stock-up-to", "0", "--no-pin", "--results", str(tmp_path),
+         # batches of 100: the killed run has committed several by 30% of the site, as this
+         # scenario needs (with the default 500 it may have committed none yet)
+         "-s", "STORAGE_BATCH_SIZE=100"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
