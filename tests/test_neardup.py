@@ -671,13 +671,12 @@ _URL_CHARS = "ab1.:/?#@[]%\t "
 def test_a_urls_template_key_depends_only_on_the_part_warming_remembers(
     start: str, heads: list[str], tails: list[str]
 ) -> None:
-    """Warming remembers hosts by the URL's start (``_origin_part``) to skip parsing the URL
+    """Warming remembers hosts by the URL's start (``origin_part``) to skip parsing the URL
     of every page: two URLs with the same start must have the same template key (or fail
     alike). The two URLs share their scheme; their hosts are drawn from a few characters, so
     they are often the same, and differ after the ``/`` that follows (a URL without ``//`` is
     its own start)."""
-    from crawler.content.template import template_key
-    from crawler.dedup.hosts import _origin_part
+    from crawler.content.template import origin_part, template_key
 
     def key(url: str) -> str:
         try:
@@ -686,7 +685,7 @@ def test_a_urls_template_key_depends_only_on_the_part_warming_remembers(
             return f"error: {exc}"
 
     one, two = (start + head + "/" + tail for head, tail in zip(heads, tails, strict=True))
-    if _origin_part(one) == _origin_part(two):
+    if origin_part(one) == origin_part(two):
         assert key(one) == key(two), (one, two)
 
 

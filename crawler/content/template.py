@@ -44,7 +44,8 @@ import xxhash
 from crawler.content.text import block_tokens, normalize
 
 __all__ = ["YOUNG_MAX_OVERLAP", "YOUNG_OWN_TOKENS", "KeptPage", "TemplateFilter", "block_hash",
-           "block_hashes", "line_blocks", "template_key", "young_distinct"]  # fmt: skip
+           "block_hashes", "line_blocks", "origin_part", "template_key",
+           "young_distinct"]  # fmt: skip
 
 #: A page of a young host adding at least this many tokens of its own is distinct...
 YOUNG_OWN_TOKENS = 15
@@ -97,6 +98,16 @@ def template_key(url: str) -> str:
         port = None
     origin = f"{parts.scheme.lower()}://{host}"
     return f"{origin}:{port}" if port else origin
+
+
+def origin_part(url: str) -> str:
+    """``url`` up to the ``/`` that starts its path (all of it without one): the part its
+    :func:`template_key` depends on, and a little more (a query with no path before it), so
+    one part always has one key; cheaper than the key (no ``urlsplit``), for remembering the
+    hosts seen (:meth:`crawler.dedup.hosts.HostTemplates.warm`)."""
+    start = url.find("//")
+    end = url.find("/", start + 2) if start >= 0 else -1
+    return url if end < 0 else url[:end]
 
 
 @dataclass

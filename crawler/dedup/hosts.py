@@ -34,6 +34,7 @@ from crawler.content.template import (
     KeptPage,
     block_hashes,
     line_blocks,
+    origin_part,
     template_key,
     young_distinct,
 )
@@ -61,15 +62,6 @@ YOUNG_UNVERIFIED = "dedup/template/young_unverified"
 WARMED_ORIGINS_MAX = 100_000
 
 
-def _origin_part(url: str) -> str:
-    """``url`` up to the ``/`` that starts its path (all of it without one): the part its
-    :func:`~crawler.content.template.template_key` depends on, and a little more (a query
-    with no path before it), so one part always has one key."""
-    start = url.find("//")
-    end = url.find("/", start + 2) if start >= 0 else -1
-    return url if end < 0 else url[:end]
-
-
 class HostTemplates:
     """The template filter's part in the decision (module docstring). ``warm_since``: the
     start (epoch seconds) of the stored pages a new host owner learns from; None: no
@@ -85,7 +77,7 @@ class HostTemplates:
         self.counts = counts or Counts()
         self.warm_since: float | None = None
         self._warmed: set[str] = set()
-        self._warmed_origins: set[str] = set()  # URLs' starts up to their path (_origin_part)
+        self._warmed_origins: set[str] = set()  # URLs' starts up to their path (origin_part)
         # a person's rule keeps the page (canonical URL) beside its match: never a late drop
         self.protected: Callable[[str, Match], bool] = lambda canonical, match: False
 
@@ -185,7 +177,7 @@ class HostTemplates:
         else:
             adapter = ItemAdapter(item)
             url = adapter.get("canonical_url") or adapter.get("url") or ""
-        origin = _origin_part(url)
+        origin = origin_part(url)
         if origin in self._warmed_origins:  # the usual page: its host seen (no URL parsing)
             return
         host = template_key(url)
